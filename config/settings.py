@@ -1,0 +1,163 @@
+"""The one settings file. Everything configurable comes from the environment (contract §1).
+
+Production fails closed: no default secret, DEBUG off. Development defaults come from
+``make run``, which exports them, not from here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+
+DEBUG = env.bool("SVC_DEBUG", default=False)
+SECRET_KEY = env.str("SVC_SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SVC_SECRET_KEY is not set. Set it to a long random string in production "
+            "(`make run` generates one for development)."
+        )
+    SECRET_KEY = "insecure-development-only-secret"  # noqa: S105 - only with SVC_DEBUG=1
+
+ALLOWED_HOSTS = env.list("SVC_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "customers",
+    "licensing",
+    "billing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.AdminKeyMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database(url: str) -> dict:
+    db = environ.Env.db_url_config(url)
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        name = db["NAME"]
+        if name and name != ":memory:" and not Path(name).is_absolute():
+            db["NAME"] = str(BASE_DIR / name)
+        # Concurrent writers queue on the write lock (IMMEDIATE transactions + busy
+        # timeout) instead of failing with "database is locked"; WAL lets reads proceed.
+        db["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+        # Tests run against a file so a real server process can share the test database.
+        db["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+    else:
+        db.setdefault("CONN_MAX_AGE", env.int("SVC_DB_CONN_MAX_AGE", default=60))
+        db["CONN_HEALTH_CHECKS"] = True
+    return db
+
+
+DATABASES = {"default": _database(env.str("DATABASE_URL", default="sqlite:///var/db.sqlite3"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://svc")}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    "UNAUTHENTICATED_USER": None,
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "COERCE_DECIMAL_TO_STRING": False,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Licensing authority API",
+    "DESCRIPTION": "Signed licence tokens, batch activation, usage metering and invoices.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- The licensing authority (contract §1) -------------------------------------------
+SVC_SIGNING_KEY_FILE = Path(env.str("SVC_SIGNING_KEY_FILE", default="var/signing-key.pem"))
+if not SVC_SIGNING_KEY_FILE.is_absolute():
+    SVC_SIGNING_KEY_FILE = BASE_DIR / SVC_SIGNING_KEY_FILE
+SVC_ADMIN_KEY = env.str("SVC_ADMIN_KEY", default="")
+SVC_ISSUER = env.str("SVC_ISSUER", default="svc-licensing")
+SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
+SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
+SVC_ACTIVATION_ALLOWLIST = env.list("SVC_ACTIVATION_ALLOWLIST", default=[])
+SVC_TRUSTED_PROXIES = env.list("SVC_TRUSTED_PROXIES", default=[])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("SVC_LOG_LEVEL", default="INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    CSRF_COOKIE_HTTPONLY = True
+    X_FRAME_OPTIONS = "DENY"
+    SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.urls import include, path, re_path
+
+from config import views
+from customers.api import CustomerCreateApi
+from licensing import api as licensing_api
+
+v1 = [
+    path("activate", licensing_api.ActivateApi.as_view(), name="activate"),
+    path("revocations", licensing_api.RevocationListApi.as_view(), name="revocations"),
+    path("admin/catalogue", licensing_api.CatalogueApi.as_view(), name="admin-catalogue"),
+    path("admin/customers", CustomerCreateApi.as_view(), name="admin-customers"),
+    path("admin/batches", licensing_api.BatchCreateApi.as_view(), name="admin-batches"),
+    path(
+        "admin/batches/<str:batch_id>",
+        licensing_api.BatchDetailApi.as_view(),
+        name="admin-batch-detail",
+    ),
+    path("admin/licenses", licensing_api.LicenseCreateApi.as_view(), name="admin-licenses"),
+    path("admin/revoke", licensing_api.RevokeApi.as_view(), name="admin-revoke"),
+    path("admin/fleet", licensing_api.FleetApi.as_view(), name="admin-fleet"),
+]
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("healthz", views.healthz, name="healthz"),
+    path("v1/", include(v1)),
+    re_path(r"^v1(/.*)?$", views.api_not_found),
+    path("admin/", admin.site.urls),
+]
+
+if settings.SVC_PUBLIC_DOCS:
+    from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+    urlpatterns += [
+        path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+        path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
+        path("redoc", SpectacularRedocView.as_view(url_name="openapi"), name="redoc"),
+    ]
+
+handler500 = "config.views.server_error"

@@ -1,0 +1,59 @@
+"""Monitoring endpoints and the JSON fallbacks for /v1 (unknown routes, 500s)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from licensing import signing
+
+log = logging.getLogger(__name__)
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    body = {"ok": True, "public_key": "", "time": int(time.time())}
+    try:
+        body["public_key"] = signing.public_key_fingerprint()
+    except Exception:
+        log.exception("healthz: signing key unavailable")
+        body["ok"] = False
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception:
+        log.exception("healthz: database unavailable")
+        body["ok"] = False
+    return JsonResponse(body, status=200 if body["ok"] else 503)
+
+
+def index(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(
+        {
+            "service": "licensing authority",
+            "host": request.get_host(),
+            "token_format": "SVC1",
+            "endpoints": {
+                "activate": "POST /v1/activate",
+                "usage": "POST /v1/usage",
+                "revocations": "GET /v1/revocations",
+                "health": "GET /healthz",
+            },
+        }
+    )
+
+
+def api_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    return JsonResponse(
+        {"detail": f"no endpoint {request.method} {request.path}"}, status=404
+    )
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/v1/") or request.path == "/healthz":
+        return JsonResponse(
+            {"detail": "internal error; the service log has the details"}, status=500
+        )
+    return HttpResponse("Internal server error", status=500, content_type="text/plain")

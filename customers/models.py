@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Customer(models.Model):
+    class Kind(models.TextChoices):
+        OEM = "oem", "OEM"
+        END_USER = "end_user", "End user"
+
+    id = models.CharField(primary_key=True, max_length=64, verbose_name="customer id")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    contact = models.CharField(max_length=254, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"

@@ -1,0 +1,198 @@
+"""Catalogue, batches, licences and activations.
+
+Seat accounting is enforced by the database as the last line of defence: a batch can
+never have more activations than units purchased (check constraint), and a device is on
+file at most once per batch (unique constraint).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+from licensing import catalogue
+
+
+def unix(moment) -> int:
+    """Unix seconds of an aware datetime; 0 for None (perpetual)."""
+    return int(moment.timestamp()) if moment is not None else 0
+
+
+class Sku(models.Model):
+    code = models.CharField(primary_key=True, max_length=64, verbose_name="SKU")
+    name = models.CharField(max_length=200)
+    modules = models.JSONField(default=list, help_text='Modules switched on, e.g. ["detect"].')
+    max_streams = models.PositiveIntegerField()
+    max_fps = models.PositiveIntegerField()
+    api_calls = models.PositiveBigIntegerField(help_text="Device quota; 0 = unmetered.")
+    term_days = models.PositiveIntegerField(help_text="Default term; 0 = perpetual.")
+    grace_days = models.PositiveIntegerField()
+    allowance_per_unit = models.PositiveBigIntegerField(
+        help_text="Inferences per active unit per 30 days, pooled per customer and SKU."
+    )
+    currency = models.CharField(max_length=3)
+    unit_price_tiers = models.JSONField(
+        default=list, help_text='[{"from_units": 1, "unit_price": "90"}, ...]'
+    )
+    overage_tiers = models.JSONField(
+        default=list, help_text='[{"from_inferences": 0, "price_per_1000": "0.50"}, ...]'
+    )
+    maintenance_rate = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal("0"))
+
+    class Meta:
+        ordering = ["code"]
+        verbose_name = "catalogue entry"
+        verbose_name_plural = "catalogue"
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def is_perpetual(self) -> bool:
+        return self.term_days == 0
+
+    def entry(self) -> dict[str, Any]:
+        """The contract §5 entry, prices as Decimal."""
+        return catalogue.normalise_entry(
+            {name: getattr(self, name) for name in catalogue.ENTRY_FIELDS if name != "sku"}
+            | {"sku": self.code}
+        )
+
+    def unit_price_for(self, units: int) -> Decimal:
+        return catalogue.unit_price(self.entry()["unit_price_tiers"], units)
+
+    def clean(self) -> None:
+        try:
+            entry = self.entry()
+            catalogue.unit_price(entry["unit_price_tiers"], 1)
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+            raise ValidationError(f"invalid catalogue entry: {exc}") from exc
+        unknown = [m for m in self.modules if not isinstance(m, str)]
+        if unknown:
+            raise ValidationError("modules must be a list of module names")
+
+
+class Batch(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, verbose_name="batch id")
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="batches"
+    )
+    # The SKU code as text, not a foreign key: a batch outlives catalogue edits, and an
+    # activation against a SKU that has gone missing must answer 500, not crash.
+    sku = models.CharField(max_length=64, db_index=True, verbose_name="SKU")
+    units_purchased = models.PositiveIntegerField()
+    units_activated = models.PositiveIntegerField(default=0)
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    issued_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
+    license = models.OneToOneField(
+        "licensing.License",
+        on_delete=models.PROTECT,
+        related_name="batch_key_of",
+        verbose_name="batch key licence",
+    )
+
+    class Meta:
+        ordering = ["-issued_at"]
+        verbose_name_plural = "batches"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(units_activated__lte=F("units_purchased")),
+                name="batch_activated_within_purchased",
+            ),
+            models.CheckConstraint(
+                condition=Q(units_purchased__gte=1), name="batch_purchases_at_least_one_unit"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def units_remaining(self) -> int:
+        return self.units_purchased - self.units_activated
+
+
+class License(models.Model):
+    class Kind(models.TextChoices):
+        BATCH_KEY = "batch_key", "Batch key"
+        UNIT = "unit", "Unit (activated from a batch)"
+        DIRECT = "direct", "Direct licence"
+
+    class Activation(models.TextChoices):
+        REQUIRED = "required", "required"
+        OPTIONAL = "optional", "optional"
+
+    id = models.CharField(primary_key=True, max_length=64, verbose_name="licence id")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="licenses"
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    device_id = models.CharField(max_length=128, help_text="Bound fingerprint, or * (unbound).")
+    activation = models.CharField(max_length=8, choices=Activation.choices)
+    batch = models.ForeignKey(
+        Batch,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="unit_licenses",
+        help_text="Source batch of a unit licence.",
+    )
+    issued_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
+    grace_days = models.PositiveIntegerField(default=0)
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    claims = models.JSONField()
+    token = models.TextField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoke_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-issued_at"]
+        verbose_name = "licence"
+        indexes = [
+            models.Index(fields=["customer", "sku", "kind"], name="license_customer_sku_kind"),
+            models.Index(
+                fields=["revoked_at"],
+                name="license_revoked",
+                condition=Q(revoked_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+class Activation(models.Model):
+    batch = models.ForeignKey(Batch, on_delete=models.PROTECT, related_name="activations")
+    device_id = models.CharField(max_length=128)
+    license = models.OneToOneField(
+        License, on_delete=models.PROTECT, related_name="activation_record"
+    )
+    fingerprint_source = models.CharField(max_length=32, blank=True)
+    weak_binding = models.BooleanField(default=False)
+    sdk_version = models.CharField(max_length=64, blank=True)
+    activated_at = models.DateTimeField(default=timezone.now)
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-activated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "device_id"], name="activation_once_per_batch")
+        ]
+        indexes = [models.Index(fields=["-activated_at", "-id"], name="activation_recent_first")]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} on {self.batch_id}"

@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from config.fields import StrictBooleanField, StrictIntegerField
+from licensing.models import Activation, Batch, License, unix
+from licensing.services import DEVICE_ID_MAX
+
+
+class UnixField(serializers.Field):
+    """Aware datetime out as Unix seconds; None (perpetual) as 0."""
+
+    def to_representation(self, value) -> int:
+        return unix(value)
+
+
+class ActivateIn(serializers.Serializer):
+    batch_token = serializers.CharField()
+    device_id = serializers.CharField(
+        trim_whitespace=False,
+        error_messages={
+            "required": "device_id is required",
+            "blank": "device_id must not be empty",
+        },
+    )
+    fingerprint_source = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=32
+    )
+    weak_binding = StrictBooleanField(required=False, default=False)
+    sdk_version = serializers.CharField(required=False, default="", allow_blank=True, max_length=64)
+
+    def validate_device_id(self, value: str) -> str:
+        if len(value) > DEVICE_ID_MAX:
+            raise serializers.ValidationError(
+                f"is {len(value)} characters; at most {DEVICE_ID_MAX} are allowed"
+            )
+        return value
+
+
+class BatchIn(serializers.Serializer):
+    customer_id = serializers.CharField()
+    sku = serializers.CharField()
+    units = StrictIntegerField(min_value=1, max_value=10_000_000)
+    term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
+
+
+class BatchOut(serializers.ModelSerializer):
+    batch_id = serializers.CharField(source="id")
+    license_id = serializers.CharField(source="license.id")
+    batch_token = serializers.CharField(source="license.token")
+    units = serializers.IntegerField(source="units_purchased")
+    order_value = serializers.SerializerMethodField()
+    expires_at = UnixField()
+
+    class Meta:
+        model = Batch
+        fields = [
+            "batch_id",
+            "customer_id",
+            "sku",
+            "license_id",
+            "batch_token",
+            "units",
+            "unit_price",
+            "order_value",
+            "currency",
+            "expires_at",
+        ]
+
+    def get_order_value(self, batch: Batch):
+        return batch.unit_price * batch.units_purchased
+
+
+class BatchStatusOut(serializers.ModelSerializer):
+    batch_id = serializers.CharField(source="id")
+    units_remaining = serializers.IntegerField()
+    expires_at = UnixField()
+
+    class Meta:
+        model = Batch
+        fields = [
+            "batch_id",
+            "customer_id",
+            "sku",
+            "units_purchased",
+            "units_activated",
+            "units_remaining",
+            "expires_at",
+        ]
+
+
+class LicenseIn(serializers.Serializer):
+    customer_id = serializers.CharField()
+    sku = serializers.CharField()
+    device_id = serializers.CharField(max_length=DEVICE_ID_MAX)
+    term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
+    api_quota = StrictIntegerField(min_value=0, required=False, allow_null=True)
+    max_streams = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    activation = serializers.ChoiceField(
+        choices=License.Activation.values, default=License.Activation.OPTIONAL
+    )
+
+
+class LicenseOut(serializers.ModelSerializer):
+    license_id = serializers.CharField(source="id")
+    expires_at = UnixField()
+
+    class Meta:
+        model = License
+        fields = [
+            "license_id",
+            "token",
+            "customer_id",
+            "sku",
+            "device_id",
+            "activation",
+            "expires_at",
+            "unit_price",
+        ]
+
+
+class RevokeIn(serializers.Serializer):
+    license_id = serializers.CharField()
+    reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=500)
+
+
+class RevokeOut(serializers.ModelSerializer):
+    license_id = serializers.CharField(source="id")
+    revoked = serializers.SerializerMethodField()
+    revoked_at = UnixField()
+    reason = serializers.CharField(source="revoke_reason")
+
+    class Meta:
+        model = License
+        fields = ["license_id", "revoked", "revoked_at", "reason"]
+
+    def get_revoked(self, lic: License) -> bool:
+        return lic.revoked
+
+
+class FleetQuery(serializers.Serializer):
+    customer_id = serializers.CharField(required=False)
+    batch_id = serializers.CharField(required=False)
+    weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
+    before = serializers.IntegerField(required=False, min_value=0)
+
+
+class ActivationRecordOut(serializers.ModelSerializer):
+    license_id = serializers.CharField(source="license.id")
+    weak_binding = serializers.SerializerMethodField()
+    activated_at = UnixField()
+    sku = serializers.CharField(source="batch.sku")
+    customer_id = serializers.CharField(source="batch.customer_id")
+    revoked = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Activation
+        fields = [
+            "device_id",
+            "license_id",
+            "batch_id",
+            "fingerprint_source",
+            "weak_binding",
+            "sdk_version",
+            "activated_at",
+            "sku",
+            "customer_id",
+            "revoked",
+        ]
+
+    def get_weak_binding(self, record: Activation) -> int:
+        return int(record.weak_binding)
+
+    def get_revoked(self, record: Activation) -> int:
+        return int(record.license.revoked)
