@@ -28,6 +28,7 @@ urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", views.healthz, name="healthz"),
     path("v1/", include(v1)),
+    path("v1/", include("billing.urls")),
     re_path(r"^v1(/.*)?$", views.api_not_found),
     path("admin/", admin.site.urls),
 ]

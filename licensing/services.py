@@ -352,3 +352,15 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
     return lic
+
+
+def catalogue_seed() -> int:
+    """Insert the seeded catalogue entries that are missing (never overwrites edits).
+    Returns how many were added."""
+    added = 0
+    for entry in catalogue.load_entries():
+        fields = catalogue.to_json(entry)
+        code = fields.pop("sku")
+        _, created = Sku.objects.get_or_create(code=code, defaults=fields)
+        added += created
+    return added

@@ -1,0 +1,12 @@
+"""Environment for the test run, loaded as a pytest plugin (``-p config.testing`` in
+pyproject) before pytest-django reads the settings. Production settings fail closed
+without a secret; the tests get a throwaway one here instead of a default in settings."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+os.environ.setdefault("SVC_SECRET_KEY", secrets.token_urlsafe(32))
+os.environ.setdefault("SVC_ADMIN_KEY", "test-admin-key-" + secrets.token_urlsafe(16))
+os.environ.setdefault("SVC_ISSUER", "svc-test")

@@ -1,0 +1,91 @@
+"""Crash-safe JSON files in an engine's state directory.
+
+Every write goes to a temporary file in the same directory, is fsynced, renamed over the
+target with ``os.replace`` and the directory is fsynced, so after a crash or power cut a
+reader sees either the old or the new file, never a torn one. One state directory
+belongs to one engine process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import LicenseError
+
+TEMP_SUFFIX = ".tmp"
+# A temporary file older than this was left by a crash mid-write; nobody will finish it.
+STALE_TEMP_SECONDS = 60
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX; a no-op where directories cannot
+    be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (temp file, fsync,
+    os.replace, fsync directory). The file is created with mode 600."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_directory(path.parent)
+
+
+def write_json(path: Path, value: Any) -> None:
+    data = json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    atomic_write_bytes(path, data)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    """Parsed content of ``path``, or ``default`` when it does not exist.
+
+    A file that does not parse was not written by this module (writes are atomic), so
+    it is reported rather than silently reset: resetting would hand back quota.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return default
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as exc:
+        raise corrupt(path, str(exc)) from None
+
+
+def corrupt(path: Path, why: str) -> LicenseError:
+    return LicenseError(
+        f"state file {path} is damaged ({why}); it was not written by this module",
+        code="STATE_CORRUPT",
+    )
+
+
+def sweep_temp_files(directory: Path, *, now: float | None = None) -> None:
+    """Remove temporary files that a crash left behind mid-write."""
+    cutoff = (time.time() if now is None else now) - STALE_TEMP_SECONDS
+    for path in Path(directory).glob(f".*{TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()

@@ -1,0 +1,159 @@
+"""Fixtures shared by every test: a temporary signing key for the session, API clients,
+the seeded catalogue, and a real gunicorn server on the test database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+from licensing.keyfile import write_private_key
+from licensing.services import batch_issue, catalogue_seed
+from tests.factories import CustomerFactory
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def signing_key_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("keys") / "signing-key.pem"
+    write_private_key(path)
+    settings.SVC_SIGNING_KEY_FILE = path
+    return path
+
+
+@pytest.fixture(scope="session")
+def signing_key(signing_key_file):
+    from licensing.signing import signing_key as load
+
+    return load()
+
+
+@pytest.fixture(autouse=True)
+def _isolation(request, settings):
+    """Loopback is a provisioning line (no activation throttle) unless a test says
+    otherwise; the cache (throttle counters) starts empty; and any test that touches the
+    database sees the seeded catalogue, even after a transactional test flushed it."""
+    settings.SVC_ACTIVATION_ALLOWLIST = ["127.0.0.0/8", "::1/128"]
+    cache.clear()
+    marker = request.node.get_closest_marker("django_db")
+    names = set(request.fixturenames)
+    if marker is not None or names & {"db", "transactional_db"}:
+        transactional = "transactional_db" in names or (
+            marker is not None and marker.kwargs.get("transaction")
+        )
+        request.getfixturevalue("transactional_db" if transactional else "db")
+        catalogue_seed()
+
+
+@pytest.fixture
+def admin_api() -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_X_ADMIN_KEY=settings.SVC_ADMIN_KEY)
+    return client
+
+
+@pytest.fixture
+def device_api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def customer(db):
+    return CustomerFactory()
+
+
+@pytest.fixture
+def make_batch(customer):
+    def make(units: int = 10, sku: str = "VISION-PRO", term_days: int | None = None, owner=None):
+        return batch_issue(
+            customer_id=(owner or customer).id, sku=sku, units=units, term_days=term_days
+        )
+
+    return make
+
+
+# --- a real server ------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    """DATABASE_URL of the database the tests run on, for a server process to share."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@dataclass
+class LiveService:
+    url: str
+    admin_key: str
+    process: subprocess.Popen
+
+
+@pytest.fixture(scope="session")
+def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_factory):
+    """gunicorn (3 workers x 4 threads) serving the test database. Tests that use it
+    must commit their data: request ``transactional_db``."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("gunicorn") / "server.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "SVC_SIGNING_KEY_FILE": str(signing_key_file),
+        "SVC_ADMIN_KEY": settings.SVC_ADMIN_KEY,
+        "SVC_SECRET_KEY": settings.SECRET_KEY,
+        "SVC_DEBUG": "0",
+        "SVC_ACTIVATION_ALLOWLIST": "127.0.0.0/8",
+        "SVC_DB_CONN_MAX_AGE": "0",
+        "SVC_LOG_LEVEL": "WARNING",
+    }
+    command = [
+        sys.executable, "-m", "gunicorn", "config.wsgi",
+        "--bind", f"127.0.0.1:{port}",
+        "--workers", "3", "--threads", "4", "--worker-class", "gthread",
+        "--timeout", "60", "--graceful-timeout", "5",
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    try:
+        yield LiveService(url=url, admin_key=settings.SVC_ADMIN_KEY, process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
