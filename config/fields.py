@@ -21,3 +21,12 @@ class StrictBooleanField(serializers.BooleanField):
         if not isinstance(data, bool):
             self.fail("strict", kind=type(data).__name__)
         return data
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"strict": "must be a string, not {kind}."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("strict", kind=type(data).__name__)
+        return super().to_internal_value(data)

@@ -6,6 +6,8 @@ Production fails closed: no default secret, DEBUG off. Development defaults come
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import environ
@@ -85,8 +87,9 @@ def _database(url: str) -> dict:
             "timeout": 30,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
-        # Tests run against a file so a real server process can share the test database.
-        db["TEST"] = {"NAME": str(BASE_DIR / "var" / "test-db.sqlite3")}
+        # Tests run against a file (one per test process, so runs never collide) that a
+        # real server process can share.
+        db["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"svc-test-{os.getpid()}.sqlite3")}
     else:
         db.setdefault("CONN_MAX_AGE", env.int("SVC_DB_CONN_MAX_AGE", default=60))
         db["CONN_HEALTH_CHECKS"] = True

@@ -34,7 +34,11 @@ urlpatterns = [
 ]
 
 if settings.SVC_PUBLIC_DOCS:
-    from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+    from drf_spectacular.views import (
+        SpectacularAPIView,
+        SpectacularRedocView,
+        SpectacularSwaggerView,
+    )
 
     urlpatterns += [
         path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),

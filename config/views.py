@@ -46,9 +46,7 @@ def index(request: HttpRequest) -> JsonResponse:
 
 
 def api_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
-    return JsonResponse(
-        {"detail": f"no endpoint {request.method} {request.path}"}, status=404
-    )
+    return JsonResponse({"detail": f"no endpoint {request.method} {request.path}"}, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -4,15 +4,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.fields import StrictCharField
 from customers.models import Customer
 from customers.services import customer_create
 
 
 class CustomerIn(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = StrictCharField(max_length=200)
     kind = serializers.ChoiceField(choices=Customer.Kind.values)
-    contact = serializers.CharField(max_length=254, required=False, default="", allow_blank=True)
-    id = serializers.CharField(max_length=64, required=False, allow_null=True)
+    contact = StrictCharField(max_length=254, required=False, default="", allow_blank=True)
+    id = StrictCharField(max_length=64, required=False, allow_null=True)
 
 
 class CustomerCreateApi(APIView):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.utils import timezone
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from licensing import selectors, serializers, services
-from licensing.throttling import ActivationRateThrottle, client_ip
+from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
 
 
 def _valid(serializer_class, data):
@@ -24,15 +25,12 @@ class ActivateApi(APIView):
     throttle_classes = [ActivationRateThrottle]
 
     def throttled(self, request, wait):
-        from config.errors import ServiceError
-
-        limit, span = self.get_throttles()[0].limit, self.get_throttles()[0].span
-        error = ServiceError(
-            f"activation rate limit exceeded: {limit} requests per {span} s per IP; "
-            f"retry in {int(wait or span)} s"
+        limit, span = parse_rate(settings.SVC_ACTIVATION_RATE)
+        raise exceptions.Throttled(
+            wait,
+            detail=f"activation rate limit exceeded: {limit} requests per {span} s per IP; "
+            f"retry in {int(wait or span)} s",
         )
-        error.status_code = status.HTTP_429_TOO_MANY_REQUESTS
-        raise error
 
     def post(self, request):
         data = _valid(serializers.ActivateIn, request.data)
@@ -91,4 +89,6 @@ class FleetApi(APIView):
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
         units = serializers.ActivationRecordOut(selectors.fleet_list(**query), many=True).data
-        return Response({"units": units, "count": len(units), "as_of": int(timezone.now().timestamp())})
+        return Response(
+            {"units": units, "count": len(units), "as_of": int(timezone.now().timestamp())}
+        )

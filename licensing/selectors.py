@@ -39,9 +39,7 @@ def fleet_list(
 ) -> QuerySet[Activation]:
     """Activation records, most recent first; ``before`` (Unix seconds) pages back to
     units activated strictly before that second."""
-    records = Activation.objects.select_related("batch", "license").order_by(
-        "-activated_at", "-id"
-    )
+    records = Activation.objects.select_related("batch", "license").order_by("-activated_at", "-id")
     if customer_id:
         records = records.filter(batch__customer_id=customer_id)
     if batch_id:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import StrictBooleanField, StrictIntegerField
+from config.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from licensing.models import Activation, Batch, License, unix
 from licensing.services import DEVICE_ID_MAX
 
@@ -10,24 +10,29 @@ from licensing.services import DEVICE_ID_MAX
 class UnixField(serializers.Field):
     """Aware datetime out as Unix seconds; None (perpetual) as 0."""
 
+    def get_attribute(self, instance):
+        # DRF renders None without calling to_representation; perpetual must be 0.
+        value = super().get_attribute(instance)
+        return 0 if value is None else value
+
     def to_representation(self, value) -> int:
-        return unix(value)
+        return value if isinstance(value, int) else unix(value)
 
 
 class ActivateIn(serializers.Serializer):
-    batch_token = serializers.CharField()
-    device_id = serializers.CharField(
+    batch_token = StrictCharField()
+    device_id = StrictCharField(
         trim_whitespace=False,
         error_messages={
             "required": "device_id is required",
             "blank": "device_id must not be empty",
         },
     )
-    fingerprint_source = serializers.CharField(
+    fingerprint_source = StrictCharField(
         required=False, default="", allow_blank=True, max_length=32
     )
     weak_binding = StrictBooleanField(required=False, default=False)
-    sdk_version = serializers.CharField(required=False, default="", allow_blank=True, max_length=64)
+    sdk_version = StrictCharField(required=False, default="", allow_blank=True, max_length=64)
 
     def validate_device_id(self, value: str) -> str:
         if len(value) > DEVICE_ID_MAX:
@@ -38,8 +43,8 @@ class ActivateIn(serializers.Serializer):
 
 
 class BatchIn(serializers.Serializer):
-    customer_id = serializers.CharField()
-    sku = serializers.CharField()
+    customer_id = StrictCharField()
+    sku = StrictCharField()
     units = StrictIntegerField(min_value=1, max_value=10_000_000)
     term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
 
@@ -90,9 +95,9 @@ class BatchStatusOut(serializers.ModelSerializer):
 
 
 class LicenseIn(serializers.Serializer):
-    customer_id = serializers.CharField()
-    sku = serializers.CharField()
-    device_id = serializers.CharField(max_length=DEVICE_ID_MAX)
+    customer_id = StrictCharField()
+    sku = StrictCharField()
+    device_id = StrictCharField(max_length=DEVICE_ID_MAX)
     term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
     api_quota = StrictIntegerField(min_value=0, required=False, allow_null=True)
     max_streams = StrictIntegerField(min_value=1, required=False, allow_null=True)
@@ -120,8 +125,8 @@ class LicenseOut(serializers.ModelSerializer):
 
 
 class RevokeIn(serializers.Serializer):
-    license_id = serializers.CharField()
-    reason = serializers.CharField(required=False, default="", allow_blank=True, max_length=500)
+    license_id = StrictCharField()
+    reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
 
 
 class RevokeOut(serializers.ModelSerializer):
@@ -139,8 +144,8 @@ class RevokeOut(serializers.ModelSerializer):
 
 
 class FleetQuery(serializers.Serializer):
-    customer_id = serializers.CharField(required=False)
-    batch_id = serializers.CharField(required=False)
+    customer_id = StrictCharField(required=False)
+    batch_id = StrictCharField(required=False)
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
     before = serializers.IntegerField(required=False, min_value=0)
 

@@ -68,7 +68,9 @@ def _claims(
 
 
 def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:
-    return License.objects.create(id=claims["lic"], claims=claims, token=signing.sign(claims), **fields)
+    return License.objects.create(
+        id=claims["lic"], claims=claims, token=signing.sign(claims), **fields
+    )
 
 
 def _check_positive(name: str, value: int | None, *, allow_zero: bool = False) -> None:
@@ -297,9 +299,9 @@ def unit_activate(
             if existing is None:
                 raise
             return existing
-        purchased, activated = Batch.objects.values_list(
-            "units_purchased", "units_activated"
-        ).get(pk=batch.pk)
+        purchased, activated = Batch.objects.values_list("units_purchased", "units_activated").get(
+            pk=batch.pk
+        )
         return ActivationResult(
             license=unit, reactivated=False, batch_units_remaining=purchased - activated
         )

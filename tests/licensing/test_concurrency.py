@@ -1,0 +1,78 @@
+"""Seat accounting under real concurrency: threads against a gunicorn server
+(3 processes x 4 threads) on the test database, SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from licensing.models import Activation, Batch, License
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+
+def _post(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def _race(live_service, bodies: list[dict]) -> list[tuple[int, dict]]:
+    """Send every body at once: all threads wait on a barrier, then fire."""
+    start = threading.Barrier(len(bodies))
+
+    def fire(body):
+        start.wait(timeout=30)
+        return _post(f"{live_service.url}/v1/activate", body)
+
+    with ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+        return list(pool.map(fire, bodies))
+
+
+def test_40_new_devices_on_a_10_unit_batch_get_exactly_10_seats(live_service, make_batch):
+    batch = make_batch(units=10)
+    token = batch.license.token
+    results = _race(
+        live_service, [{"batch_token": token, "device_id": f"cam-{n}"} for n in range(40)]
+    )
+    statuses = Counter(status for status, _ in results)
+    assert statuses == {200: 10, 402: 30}, results
+    assert all("10 of 10 units activated" in body["detail"] for s, body in results if s == 402)
+    batch.refresh_from_db()
+    assert batch.units_activated == 10
+    assert Activation.objects.filter(batch=batch).count() == 10
+    assert License.objects.filter(batch=batch).count() == 10
+    remaining = sorted(body["batch_units_remaining"] for s, body in results if s == 200)
+    assert remaining[0] == 0 and len(set(remaining)) == 10
+
+
+def test_12_concurrent_requests_for_one_device_consume_one_unit(live_service, make_batch):
+    batch = make_batch(units=5)
+    body = {"batch_token": batch.license.token, "device_id": "cam-same"}
+    results = _race(live_service, [body] * 12)
+    assert [status for status, _ in results] == [200] * 12, results
+    assert len({b["license_id"] for _, b in results}) == 1
+    assert len({b["unit_token"] for _, b in results}) == 1
+    assert sum(1 for _, b in results if not b["reactivated"]) == 1
+    batch.refresh_from_db()
+    assert batch.units_activated == 1
+    assert License.objects.filter(batch=batch).count() == 1
+
+
+def test_check_constraint_refuses_overselling_even_without_the_service(make_batch):
+    from django.db import IntegrityError, transaction
+
+    batch = make_batch(units=2)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Batch.objects.filter(pk=batch.pk).update(units_activated=3)
