@@ -38,9 +38,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "customers",
     "licensing",
     "billing",
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -137,6 +139,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Signed licence tokens, batch activation, usage metering and invoices.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- The licensing authority (contract §1) -------------------------------------------
