@@ -22,7 +22,7 @@ from .token import decode_unverified
 
 DEFAULT_TIMEOUT = 10.0
 MAX_RESPONSE_BYTES = 1 << 20
-TOKEN_FILE = "license.token"
+TOKEN_FILE = "license.token"  # noqa: S105 - a file name, not a secret
 
 # Status -> code of the LicenseError raised when activation is refused (402, 403 below).
 _ACTIVATION_CODES = {400: "BAD_REQUEST", 429: "RATE_LIMITED"}

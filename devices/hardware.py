@@ -43,7 +43,9 @@ class Fingerprint:
     weak: bool = False
 
 
-def fingerprint(environ: Mapping[str, str] | None = None, root: str | os.PathLike = "/") -> Fingerprint:
+def fingerprint(
+    environ: Mapping[str, str] | None = None, root: str | os.PathLike = "/"
+) -> Fingerprint:
     """The device fingerprint from the first available source, in spec order:
     ``SVC_DEVICE_ID``, devicetree serial, DMI product UUID, machine-id, macOS platform
     UUID, first non-loopback MAC (weak)."""

@@ -21,7 +21,7 @@ FORMAT = 1
 Record = dict[str, int]
 
 
-def _valid(record: Any) -> bool:
+def is_record(record: Any) -> bool:
     return (
         isinstance(record, dict)
         and set(record) == set(RECORD_FIELDS)
@@ -43,7 +43,7 @@ class UsageSpool:
         self._write = write
         data = read_json(self.path, {"format": FORMAT, "records": []})
         records = data.get("records") if isinstance(data, dict) else None
-        if not isinstance(records, list) or not all(_valid(r) for r in records):
+        if not isinstance(records, list) or not all(is_record(r) for r in records):
             raise corrupt(self.path, "records are not usage records")
         self.records: list[Record] = records
 

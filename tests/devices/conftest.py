@@ -1,0 +1,106 @@
+"""Fixtures for the device module: temporary keys, a token factory, an injected clock,
+and a tiny stand-in for the licensing service (stdlib http.server on 127.0.0.1:0).
+
+The device module is pure Python; nothing here needs Django or a database.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from devices import Engine
+from devices.token import encode_token, public_key_b64url
+from tests.devices.device_support import DEVICE, NOW, FakeClock, FakeService, claims_for
+
+
+@pytest.fixture
+def signing_key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture
+def public_key(signing_key: Ed25519PrivateKey) -> str:
+    return public_key_b64url(signing_key.public_key())
+
+
+@pytest.fixture
+def make_token(signing_key: Ed25519PrivateKey) -> Callable[..., str]:
+    """``make_token(exp=..., lim={...})``: a unit token for DEVICE signed by the test key."""
+
+    def make(*, key: Ed25519PrivateKey | None = None, **overrides: Any) -> str:
+        return encode_token(claims_for(**overrides), key or signing_key)
+
+    return make
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def make_engine(state_dir: Path, public_key: str, clock: FakeClock) -> Callable[..., Engine]:
+    """A new Engine on the same state dir each call: calling it twice is a reboot."""
+
+    def make(**kwargs: Any) -> Engine:
+        kwargs.setdefault("public_key", public_key)
+        kwargs.setdefault("device_id", DEVICE)
+        kwargs.setdefault("clock", clock)
+        return Engine(state_dir, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def service() -> Iterator[FakeService]:
+    fake = FakeService()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            request = {
+                "method": self.command,
+                "path": self.path,
+                "headers": dict(self.headers),
+                "json": json.loads(raw) if raw else None,
+            }
+            fake.requests.append(request)
+            answer = fake.routes.get((self.command, self.path))
+            status, body = answer(request) if answer else (404, {"detail": "Not found."})
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _handle  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    fake.reply("GET", "/v1/revocations", 200, {"revoked": [], "as_of": NOW})
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -1,0 +1,304 @@
+"""Usage spool, Engine.sync and devices.activate against a stand-in service (stdlib HTTP
+server on 127.0.0.1:0): contract §7, spec §4.2, the revocation list of §2.6."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import devices
+from devices import BadSignature, Engine, LicenseError, Revoked
+from devices import engine as engine_module
+from tests.devices.device_support import DEVICE, NOW
+
+HOUR = 3600
+PERIOD = NOW // HOUR * HOUR  # the period containing NOW
+
+
+def accept_all(request):
+    records = request["json"]["records"]
+    return 200, {"accepted": len(records), "duplicates": 0}
+
+
+@pytest.fixture
+def running(make_engine, make_token):
+    engine = make_engine()
+    engine.start(make_token())
+    return engine
+
+
+def test_only_closed_periods_are_spooled(running, clock):
+    running.count(inferences=5, frames=10)
+    assert running.pending_records == []
+    clock.now = PERIOD + HOUR + 1
+    running.count(inferences=1)
+    assert running.pending_records == [
+        {
+            "period_start": PERIOD,
+            "period_end": PERIOD + HOUR,
+            "inferences": 5,
+            "frames": 10,
+            "stream_seconds": 0,
+            "events": 0,
+        }
+    ]
+    assert running.usage["period_start"] == PERIOD + HOUR
+
+
+def test_idle_periods_are_not_spooled(running, clock):
+    running.count(frames=1)
+    clock.now = PERIOD + 5 * HOUR
+    running.count(frames=1)
+    assert [r["period_start"] for r in running.pending_records] == [PERIOD]
+
+
+def test_open_period_survives_reboot_and_is_closed_later(make_engine, make_token, clock, running):
+    running.count(inferences=3)
+    running.close()
+    clock.now = PERIOD + 2 * HOUR
+    rebooted = make_engine()
+    rebooted.start(make_token())
+    assert [(r["period_start"], r["inferences"]) for r in rebooted.pending_records] == [(PERIOD, 3)]
+
+
+def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, make_token):
+    service.on("POST", "/v1/usage", accept_all)
+    running.count(inferences=5, frames=10, stream_seconds=2, events=1)
+    clock.now = PERIOD + HOUR
+    summary = running.sync(service.url)
+    assert summary == {
+        "accepted": 1,
+        "duplicates": 0,
+        "deferred": 0,
+        "pending": 0,
+        "revoked": False,
+    }
+    (upload,) = service.calls("/v1/usage")
+    assert upload["headers"]["Authorization"] == f"Bearer {make_token()}"
+    assert upload["json"] == {
+        "device_id": DEVICE,
+        "license_id": "LIC-0123456789",
+        "records": [
+            {
+                "period_start": PERIOD,
+                "period_end": PERIOD + HOUR,
+                "inferences": 5,
+                "frames": 10,
+                "stream_seconds": 2,
+                "events": 1,
+            }
+        ],
+    }
+    assert running.pending_records == []
+
+
+def test_sync_with_empty_spool_only_refreshes_crl(running, service, state_dir):
+    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-X"], "as_of": NOW + 5})
+    assert running.sync(service.url)["pending"] == 0
+    assert service.calls("/v1/usage") == []
+    assert json.loads((state_dir / "crl.json").read_text()) == {
+        "revoked": ["LIC-X"],
+        "as_of": NOW + 5,
+    }
+
+
+def test_sync_failure_keeps_records_for_next_time(running, clock, service):
+    running.count(inferences=1)
+    clock.now = PERIOD + HOUR
+    service.reply("POST", "/v1/usage", 503, {"detail": "maintenance"})
+    with pytest.raises(LicenseError, match="maintenance") as caught:
+        running.sync(service.url)
+    assert caught.value.code == "SYNC_FAILED"
+    assert len(running.pending_records) == 1
+    service.on("POST", "/v1/usage", accept_all)
+    assert running.sync(service.url)["accepted"] == 1
+    assert running.pending_records == []
+
+
+def test_records_survive_reboot_until_acknowledged(
+    running, clock, service, make_engine, make_token
+):
+    running.count(inferences=1)
+    clock.now = PERIOD + HOUR
+    running.count(frames=1)  # closes the first period
+    rebooted = make_engine()
+    rebooted.start(make_token())
+    service.on("POST", "/v1/usage", accept_all)
+    rebooted.sync(service.url)
+    (upload,) = service.calls("/v1/usage")
+    assert upload["json"]["records"][0]["period_start"] == PERIOD
+
+
+def test_sync_sends_at_most_1000_records_and_resends_deferred(
+    make_engine, make_token, state_dir, service
+):
+    # 1005 closed hours spooled by an earlier boot (written directly: faster than metering)
+    records = [
+        {"period_start": PERIOD - h * HOUR, "period_end": PERIOD - h * HOUR + HOUR}
+        | {"inferences": 1, "frames": 0, "stream_seconds": 0, "events": 0}
+        for h in range(1005, 0, -1)
+    ]
+    state_dir.mkdir()
+    (state_dir / "spool.json").write_text(json.dumps({"format": 1, "records": records}))
+    running = make_engine()
+    running.start(make_token())
+    assert len(running.pending_records) == 1005
+
+    def accept_all_but_last_ten(request):
+        return 200, {
+            "accepted": len(request["json"]["records"]) - 10,
+            "duplicates": 0,
+            "deferred": 10,
+        }
+
+    service.on("POST", "/v1/usage", accept_all_but_last_ten)
+    summary = running.sync(service.url)
+    assert len(service.calls("/v1/usage")[0]["json"]["records"]) == 1000
+    assert summary["deferred"] == 10 and summary["pending"] == 15
+    service.on("POST", "/v1/usage", accept_all)
+    running.sync(service.url)
+    second = service.calls("/v1/usage")[1]["json"]["records"]
+    assert second == records[990:]
+    assert running.pending_records == []
+
+
+def test_resent_period_keeps_its_boundaries(running, clock, service):
+    running.count(inferences=2)
+    clock.now = PERIOD + HOUR + 10
+    service.reply("POST", "/v1/usage", 500, {"detail": "boom"})
+    with pytest.raises(LicenseError):
+        running.sync(service.url)
+    clock.now = PERIOD + 3 * HOUR
+    running.count(inferences=1)
+    service.on("POST", "/v1/usage", accept_all)
+    running.sync(service.url)
+    first, second = (c["json"]["records"] for c in service.calls("/v1/usage"))
+    assert first[0] == second[0]
+
+
+def test_usage_upload_on_revoked_licence_raises_revoked_and_keeps_records(running, clock, service):
+    running.count(inferences=1)
+    clock.now = PERIOD + HOUR
+    service.reply("POST", "/v1/usage", 403, {"detail": "licence LIC-0123456789 is revoked"})
+    with pytest.raises(Revoked, match="is revoked"):
+        running.sync(service.url)
+    assert len(running.pending_records) == 1
+
+
+def test_usage_upload_rejected_token_is_bad_signature(running, clock, service):
+    running.count(inferences=1)
+    clock.now = PERIOD + HOUR
+    service.reply("POST", "/v1/usage", 401, {"detail": "token does not verify"})
+    with pytest.raises(BadSignature, match="does not verify"):
+        running.sync(service.url)
+    assert len(running.pending_records) == 1
+
+
+def test_revocation_fetched_by_sync_refuses_next_start(running, service, make_engine, make_token):
+    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-0123456789"], "as_of": NOW})
+    assert running.sync(service.url)["revoked"] is True
+    running.count(frames=1)  # the running engine carries on until its next start (spec §3)
+    with pytest.raises(Revoked):
+        make_engine().start(make_token())
+
+
+def test_older_revocation_list_never_replaces_newer(running, service, state_dir):
+    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-A"], "as_of": NOW + 100})
+    running.sync(service.url)
+    service.reply("GET", "/v1/revocations", 200, {"revoked": [], "as_of": NOW})
+    running.sync(service.url)
+    assert json.loads((state_dir / "crl.json").read_text())["revoked"] == ["LIC-A"]
+
+
+def test_sync_without_network_is_a_clear_error(running, clock):
+    running.count(inferences=1)
+    clock.now = PERIOD + HOUR
+    with pytest.raises(LicenseError, match="cannot reach") as caught:
+        running.sync("http://127.0.0.1:9", timeout=2)
+    assert caught.value.code == "NETWORK_ERROR"
+    assert len(running.pending_records) == 1
+
+
+def test_activate_posts_device_identity_and_stores_unit_token(service, make_token, tmp_path):
+    unit = make_token()
+    service.reply(
+        "POST",
+        "/v1/activate",
+        200,
+        {"unit_token": unit, "license_id": "LIC-0123456789", "reactivated": False},
+    )
+    state = tmp_path / "fresh"
+    assert devices.activate(service.url, "BATCH-TOKEN\n", state, device_id=DEVICE) == unit
+    assert (state / "license.token").read_text().strip() == unit
+    (call,) = service.calls("/v1/activate")
+    assert call["json"] == {
+        "batch_token": "BATCH-TOKEN",
+        "device_id": DEVICE,
+        "fingerprint_source": "explicit",
+        "weak_binding": False,
+        "sdk_version": devices.__version__,
+    }
+
+
+def test_activate_reports_fingerprint_source_and_weakness(
+    service, make_token, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SVC_DEVICE_ID", DEVICE)
+    service.reply("POST", "/v1/activate", 200, {"unit_token": make_token()})
+    devices.activate(service.url, "B", tmp_path)
+    (call,) = service.calls("/v1/activate")
+    assert (call["json"]["fingerprint_source"], call["json"]["weak_binding"]) == ("env", False)
+
+
+def test_activated_token_starts_the_engine(service, make_token, state_dir, public_key, clock):
+    service.reply("POST", "/v1/activate", 200, {"unit_token": make_token()})
+    devices.activate(service.url, "B", state_dir, device_id=DEVICE)
+    engine = Engine(state_dir, public_key=public_key, device_id=DEVICE, clock=clock)
+    assert engine.start() == "active"
+
+
+def test_activate_exhausted_batch_is_402_with_detail(service, tmp_path):
+    service.reply("POST", "/v1/activate", 402, {"detail": "batch B-2026-X exhausted: 10/10"})
+    with pytest.raises(LicenseError, match="B-2026-X exhausted: 10/10") as caught:
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+    assert caught.value.code == "BATCH_EXHAUSTED"
+    assert not (tmp_path / "license.token").exists()
+
+
+def test_activate_refused_key_is_403_bad_signature(service, tmp_path):
+    service.reply("POST", "/v1/activate", 403, {"detail": "batch key not issued here"})
+    with pytest.raises(BadSignature, match="not issued here"):
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+
+
+def test_activate_answer_for_another_device_is_refused(service, make_token, tmp_path):
+    service.reply("POST", "/v1/activate", 200, {"unit_token": make_token(dev="cam-9")})
+    with pytest.raises(LicenseError, match="another device"):
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+
+
+def test_activate_without_network_is_a_clear_error(tmp_path):
+    with pytest.raises(LicenseError, match="cannot reach") as caught:
+        devices.activate("http://127.0.0.1:9", "B", tmp_path, device_id=DEVICE, timeout=2)
+    assert caught.value.code == "NETWORK_ERROR"
+
+
+def test_period_closed_before_crash_is_not_double_counted(
+    make_engine, make_token, clock, state_dir
+):
+    engine = make_engine()
+    engine.start(make_token())
+    engine.count(inferences=4)
+    stale_state = (state_dir / "state.json").read_bytes()  # the period still open
+    clock.now = PERIOD + HOUR
+    engine.count(frames=1)  # spool written, then state
+    (state_dir / "state.json").write_bytes(stale_state)  # as if the crash hit in between
+    rebooted = make_engine()
+    rebooted.start(make_token())
+    assert [(r["period_start"], r["inferences"]) for r in rebooted.pending_records] == [(PERIOD, 4)]
+    assert rebooted.usage["period_start"] == PERIOD + HOUR
+
+
+def test_period_length_is_a_module_constant():
+    assert engine_module.PERIOD_SECONDS == HOUR
