@@ -1,0 +1,137 @@
+"""The device module against the real service (gunicorn on the test database):
+activate, start, count, sync twice, revoke, sync, restart -> Revoked, with the server's
+usage totals exact."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+import devices
+from licensing.models import Activation
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+HOUR = 3600
+T0 = 1_800_000_000 - 1_800_000_000 % HOUR  # an hour boundary
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _admin(live_service, method: str, path: str, body: dict | None = None) -> dict:
+    request = urllib.request.Request(
+        f"{live_service.url}{path}",
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"X-Admin-Key": live_service.admin_key, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def test_camera_lifecycle_against_the_live_service(live_service, customer, signing_key, tmp_path):
+    public_key = devices.token.public_key_b64url(signing_key.public_key())
+    batch = _admin(
+        live_service,
+        "POST",
+        "/v1/admin/batches",
+        {"customer_id": customer.id, "sku": "VISION-PRO", "units": 2},
+    )
+    state_dir = tmp_path / "camera"
+
+    # First boot: exchange the batch key; the batch key itself is refused by the engine.
+    clock = Clock(T0 + 10)
+    engine = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
+    with pytest.raises(devices.ActivationRequired):
+        engine.start(batch["batch_token"])
+    unit_token = devices.activate(
+        live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e"
+    )
+    assert engine.start() == "active"
+    license_id = engine.license_id
+    record = Activation.objects.get(device_id="cam-e2e")
+    assert record.license_id == license_id and record.sdk_version == devices.__version__
+    # Re-activation on a reinstall hands back the same licence, no second seat.
+    assert (
+        devices.activate(live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e")
+        == unit_token
+    )
+    assert (
+        _admin(live_service, "GET", f"/v1/admin/batches/{batch['batch_id']}")["units_activated"]
+        == 1
+    )
+
+    # Hour 1 and hour 2 of analytics; only closed periods are uploaded.
+    engine.require("defect")
+    engine.count(inferences=700, frames=900, stream_seconds=60, events=3)
+    clock.now = T0 + HOUR + 5
+    engine.count(inferences=300, frames=100, stream_seconds=40, events=1)
+    first = engine.sync(live_service.url)
+    assert (first["accepted"], first["duplicates"]) == (1, 0)
+    clock.now = T0 + 2 * HOUR + 5
+    engine.count(inferences=1)  # rolls hour 2 into the spool
+    second = engine.sync(live_service.url)
+    assert (second["accepted"], second["duplicates"]) == (1, 0)
+    third = engine.sync(live_service.url)
+    assert third["accepted"] == 0 and third["pending"] == 0
+
+    usage = _admin(live_service, "GET", f"/v1/admin/usage/{license_id}")
+    assert usage == {
+        "license_id": license_id,
+        "inferences": 1000,
+        "frames": 1000,
+        "stream_seconds": 100,
+        "events": 4,
+        "records": 2,
+    }
+
+    # Operator revokes; the camera learns it at its next sync and refuses at restart.
+    _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "e2e"})
+    clock.now = T0 + 3 * HOUR + 5
+    with pytest.raises(devices.Revoked):
+        engine.sync(live_service.url)  # usage upload is refused at once (403)
+    engine.close()
+    crl = json.loads((state_dir / "crl.json").read_text())
+    assert license_id in crl["revoked"]
+    restarted = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
+    with pytest.raises(devices.Revoked):
+        restarted.start()
+    # Nothing was double-counted by the retries.
+    assert _admin(live_service, "GET", f"/v1/admin/usage/{license_id}")["inferences"] == 1000
+
+
+def test_copied_token_is_wrong_device_and_foreign_key_is_bad_signature(
+    live_service, customer, signing_key, tmp_path
+):
+    batch = _admin(
+        live_service,
+        "POST",
+        "/v1/admin/batches",
+        {"customer_id": customer.id, "sku": "DETECT-STD", "units": 1},
+    )
+    token = devices.activate(
+        live_service.url, batch["batch_token"], tmp_path / "a", device_id="cam-a"
+    )
+    public_key = devices.token.public_key_b64url(signing_key.public_key())
+    copy = devices.Engine(tmp_path / "b", public_key=public_key, device_id="cam-b")
+    with pytest.raises(devices.WrongDevice):
+        copy.start(token)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    other_key = devices.token.public_key_b64url(Ed25519PrivateKey.generate().public_key())
+    stranger = devices.Engine(tmp_path / "c", public_key=other_key, device_id="cam-a")
+    with pytest.raises(devices.BadSignature):
+        stranger.start(token)
+    # The batch is now exhausted: a second camera gets the server's 402 detail.
+    with pytest.raises(devices.LicenseError) as exhausted:
+        devices.activate(live_service.url, batch["batch_token"], tmp_path / "d", device_id="cam-d")
+    assert exhausted.value.code == "BATCH_EXHAUSTED"
+    assert "1 of 1 units activated" in str(exhausted.value)
