@@ -42,7 +42,6 @@ INSTALLED_APPS = [
     "customers",
     "licensing",
     "billing",
-    "audit",
 ]
 
 MIDDLEWARE = [
