@@ -2,4 +2,12 @@
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+
+from billing import api
+
+urlpatterns = [
+    path("usage", api.UsageUploadApi.as_view(), name="usage"),
+    path("admin/usage/<str:license_id>", api.LicenseUsageApi.as_view(), name="admin-license-usage"),
+    path("admin/invoice/<str:customer_id>", api.InvoiceApi.as_view(), name="admin-invoice"),
+]

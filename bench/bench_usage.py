@@ -1,0 +1,292 @@
+"""Usage ingestion benchmark: POST /v1/usage through gunicorn on PostgreSQL.
+
+Creates its own database (``svc_bench_usage``), activates a fleet of cameras, then:
+
+1. throughput: many 1000-record calls from a multi-threaded client against gunicorn;
+2. latency: the median of single 1000-record calls, one at a time;
+3. floor: the same number of rows inserted by raw SQL (one process, one connection,
+   1000-row ``INSERT ... ON CONFLICT DO NOTHING`` statements, one commit each).
+
+Run from the repository root: ``python bench/bench_usage.py`` (or ``make bench``).
+Settings: BENCH_PG (server URL without database), BENCH_WORKERS, BENCH_THREADS,
+BENCH_CLIENTS, BENCH_CALLS.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+DB_NAME = "svc_bench_usage"
+WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "6"))
+CALLS = int(os.environ.get("BENCH_CALLS", "400"))
+LATENCY_CALLS = 60
+RECORDS_PER_CALL = 1000
+DEVICES = 32
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+def recreate_database(*, create: bool = True) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        if create:
+            conn.execute(f"CREATE DATABASE {DB_NAME}")
+
+
+def environment(tmp: Path) -> dict[str, str]:
+    from licensing.keyfile import write_private_key
+
+    key = tmp / "signing-key.pem"
+    write_private_key(key)
+    return {
+        **os.environ,
+        "DATABASE_URL": f"{PG}/{DB_NAME}",
+        "SVC_SECRET_KEY": secrets.token_urlsafe(32),
+        "SVC_ADMIN_KEY": secrets.token_urlsafe(16),
+        "SVC_SIGNING_KEY_FILE": str(key),
+        "SVC_DEBUG": "0",
+        "SVC_LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+
+
+def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
+    """Migrate, then activate DEVICES cameras; returns (device_id, unit token) pairs."""
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=REPO, env=env, check=True,
+    )  # fmt: skip
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from customers.services import customer_create
+    from licensing.services import batch_issue, unit_activate
+
+    customer = customer_create(name="Bench fleet", kind="oem", id="BENCH")
+    batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=DEVICES + 1)
+    fleet = []
+    for n in range(DEVICES):
+        device_id = f"bench-cam-{n:04d}"
+        unit = unit_activate(batch_token=batch.license.token, device_id=device_id).license
+        fleet.append((device_id, unit.token))
+    from django.db import connection
+
+    connection.close()
+    return fleet
+
+
+def bodies(fleet: list[tuple[str, str]], calls: int, offset: int) -> list[tuple[str, bytes]]:
+    """Pre-encoded request bodies: call k goes to device k % DEVICES with 1000 fresh
+    hourly records, so every record is new (the dedup index still checks each one)."""
+    out = []
+    for k in range(calls):
+        device_id, token = fleet[k % len(fleet)]
+        base = T0 + (offset + k // len(fleet)) * RECORDS_PER_CALL * 3600
+        records = [
+            {
+                "period_start": base + i * 3600,
+                "period_end": base + (i + 1) * 3600,
+                "inferences": 1000 + i,
+                "frames": 54_000,
+                "stream_seconds": 3600,
+                "events": i % 7,
+            }
+            for i in range(RECORDS_PER_CALL)
+        ]
+        body = {"device_id": device_id, "license_id": "ignored", "records": records}
+        out.append((token, json.dumps(body).encode()))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    command = [
+        sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+        "--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread",
+        "--keep-alive", "30", "--timeout", "60",
+    ]  # fmt: skip
+    env = env | {"SVC_DB_CONN_MAX_AGE": "600"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            sys.exit(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
+
+
+def post(conn: http.client.HTTPConnection, token: str, body: bytes) -> dict:
+    conn.request(
+        "POST", "/v1/usage", body=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )  # fmt: skip
+    response = conn.getresponse()
+    payload = response.read()
+    if response.status != 200:
+        raise RuntimeError(f"HTTP {response.status}: {payload[:300]!r}")
+    return json.loads(payload)
+
+
+def run_clients(port: int, work: list[tuple[str, bytes]], clients: int) -> tuple[float, int]:
+    """Send every body once from ``clients`` keep-alive connections; returns (seconds,
+    records accepted)."""
+    lock = threading.Lock()
+    queue = list(reversed(work))
+    accepted = [0]
+    errors: list[BaseException] = []
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    token, body = queue.pop()
+                result = post(conn, token, body)
+                with lock:
+                    accepted[0] += result["accepted"]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return elapsed, accepted[0]
+
+
+def latency(port: int, work: list[tuple[str, bytes]]) -> list[float]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    times = []
+    for token, body in work:
+        started = time.perf_counter()
+        result = post(conn, token, body)
+        times.append((time.perf_counter() - started) * 1000)
+        assert result["accepted"] == RECORDS_PER_CALL, result
+    conn.close()
+    return times
+
+
+def raw_sql(total_records: int) -> float:
+    """Records/s inserting ``total_records`` fresh rows by raw SQL from one process."""
+    import psycopg
+
+    rows_per = RECORDS_PER_CALL
+    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+        lic, customer = conn.execute(
+            "SELECT id, customer_id FROM licensing_license WHERE kind = 'unit' LIMIT 1"
+        ).fetchone()
+        statement = (
+            "INSERT INTO billing_usagerecord (license_id, customer_id, sku, device_id, "
+            "received_at, period_start, period_end, inferences, frames, stream_seconds, events) "
+            "SELECT %s, %s, 'VISION-PRO', %s, now(), * FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
+            "ON CONFLICT (device_id, period_start, period_end) DO NOTHING "
+            "RETURNING period_start, period_end"
+        )
+        batches = []
+        for k in range(total_records // rows_per):
+            base = T0 + k * rows_per * 3600
+            starts = [base + i * 3600 for i in range(rows_per)]
+            batches.append(
+                (
+                    lic,
+                    customer,
+                    f"raw-{k % DEVICES}",
+                    starts,
+                    [s + 3600 for s in starts],
+                    [1000 + i for i in range(rows_per)],
+                    [54_000] * rows_per,
+                    [3600] * rows_per,
+                    [i % 7 for i in range(rows_per)],
+                )  # fmt: skip
+            )
+        started = time.perf_counter()
+        for params in batches:
+            with conn.cursor() as cursor:
+                cursor.execute(statement, params)
+                assert len(cursor.fetchall()) == rows_per
+            conn.commit()
+        return total_records / (time.perf_counter() - started)
+
+
+def main() -> int:
+    started = time.monotonic()
+    recreate_database()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = environment(Path(tmp))
+        fleet = setup_fleet(env)
+        warmup = bodies(fleet, 2 * WORKERS * max(THREADS, 1), offset=0)
+        offset = len(warmup) // len(fleet) + 1
+        load = bodies(fleet, CALLS, offset=offset)
+        offset += CALLS // len(fleet) + 1
+        single = bodies(fleet, LATENCY_CALLS, offset=offset)
+        port = free_port()
+        server = start_gunicorn(env, port, Path(tmp) / "gunicorn.log")
+        try:
+            run_clients(port, warmup, CLIENTS)
+            elapsed, accepted = run_clients(port, load, CLIENTS)
+            assert accepted == CALLS * RECORDS_PER_CALL, accepted
+            times = latency(port, single)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        http_rate = accepted / elapsed
+        raw_rate = raw_sql(accepted)
+    recreate_database(create=False)
+    print(
+        f"usage ingest via HTTP: {http_rate:,.0f} records/s "
+        f"(raw SQL, one connection: {raw_rate:,.0f} records/s, ratio {http_rate / raw_rate:.2f}); "
+        f"1000-record call median {statistics.median(times):.1f} ms "
+        f"(p90 {statistics.quantiles(times, n=10)[-1]:.1f} ms)"
+    )
+    print(
+        f"  {accepted:,} records in {CALLS} calls from {CLIENTS} client threads; gunicorn "
+        f"{WORKERS} workers x {THREADS} threads; {os.cpu_count()} CPUs; "
+        f"{time.monotonic() - started:.0f} s in all"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

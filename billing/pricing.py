@@ -1,0 +1,51 @@
+"""Invoice arithmetic of contract §6 as plain functions over Decimal (no Django).
+
+Every amount is rounded once, per line, half-up to the cent; quantities of metered lines
+are thousands of inferences with at most three decimals.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+CENT = Decimal("0.01")
+MILLI = Decimal("0.001")
+THOUSAND = Decimal(1000)
+DAYS_PER_ALLOWANCE = Decimal(30)
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def line_amount(quantity: Decimal | int, unit_price: Decimal) -> Decimal:
+    return money(Decimal(quantity) * unit_price)
+
+
+def allowance(*, units: int, allowance_per_unit: int, period_days: int) -> Decimal:
+    """A = N · allowance_per_unit · P / 30, exact (it may be fractional)."""
+    return Decimal(units * allowance_per_unit * period_days) / DAYS_PER_ALLOWANCE
+
+
+def overage_by_tier(overage: Decimal, tiers: list[dict[str, Any]]) -> list[tuple[dict, Decimal]]:
+    """Split ``overage`` inferences over graduated tiers: a tier starting at
+    ``from_inferences`` holds the overage inferences from there up to the next tier's
+    start. Returns (tier, inferences in it) for every tier, in tier order."""
+    ordered = sorted(tiers, key=lambda t: int(t["from_inferences"]))
+    out = []
+    for index, tier in enumerate(ordered):
+        low = Decimal(int(tier["from_inferences"]))
+        high = (
+            Decimal(int(ordered[index + 1]["from_inferences"]))
+            if index + 1 < len(ordered)
+            else None
+        )
+        top = overage if high is None else min(overage, high)
+        out.append((tier, max(Decimal(0), top - low)))
+    return out
+
+
+def thousands(inferences: Decimal) -> Decimal:
+    """Quantity of a metered line: inferences / 1000 to at most three decimals."""
+    return (inferences / THOUSAND).quantize(MILLI, rounding=ROUND_HALF_UP)

@@ -1,0 +1,146 @@
+"""Reads of billing: usage totals, the sums rating needs, and the operator dashboard's
+figures. Everything here reads the daily rollups; only the partial days at the edges of a
+rating window touch usage records (by an index range scan)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from billing.models import UsageDaily, UsageRecord
+from config.errors import NotFound
+from licensing.models import License
+
+DAY = 86_400
+EPOCH = dt.date(1970, 1, 1)
+USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
+
+
+def _date(day_number: int) -> dt.date:
+    return EPOCH + dt.timedelta(days=day_number)
+
+
+def license_usage(*, license_id: str) -> dict[str, Any]:
+    """Aggregate usage of one licence: ``{license_id, inferences, frames,
+    stream_seconds, events, records}`` (``records`` = number of usage records)."""
+    if not License.objects.filter(pk=license_id).exists():
+        raise NotFound(f"licence {license_id} does not exist")
+    totals = UsageDaily.objects.filter(license_id=license_id).aggregate(
+        **{name: Sum(name) for name in USAGE_FIELDS}
+    )
+    return {"license_id": license_id} | {name: totals[name] or 0 for name in USAGE_FIELDS}
+
+
+def inferences_by_sku(*, customer_id: str, start: int, end: int) -> dict[str, int]:
+    """Sum of ``inferences`` of the customer's usage records with ``start <= period_start
+    < end`` (Unix seconds), per SKU. Whole UTC days come from the rollups; the partial
+    days at either edge from the records themselves, so the sum is exact to the second
+    while its cost depends on the number of licences and days, not of records."""
+    first_full, after_full = -(-start // DAY), end // DAY
+    totals: dict[str, int] = {}
+    if first_full < after_full:
+        rollups = (
+            UsageDaily.objects.filter(
+                customer_id=customer_id, day__gte=_date(first_full), day__lt=_date(after_full)
+            )
+            .values("sku")
+            .annotate(n=Sum("inferences"))
+            .order_by()
+        )
+        for row in rollups:
+            totals[row["sku"]] = totals.get(row["sku"], 0) + row["n"]
+        edges = [(start, first_full * DAY), (after_full * DAY, end)]
+    else:
+        edges = [(start, end)]
+    edges = [(low, high) for low, high in edges if low < high]
+    if edges:
+        window = Q()
+        for low, high in edges:
+            window |= Q(period_start__gte=low, period_start__lt=high)
+        records = (
+            UsageRecord.objects.filter(window, customer_id=customer_id)
+            .values("sku")
+            .annotate(n=Sum("inferences"))
+            .order_by()
+        )
+        for row in records:
+            totals[row["sku"]] = totals.get(row["sku"], 0) + row["n"]
+    return {sku: n for sku, n in totals.items() if n}
+
+
+def _units(customer_id: str):
+    """The customer's billable units: unit licences and device-bound direct licences."""
+    return License.objects.filter(
+        customer_id=customer_id, kind__in=[License.Kind.UNIT, License.Kind.DIRECT]
+    ).exclude(device_id="*")
+
+
+def _taken_before(end: dt.datetime) -> Q:
+    """A unit counts from its activation, a direct licence from its issue."""
+    return Q(kind=License.Kind.UNIT, activation_record__activated_at__lt=end) | Q(
+        kind=License.Kind.DIRECT, issued_at__lt=end
+    )
+
+
+def billable_units_by_sku(
+    *, customer_id: str, start: dt.datetime, end: dt.datetime
+) -> dict[str, int]:
+    """N of contract §6.3 per SKU: unit and direct licences activated/issued before
+    ``end`` and not revoked before ``start``."""
+    rows = (
+        _units(customer_id)
+        .filter(_taken_before(end))
+        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gte=start))
+        .values("sku")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return {row["sku"]: row["n"] for row in rows}
+
+
+def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, Any, str, int]]:
+    """(SKU, base price, currency, count) of the customer's perpetual unit and direct
+    licences taken before ``end`` and not revoked by then, by SKU and price."""
+    rows = (
+        _units(customer_id)
+        .filter(_taken_before(end), expires_at__isnull=True)
+        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gte=end))
+        .values("sku", "unit_price", "currency")
+        .annotate(n=Count("id"))
+        .order_by("sku", "unit_price")
+    )
+    return [(row["sku"], row["unit_price"], row["currency"], row["n"]) for row in rows]
+
+
+def _since(days: int) -> dt.date:
+    return timezone.now().astimezone(dt.UTC).date() - dt.timedelta(days=days - 1)
+
+
+def inferences_per_day(*, days: int = 30) -> list[tuple[dt.date, int]]:
+    """Inferences of all customers per UTC day for the last ``days`` days (today
+    included), oldest first, with zero for days without usage."""
+    first = _since(days)
+    sums = {
+        row["day"]: row["n"]
+        for row in UsageDaily.objects.filter(day__gte=first)
+        .values("day")
+        .annotate(n=Sum("inferences"))
+        .order_by()
+    }
+    return [(day, sums.get(day, 0)) for day in (first + dt.timedelta(n) for n in range(days))]
+
+
+def top_customers_by_usage(*, days: int = 30, limit: int = 10) -> list[tuple[str, str, int]]:
+    """(customer id, name, inferences) of the customers with the most inferences in the
+    last ``days`` days, most first."""
+    rows = (
+        UsageDaily.objects.filter(day__gte=_since(days))
+        .values("customer_id", "customer__name")
+        .annotate(n=Sum("inferences"))
+        .filter(n__gt=0)
+        .order_by("-n", "customer_id")[:limit]
+    )
+    return [(row["customer_id"], row["customer__name"], row["n"]) for row in rows]
