@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "customers",
     "licensing",
     "billing",
+    "audit",
 ]
 
 MIDDLEWARE = [

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from config import views
+from console import views as console_views
 from customers.api import CustomerCreateApi
 from licensing import api as licensing_api
 
@@ -30,6 +31,16 @@ urlpatterns = [
     path("v1/", include(v1)),
     path("v1/", include("billing.urls")),
     re_path(r"^v1(/.*)?$", views.api_not_found),
+    path(
+        "admin/dashboard/",
+        admin.site.admin_view(console_views.dashboard),
+        name="console-dashboard",
+    ),
+    path(
+        "admin/invoice-preview/",
+        admin.site.admin_view(console_views.invoice_preview),
+        name="console-invoice-preview",
+    ),
     path("admin/", admin.site.urls),
 ]
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from audit.services import audited
 from config import ids
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
@@ -16,6 +17,7 @@ def customer_get(*, customer_id: str) -> Customer:
         raise NotFound(f"customer {customer_id} does not exist") from None
 
 
+@audited("customer.create")
 @transaction.atomic
 def customer_create(*, name: str, kind: str, contact: str = "", id: str | None = None) -> Customer:
     """Create a customer; an operator-chosen ``id`` is stored with the ``CUST-`` prefix."""

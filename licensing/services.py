@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from audit.services import audited
 from config import ids
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, NotFound, PaymentRequired
 from customers.models import Customer
@@ -80,6 +81,7 @@ def _check_positive(name: str, value: int | None, *, allow_zero: bool = False) -
         raise InvalidInput(f"{name} must be {'>= 0' if allow_zero else '>= 1'}, not {value}")
 
 
+@audited("batch.issue")
 @transaction.atomic
 def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None = None) -> Batch:
     """Sell ``units`` seats of ``sku``: a batch row plus its batch key (``dev`` = ``*``,
@@ -129,6 +131,7 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
     )
 
 
+@audited("license.issue")
 @transaction.atomic
 def license_issue(
     *,
@@ -342,6 +345,7 @@ def _mint_unit(*, batch: Batch, sku: Sku, device_id: str) -> License:
     )
 
 
+@audited("license.revoke")
 @transaction.atomic
 def license_revoke(*, license_id: str, reason: str = "") -> License:
     """Revoke a licence. Idempotent: revoking again keeps the first time and reason."""

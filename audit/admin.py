@@ -1,0 +1,62 @@
+"""The audit log, read-only, and the named operator keys (never their key material)."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from audit.models import AuditEntry, OperatorKey
+from audit.services import operator_key_revoke
+from config.errors import ServiceError
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["at", "actor", "actor_kind", "ip", "action", "target", "result", "message"]
+    list_filter = ["action", "result", "actor_kind", "at"]
+    search_fields = ["actor", "target", "message", "ip"]
+    date_hierarchy = "at"
+    list_per_page = 100
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(OperatorKey)
+class OperatorKeyAdmin(admin.ModelAdmin):
+    """Keys are created with ``manage.py create_admin_key NAME`` (it prints the key once);
+    here they can be listed and revoked. Digests are never shown."""
+
+    list_display = ["name", "prefix", "created_at", "created_by", "revoked_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "prefix", "created_by"]
+    fields = ["name", "prefix", "created_at", "created_by", "revoked_at"]
+    readonly_fields = fields
+    actions = ["revoke_keys"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("audit.change_operatorkey")
+
+    @admin.action(description="Revoke selected operator keys", permissions=["revoke"])
+    def revoke_keys(self, request, queryset):
+        for row in queryset:
+            try:
+                operator_key_revoke(name=row.name)
+            except ServiceError as exc:
+                self.message_user(request, exc.detail, messages.ERROR)
+        self.message_user(request, f"revoked {queryset.count()} operator key(s)")

@@ -1,0 +1,70 @@
+"""Who is acting right now: a context variable set by the surface the action came in
+through (the admin-key middleware, the Django admin, a management command) and read by
+:func:`audit.services.audited` when it records the action. Free of database access."""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Actor:
+    name: str
+    kind: str  # one of audit.models.AuditEntry.ActorKind
+    ip: str | None = None
+
+
+# An Actor, or a callable producing one: the request's user is resolved only when an
+# action is actually recorded, so ordinary page views never touch the session for it.
+_current: ContextVar[Actor | Callable[[], Actor] | None] = ContextVar("audit_actor", default=None)
+
+
+def _os_user() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in a bare container
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def current_actor() -> Actor:
+    value = _current.get()
+    if value is None:
+        return Actor(name=_os_user(), kind="system")
+    return value() if callable(value) else value
+
+
+@contextmanager
+def acting_as(actor: Actor | Callable[[], Actor]) -> Iterator[None]:
+    token = _current.set(actor)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+@contextmanager
+def acting_from_cli() -> Iterator[None]:
+    """For management commands: the operating-system user on this host."""
+    with acting_as(Actor(name=_os_user(), kind="cli")):
+        yield
+
+
+def request_actor(request, ip: str | None) -> Callable[[], Actor]:
+    """The actor behind an HTTP request: its operator API key, else its staff user."""
+
+    def resolve() -> Actor:
+        key_name = getattr(request, "admin_key_name", None)
+        if key_name:
+            return Actor(name=key_name, kind="api_key", ip=ip)
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return Actor(name=user.get_username(), kind="staff", ip=ip)
+        return Actor(name="anonymous", kind="system", ip=ip)
+
+    return resolve

@@ -1,0 +1,62 @@
+"""The audit log of operator actions and the named operator API keys."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class AuditEntry(models.Model):
+    """One operator action (customer create, batch issue, licence issue, revoke, invoice
+    issue, operator key changes): who, when, from where, what, and how it ended."""
+
+    class ActorKind(models.TextChoices):
+        API_KEY = "api_key", "API key"
+        STAFF = "staff", "Staff (admin console)"
+        CLI = "cli", "Command line (manage.py)"
+        SYSTEM = "system", "System"
+
+    class Result(models.TextChoices):
+        OK = "ok", "ok"
+        FAILED = "failed", "failed"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.CharField(max_length=150, help_text="Admin user name or API key name.")
+    actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
+    ip = models.GenericIPAddressField(null=True, blank=True, verbose_name="IP")
+    action = models.CharField(max_length=64, db_index=True)
+    target = models.CharField(max_length=128, blank=True, db_index=True)
+    detail = models.JSONField(default=dict, blank=True, help_text="Arguments of the action.")
+    result = models.CharField(max_length=8, choices=Result.choices)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target} by {self.actor} ({self.result})"
+
+
+class OperatorKey(models.Model):
+    """A named ``X-Admin-Key``. Only an HMAC-SHA256 digest of the key is stored; the
+    prefix (not secret) finds the row, the digest is compared in constant time."""
+
+    name = models.CharField(max_length=100, unique=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by = models.CharField(max_length=150, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "operator API key"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,208 @@
+"""Writes of the audit app: recording operator actions, and the named operator keys.
+
+Every operator action goes through a service decorated with :func:`audited`, whichever
+surface called it (the /v1/admin API, ``svcctl`` through that API, the Django admin or a
+management command), so the log cannot miss an action one surface forgot to record.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from audit.context import current_actor
+from audit.models import AuditEntry, OperatorKey
+from config.errors import Conflict, InvalidInput, NotFound, ServiceError
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Arguments that name what an action is about, in order of preference.
+_TARGET_ARGS = ("license_id", "batch_id", "customer_id", "id", "name")
+MESSAGE_MAX = 2000
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def _target_of(result: Any, arguments: dict[str, Any]) -> str:
+    if result is not None:
+        number = getattr(result, "number", None)  # an invoice is known by its number
+        if number:
+            return str(number)
+        pk = getattr(result, "pk", None)
+        if pk is not None:
+            return str(pk)
+        if isinstance(result, dict):
+            for name in ("invoice_id", "id", "number"):
+                if result.get(name):
+                    return str(result[name])
+    for name in _TARGET_ARGS:
+        if arguments.get(name):
+            return str(arguments[name])
+    return ""
+
+
+def audit_record(
+    *,
+    action: str,
+    result: str,
+    target: str = "",
+    detail: dict[str, Any] | None = None,
+    message: str = "",
+) -> AuditEntry:
+    """Record one action by the current actor (see :mod:`audit.context`)."""
+    actor = current_actor()
+    return AuditEntry.objects.create(
+        at=timezone.now(),
+        actor=actor.name[:150],
+        actor_kind=actor.kind,
+        ip=actor.ip or None,
+        action=action,
+        target=target[:128],
+        detail=_plain(detail or {}),
+        result=result,
+        message=message[:MESSAGE_MAX],
+    )
+
+
+def _record_safely(**fields: Any) -> None:
+    # The entry must never turn a completed action into an error, nor hide the
+    # original exception of a failed one.
+    try:
+        with transaction.atomic():
+            audit_record(**fields)
+    except Exception:
+        log.exception("could not record audit entry %s", fields.get("action"))
+
+
+def audited(
+    action: str, *, target: Callable[[Any, dict[str, Any]], str] | None = None
+) -> Callable[[F], F]:
+    """Record every call of a service as an audit entry named ``action``.
+
+    Put it above ``@transaction.atomic``: the service's transaction has then committed
+    (or rolled back) before the entry is written, so a failed action is still recorded
+    with the error message the operator saw, and a successful one only once it stuck.
+    """
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            arguments = dict(kwargs)
+            if args:
+                arguments["args"] = list(args)
+            try:
+                result = func(*args, **kwargs)
+            except ServiceError as exc:
+                _record_safely(
+                    action=action,
+                    result=AuditEntry.Result.FAILED,
+                    target=_target_of(None, arguments),
+                    detail=arguments,
+                    message=exc.detail,
+                )
+                raise
+            except Exception as exc:
+                _record_safely(
+                    action=action,
+                    result=AuditEntry.Result.FAILED,
+                    target=_target_of(None, arguments),
+                    detail=arguments,
+                    message=f"internal error: {type(exc).__name__}",
+                )
+                raise
+            name = target(result, arguments) if target else _target_of(result, arguments)
+            _record_safely(
+                action=action, result=AuditEntry.Result.OK, target=name, detail=arguments
+            )
+            return result
+
+        wrapper.audit_action = action  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+# --- named operator keys -------------------------------------------------------------
+
+KEY_SCHEME = "svcop"
+_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
+_PRESENTED = re.compile(r"\Asvcop_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})\Z")
+
+
+def _digest(key: str) -> str:
+    """HMAC-SHA256 of a presented key under the service secret (``SVC_SECRET_KEY``): a
+    copy of the table alone does not let anyone test guesses offline."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), b"operator-key:" + key.encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def operator_key_match(presented: str) -> str | None:
+    """Name of the active operator key ``presented`` is, or None."""
+    match = _PRESENTED.match(presented)
+    if not match:
+        return None
+    row = OperatorKey.objects.filter(prefix=match.group(1), revoked_at__isnull=True).first()
+    if row is None:
+        return None
+    if hmac.compare_digest(row.digest, _digest(presented)):
+        return row.name
+    return None
+
+
+def operator_keys_exist() -> bool:
+    return OperatorKey.objects.filter(revoked_at__isnull=True).exists()
+
+
+@audited("operator_key.create", target=lambda result, arguments: arguments["name"])
+@transaction.atomic
+def operator_key_create(*, name: str, created_by: str = "") -> tuple[OperatorKey, str]:
+    """Create a named operator key. Returns the row and the key itself, which is not
+    stored anywhere and cannot be shown again."""
+    if not _NAME.match(name):
+        raise InvalidInput(
+            "key name must be 1-100 characters of letters, digits, '.', '_', '@' or '-', "
+            f"starting with a letter or digit; got {name!r}"
+        )
+    if OperatorKey.objects.filter(name=name).exists():
+        raise Conflict(f"an operator key named {name!r} already exists")
+    prefix = secrets.token_hex(6)
+    key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+    row = OperatorKey.objects.create(
+        name=name, prefix=prefix, digest=_digest(key), created_by=created_by[:150]
+    )
+    return row, key
+
+
+@audited("operator_key.revoke")
+@transaction.atomic
+def operator_key_revoke(*, name: str) -> OperatorKey:
+    """Revoke a named operator key at once. Idempotent."""
+    try:
+        row = OperatorKey.objects.select_for_update().get(name=name)
+    except OperatorKey.DoesNotExist:
+        raise NotFound(f"no operator key named {name!r}") from None
+    if row.revoked_at is None:
+        row.revoked_at = timezone.now()
+        row.save(update_fields=["revoked_at"])
+    return row

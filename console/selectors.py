@@ -1,0 +1,64 @@
+"""Reads behind the operator dashboard (licensing data; billing reads come from
+``billing.selectors``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import Count, F, QuerySet
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from licensing.models import Activation, Batch
+
+# A batch is near exhaustion once 9 in 10 of its units are activated (integer maths, so
+# the database and Python agree exactly).
+NEAR_NUM, NEAR_DEN = 9, 10
+
+
+def is_near_exhaustion(*, activated: int, purchased: int) -> bool:
+    return purchased > 0 and activated * NEAR_DEN >= purchased * NEAR_NUM
+
+
+def batches_near_exhaustion(*, limit: int = 20) -> QuerySet[Batch]:
+    """Batches with at least 90% of units activated, fullest first (exhausted included)."""
+    return (
+        Batch.objects.select_related("customer")
+        .alias(scaled=F("units_activated") * NEAR_DEN)
+        .filter(scaled__gte=F("units_purchased") * NEAR_NUM)
+        .order_by(F("units_purchased") - F("units_activated"), "-issued_at")[:limit]
+    )
+
+
+def _days(days: int, now: dt.datetime | None) -> list[dt.date]:
+    today = (now or timezone.now()).date()
+    return [today - dt.timedelta(days=offset) for offset in range(days - 1, -1, -1)]
+
+
+def activations_per_day(*, days: int = 30, now: dt.datetime | None = None) -> list[tuple]:
+    """(date, new activations) for each of the last ``days`` days (UTC), oldest first,
+    zero-filled."""
+    dates = _days(days, now)
+    counts = dict(
+        Activation.objects.filter(
+            activated_at__gte=dt.datetime.combine(dates[0], dt.time.min, tzinfo=dt.UTC)
+        )
+        .annotate(day=TruncDate("activated_at"))
+        .values_list("day")
+        .annotate(n=Count("id"))
+        .values_list("day", "n")
+    )
+    return [(day, counts.get(day, 0)) for day in dates]
+
+
+def weak_binding_devices(*, limit: int = 20) -> QuerySet[Activation]:
+    """Most recent activations whose fingerprint came from a spoofable source."""
+    return (
+        Activation.objects.select_related("batch", "batch__customer", "license")
+        .filter(weak_binding=True)
+        .order_by("-activated_at", "-id")[:limit]
+    )
+
+
+def weak_binding_count() -> int:
+    return Activation.objects.filter(weak_binding=True).count()

@@ -1,0 +1,125 @@
+"""Operator dashboard and invoice preview: staff-only pages inside the admin site.
+
+Thin views: the numbers come from selectors (``console.selectors``, ``billing.selectors``)
+and the invoice from ``billing.services.invoice_rate``; issuing goes through
+``billing.services.invoice_issue``, the audited service.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from config.errors import ServiceError
+from console import charts, selectors
+from customers.models import Customer
+
+DASHBOARD_DAYS = 30
+
+
+def _context(request: HttpRequest, title: str) -> dict:
+    return {**admin.site.each_context(request), "title": title}
+
+
+def dashboard(request: HttpRequest) -> HttpResponse:
+    from billing import selectors as billing_selectors
+
+    activations = selectors.activations_per_day(days=DASHBOARD_DAYS)
+    inferences = billing_selectors.inferences_per_day(days=DASHBOARD_DAYS)
+    top = billing_selectors.top_customers_by_usage(days=DASHBOARD_DAYS, limit=10)
+    context = {
+        **_context(request, "Operator dashboard"),
+        "days": DASHBOARD_DAYS,
+        "activations_total": sum(n for _, n in activations),
+        "inferences_total": sum(n for _, n in inferences),
+        "activations_chart": charts.day_columns(
+            activations, title=f"New activations per day (last {DASHBOARD_DAYS} days, UTC)"
+        ),
+        "inferences_chart": charts.day_columns(
+            inferences, title=f"Inferences per day (last {DASHBOARD_DAYS} days, UTC)"
+        ),
+        "top_chart": charts.horizontal_bars(
+            [(f"{name} ({cid})", n) for cid, name, n in top],
+            title=f"Top customers by inferences (last {DASHBOARD_DAYS} days)",
+        ),
+        "top_customers": top,
+        "near_exhaustion": selectors.batches_near_exhaustion(),
+        "weak_devices": selectors.weak_binding_devices(),
+        "weak_count": selectors.weak_binding_count(),
+    }
+    return TemplateResponse(request, "console/dashboard.html", context)
+
+
+class InvoicePreviewForm(forms.Form):
+    customer = forms.ModelChoiceField(
+        queryset=Customer.objects.order_by("name"), to_field_name="id"
+    )
+    period_days = forms.IntegerField(min_value=1, max_value=3660, initial=30, label="Period (days)")
+
+
+def _window(rated: dict) -> tuple[dt.datetime, dt.datetime]:
+    return (
+        dt.datetime.fromtimestamp(rated["period_start"], tz=dt.UTC),
+        dt.datetime.fromtimestamp(rated["period_end"], tz=dt.UTC),
+    )
+
+
+def invoice_preview(request: HttpRequest) -> HttpResponse:
+    """Rate a customer's invoice for a period (nothing stored); download it as CSV; or
+    issue it (stored, numbered, audited)."""
+    from billing import services as billing_services
+
+    data = request.POST if request.method == "POST" else request.GET
+    form = InvoicePreviewForm(data if "customer" in data else None, initial={"period_days": 30})
+    rated = None
+    if form.is_bound and form.is_valid():
+        customer_id = form.cleaned_data["customer"].pk
+        period_days = form.cleaned_data["period_days"]
+        if request.method == "POST":
+            if not request.user.has_perm("billing.add_invoice"):
+                raise PermissionDenied
+            try:
+                invoice = billing_services.invoice_issue(
+                    customer_id=customer_id, period_days=period_days
+                )
+            except ServiceError as exc:
+                messages.error(request, exc.detail)
+            else:
+                messages.success(
+                    request,
+                    f"Invoice {invoice.number} issued: {invoice.total} {invoice.currency}.",
+                )
+            return HttpResponseRedirect(
+                f"{reverse('console-invoice-preview')}?customer={customer_id}"
+                f"&period_days={period_days}"
+            )
+        try:
+            rated = billing_services.invoice_rate(customer_id=customer_id, period_days=period_days)
+        except ServiceError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            if request.GET.get("format") == "csv":
+                from billing.exports import preview_csv
+
+                response = HttpResponse(
+                    preview_csv(rated, customer_name=form.cleaned_data["customer"].name),
+                    content_type="text/csv; charset=utf-8",
+                )
+                response["Content-Disposition"] = (
+                    f'attachment; filename="invoice-preview-{customer_id}-{period_days}d.csv"'
+                )
+                return response
+    context = {
+        **_context(request, "Invoice preview"),
+        "form": form,
+        "rated": rated,
+        "period": _window(rated) if rated else None,
+        "can_issue": request.user.has_perm("billing.add_invoice"),
+    }
+    return TemplateResponse(request, "console/invoice_preview.html", context)

@@ -1,0 +1,498 @@
+"""Catalogue, batches, licences and the fleet in the operator console.
+
+Batches and licences are issued and revoked through the services the API uses
+(``batch_issue``, ``license_issue``, ``license_revoke``); no admin page saves them
+directly. The signing key never reaches the database, so no page can show it; tokens
+are shown (with a copy button) because an operator sends them to customers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from console.adminforms import revoke_with_reason, service_form_view
+from console.selectors import is_near_exhaustion
+from customers.models import Customer
+from licensing.models import Activation, Batch, License, Sku
+from licensing.services import batch_issue, license_issue, license_revoke
+
+# --- display helpers -----------------------------------------------------------------
+
+
+def progress_bar(*, activated: int, purchased: int):
+    share = activated / purchased if purchased else 0
+    near = is_near_exhaustion(activated=activated, purchased=purchased)
+    colour = "#ba2121" if near else "#417690"
+    return format_html(
+        '<span class="svc-progress{}" title="{} of {} units activated">'
+        '<span style="display:inline-block;width:120px;height:10px;background:#ddd;'
+        'border-radius:5px;overflow:hidden;vertical-align:middle">'
+        '<span style="display:block;width:{}%;height:100%;background:{}"></span></span>'
+        ' <span style="color:{}">{}/{}</span></span>',
+        " near-exhaustion" if near else "",
+        activated,
+        purchased,
+        f"{share * 100:.0f}",
+        colour,
+        colour if near else "inherit",
+        activated,
+        purchased,
+    )
+
+
+def copyable(text: str, *, element_id: str):
+    return format_html(
+        '<textarea id="{}" readonly rows="4" style="width:100%;max-width:60em;'
+        'font-family:monospace;font-size:12px">{}</textarea><br>'
+        '<button type="button" class="button" onclick="var t=document.getElementById(\'{}\');'
+        "t.select();if(navigator.clipboard){{navigator.clipboard.writeText(t.value);}}"
+        "else{{document.execCommand('copy');}}this.textContent='Copied';\">Copy</button>",
+        element_id,
+        text,
+        element_id,
+    )
+
+
+def pretty_json(value):
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+
+
+def license_state(lic: License, now: dt.datetime | None = None) -> str:
+    """The licence's state as a device would see it (spec §3), or revoked."""
+    now = now or timezone.now()
+    if lic.revoked_at is not None:
+        return "revoked"
+    if lic.expires_at is None:
+        return "active (perpetual)"
+    if now <= lic.expires_at:
+        return "active"
+    if now <= lic.expires_at + dt.timedelta(days=lic.grace_days):
+        return "grace"
+    return "expired"
+
+
+def _admin_link(obj, label: str | None = None):
+    if obj is None:
+        return "-"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label or obj.pk)
+
+
+# --- forms of the issue pages ----------------------------------------------------------
+
+
+def _sku_choices():
+    return [(code, code) for code in Sku.objects.order_by("code").values_list("code", flat=True)]
+
+
+class BatchIssueForm(forms.Form):
+    customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
+    sku = forms.ChoiceField(label="SKU", choices=_sku_choices)
+    units = forms.IntegerField(min_value=1, max_value=10_000_000)
+    term_days = forms.IntegerField(
+        min_value=0,
+        max_value=36_600,
+        required=False,
+        help_text="Empty: the SKU's default term. 0: perpetual.",
+    )
+
+
+class LicenseIssueForm(forms.Form):
+    customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
+    sku = forms.ChoiceField(label="SKU", choices=_sku_choices)
+    device_id = forms.CharField(
+        max_length=128, help_text="The camera's fingerprint, or * for an unbound key."
+    )
+    term_days = forms.IntegerField(
+        min_value=0, max_value=36_600, required=False, help_text="Empty: the SKU's term."
+    )
+    api_quota = forms.IntegerField(
+        min_value=0, required=False, help_text="Empty: the SKU's quota. 0: unmetered."
+    )
+    max_streams = forms.IntegerField(min_value=1, required=False, help_text="Empty: SKU cap.")
+    activation = forms.ChoiceField(
+        choices=License.Activation.choices,
+        initial=License.Activation.OPTIONAL,
+        help_text="optional: works air-gapped without contacting the service.",
+    )
+
+
+# --- catalogue -------------------------------------------------------------------------
+
+
+@admin.register(Sku)
+class SkuAdmin(admin.ModelAdmin):
+    list_display = [
+        "code",
+        "name",
+        "modules",
+        "max_streams",
+        "max_fps",
+        "api_calls",
+        "term_days",
+        "grace_days",
+        "allowance_per_unit",
+        "currency",
+        "unit_prices",
+    ]
+    list_filter = ["currency", "term_days"]
+    search_fields = ["code", "name"]
+
+    @admin.display(description="unit price tiers")
+    def unit_prices(self, sku: Sku) -> str:
+        return ", ".join(f"{t['from_units']}+: {t['unit_price']}" for t in sku.unit_price_tiers)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["code"] if obj is not None else []
+
+    def has_delete_permission(self, request, obj=None):
+        # Batches name their SKU; deleting one would stop their activations.
+        return False
+
+
+# --- batches ---------------------------------------------------------------------------
+
+
+class NearExhaustionFilter(admin.SimpleListFilter):
+    title = "units left"
+    parameter_name = "units_left"
+
+    def lookups(self, request, model_admin):
+        return [("near", "near exhaustion (>= 90% activated)"), ("exhausted", "exhausted")]
+
+    def queryset(self, request, queryset):
+        from django.db.models import F
+
+        if self.value() == "near":
+            return queryset.alias(scaled=F("units_activated") * 10).filter(
+                scaled__gte=F("units_purchased") * 9
+            )
+        if self.value() == "exhausted":
+            return queryset.filter(units_activated=F("units_purchased"))
+        return queryset
+
+
+@admin.register(Batch)
+class BatchAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "customer_link",
+        "sku",
+        "progress",
+        "unit_price",
+        "currency",
+        "issued_at",
+        "expires_at",
+        "key_revoked",
+    ]
+    list_filter = [NearExhaustionFilter, "sku", "issued_at"]
+    search_fields = ["id", "customer__id", "customer__name", "license__id"]
+    list_select_related = ["customer", "license"]
+    date_hierarchy = "issued_at"
+    fields = [
+        "id",
+        "customer_link",
+        "sku",
+        "progress",
+        "units_purchased",
+        "units_activated",
+        "unit_price",
+        "currency",
+        "order_value",
+        "issued_at",
+        "expires_at",
+        "license_link",
+        "key_revoked",
+        "batch_key",
+        "key_claims",
+    ]
+    readonly_fields = fields
+    actions = ["revoke_batch_keys"]
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, batch: Batch):
+        return _admin_link(batch.customer, str(batch.customer))
+
+    @admin.display(description="units activated")
+    def progress(self, batch: Batch):
+        return progress_bar(activated=batch.units_activated, purchased=batch.units_purchased)
+
+    @admin.display(description="order value")
+    def order_value(self, batch: Batch) -> str:
+        return f"{batch.unit_price * batch.units_purchased} {batch.currency}"
+
+    @admin.display(description="batch key licence")
+    def license_link(self, batch: Batch):
+        return _admin_link(batch.license)
+
+    @admin.display(description="key revoked", boolean=True)
+    def key_revoked(self, batch: Batch) -> bool:
+        return batch.license.revoked
+
+    @admin.display(description="batch key (send this to the customer)")
+    def batch_key(self, batch: Batch):
+        return copyable(batch.license.token, element_id="batch-key")
+
+    @admin.display(description="batch key claims")
+    def key_claims(self, batch: Batch):
+        return pretty_json(batch.license.claims)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        def perform(data):
+            batch = batch_issue(
+                customer_id=data["customer"].pk,
+                sku=data["sku"],
+                units=data["units"],
+                term_days=data["term_days"],
+            )
+            self.message_user(
+                request,
+                f"Batch {batch.id} issued: {batch.units_purchased} units of {batch.sku} at "
+                f"{batch.unit_price} {batch.currency}. Copy the batch key below for the customer.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:licensing_batch_change", args=[batch.pk]))
+
+        return service_form_view(
+            self,
+            request,
+            form_class=BatchIssueForm,
+            title="Issue batch",
+            intro="Sell a customer a batch of units: one batch key, exchanged by each camera "
+            "for its own licence on first boot. The unit price is fixed now from the volume tier.",
+            perform=perform,
+            submit_label="Issue batch",
+        )
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("licensing.change_license")
+
+    @admin.action(description="Revoke batch keys of selected batches…", permissions=["revoke"])
+    def revoke_batch_keys(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda batch: batch.license_id,
+            revoke=license_revoke,
+            action_name="revoke_batch_keys",
+            what="batch keys",
+        )
+
+
+# --- licences --------------------------------------------------------------------------
+
+
+class RevokedFilter(admin.SimpleListFilter):
+    title = "revoked"
+    parameter_name = "revoked"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "revoked"), ("no", "not revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(revoked_at__isnull=True)
+        return queryset
+
+
+@admin.register(License)
+class LicenseAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "kind",
+        "customer_link",
+        "sku",
+        "device_id",
+        "activation",
+        "issued_at",
+        "expires_at",
+        "state",
+    ]
+    list_filter = ["kind", RevokedFilter, "sku", "activation", "issued_at"]
+    search_fields = ["id", "device_id", "customer__id", "customer__name", "batch__id"]
+    list_select_related = ["customer", "batch"]
+    date_hierarchy = "issued_at"
+    fields = [
+        "id",
+        "kind",
+        "customer_link",
+        "sku",
+        "device_id",
+        "activation",
+        "batch_link",
+        "issued_at",
+        "expires_at",
+        "grace_days",
+        "unit_price",
+        "currency",
+        "state",
+        "revoked_at",
+        "revoke_reason",
+        "licence_token",
+        "token_claims",
+    ]
+    readonly_fields = fields
+    actions = ["revoke_licenses"]
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, lic: License):
+        return _admin_link(lic.customer, str(lic.customer))
+
+    @admin.display(description="batch")
+    def batch_link(self, lic: License):
+        return _admin_link(lic.batch)
+
+    @admin.display(description="state")
+    def state(self, lic: License) -> str:
+        return license_state(lic)
+
+    @admin.display(description="token")
+    def licence_token(self, lic: License):
+        return copyable(lic.token, element_id="licence-token")
+
+    @admin.display(description="claims")
+    def token_claims(self, lic: License):
+        return pretty_json(lic.claims)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        def perform(data):
+            lic = license_issue(
+                customer_id=data["customer"].pk,
+                sku=data["sku"],
+                device_id=data["device_id"],
+                term_days=data["term_days"],
+                api_quota=data["api_quota"],
+                max_streams=data["max_streams"],
+                activation=data["activation"],
+            )
+            self.message_user(
+                request,
+                f"Licence {lic.id} issued for device {lic.device_id}.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:licensing_license_change", args=[lic.pk]))
+
+        return service_form_view(
+            self,
+            request,
+            form_class=LicenseIssueForm,
+            title="Issue licence",
+            intro="A direct licence for one camera (the end-user path), priced at one unit.",
+            perform=perform,
+            submit_label="Issue licence",
+        )
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("licensing.change_license")
+
+    @admin.action(description="Revoke selected licences…", permissions=["revoke"])
+    def revoke_licenses(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda lic: lic.pk,
+            revoke=license_revoke,
+            action_name="revoke_licenses",
+            what="licences",
+        )
+
+
+# --- fleet -----------------------------------------------------------------------------
+
+
+@admin.register(Activation)
+class ActivationAdmin(admin.ModelAdmin):
+    list_display = [
+        "device_id",
+        "license_link",
+        "batch_link",
+        "customer",
+        "sku",
+        "fingerprint_source",
+        "weak_binding",
+        "sdk_version",
+        "activated_at",
+        "client_ip",
+        "revoked",
+    ]
+    list_filter = ["weak_binding", "fingerprint_source", "batch__sku", "activated_at"]
+    search_fields = [
+        "device_id",
+        "license__id",
+        "batch__id",
+        "batch__customer__id",
+        "batch__customer__name",
+        "client_ip",
+    ]
+    list_select_related = ["batch", "batch__customer", "license"]
+    date_hierarchy = "activated_at"
+    actions = ["revoke_units"]
+
+    @admin.display(description="licence", ordering="license__id")
+    def license_link(self, record: Activation):
+        return _admin_link(record.license)
+
+    @admin.display(description="batch", ordering="batch__id")
+    def batch_link(self, record: Activation):
+        return _admin_link(record.batch)
+
+    @admin.display(description="customer", ordering="batch__customer__name")
+    def customer(self, record: Activation):
+        return _admin_link(record.batch.customer, str(record.batch.customer))
+
+    @admin.display(description="SKU", ordering="batch__sku")
+    def sku(self, record: Activation) -> str:
+        return record.batch.sku
+
+    @admin.display(description="revoked", boolean=True)
+    def revoked(self, record: Activation) -> bool:
+        return record.license.revoked
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("licensing.change_license")
+
+    @admin.action(description="Revoke unit licences of selected devices…", permissions=["revoke"])
+    def revoke_units(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda record: record.license_id,
+            revoke=license_revoke,
+            action_name="revoke_units",
+            what="unit licences",
+        )

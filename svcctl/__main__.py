@@ -1,0 +1,3 @@
+from svcctl.cli import main
+
+raise SystemExit(main())

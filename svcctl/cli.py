@@ -1,0 +1,658 @@
+"""``svcctl``: operate the licensing authority from a terminal.
+
+Exit status: 0 done, 1 failed (the server's or the tool's reason is printed), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from svcctl import EXIT_FAILED, EXIT_OK, EXIT_USAGE, offline, output
+from svcctl.client import AdminClient, ApiError
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+DESCRIPTION = """\
+Operate the licensing authority: customers, batches, licences, revocation, fleet and
+invoices through the HTTP admin API; air-gapped licences, token inspection and signing
+keys offline, from files alone.
+
+online (need --url/SVC_URL and --admin-key/SVC_ADMIN_KEY):
+  customer       create a customer
+  batch          sell a customer a batch of units (prints the batch key)
+  license        issue a direct licence for one camera
+  revoke         revoke a licence (with a reason)
+  fleet          list activated units, most recent first
+  batch-status   units purchased, activated and remaining of a batch
+  usage          usage totals of a licence
+  invoice        rate (preview) a customer's invoice; --csv exports it
+  catalogue      the SKU catalogue (--json output is a catalogue file for mint)
+
+offline (no service, no database):
+  mint           sign an air-gapped, device-bound licence with a signing key file
+  inspect        decode and verify a token; claims, validity window, state, key
+  keygen         create an Ed25519 signing key (mode 600)
+"""
+
+EPILOG = """\
+examples:
+  export SVC_URL=https://licensing.example.com SVC_ADMIN_KEY=...
+  svcctl customer "Acme Cameras" --kind oem --contact ops@acme.example
+  svcctl batch CUST-ACME VISION-PRO 100 --token-out acme.batchkey
+  svcctl fleet --customer CUST-ACME --weak
+  svcctl revoke LIC-0123456789ABCDEF --reason "device stolen"
+  svcctl invoice CUST-ACME --days 30 --csv acme.csv
+  svcctl keygen --out signing-key.pem --public-out signing-key.pub
+  svcctl mint --sku DETECT-STD --customer CUST-ACME --device cam-0042 --days 365 \\
+      --key signing-key.pem --out cam-0042.lic
+  svcctl inspect cam-0042.lic --pubkey signing-key.pub
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own exit status for usage errors is 2
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _common(*, suppress: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the subcommand (``svcctl --json fleet`` and
+    ``svcctl fleet --json``); on subcommands their defaults are suppressed so they do not
+    undo a value given before the subcommand."""
+    parent = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
+    group = parent.add_argument_group("common options")
+    group.add_argument(
+        "--url",
+        default=default(None),
+        help=f"service base URL (default: $SVC_URL or {DEFAULT_URL})",
+    )
+    group.add_argument(
+        "--admin-key",
+        default=default(None),
+        help="operator API key (default: $SVC_ADMIN_KEY); prefer the environment variable, "
+        "command lines are visible to other users",
+    )
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="print JSON for scripts instead of a table",
+    )
+    group.add_argument(
+        "--timeout", type=float, default=default(30.0), help="HTTP timeout in seconds"
+    )
+    return parent
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="svcctl",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_common(suppress=False)],
+    )
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="<command>",
+        parser_class=_Parser,
+        title="commands",
+        description="as listed above; `svcctl <command> --help` describes each one",
+    )
+    common = _common(suppress=True)
+
+    def command(name: str, summary: str, handler: Callable, description: str = ""):
+        p = sub.add_parser(
+            name,
+            description=textwrap.fill(description or summary, width=88),
+            parents=[common],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command(
+        "customer",
+        "create a customer",
+        cmd_customer,
+        "Create a customer. Prints its id (CUST-...), which every other command takes.",
+    )
+    p.add_argument("name", help="customer name")
+    p.add_argument("--kind", required=True, choices=["oem", "end_user"], help="customer kind")
+    p.add_argument("--contact", default="", help="contact address")
+    p.add_argument("--id", help="choose the id (stored with the CUST- prefix); default: random")
+
+    p = command(
+        "batch",
+        "sell a customer a batch of units",
+        cmd_batch,
+        "Issue a batch of UNITS seats of SKU to CUSTOMER. Prints the batch key: send it to "
+        "the customer; each camera exchanges it for its own licence on first boot.",
+    )
+    p.add_argument("customer", help="customer id, e.g. CUST-ACME")
+    p.add_argument("sku", help="catalogue SKU, e.g. VISION-PRO (see `svcctl catalogue`)")
+    p.add_argument("units", type=_positive, help="units purchased")
+    p.add_argument(
+        "--days", type=_non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
+    )
+    p.add_argument("--token-out", metavar="FILE", help="also write the batch key to FILE")
+
+    p = command(
+        "license",
+        "issue a direct licence for one camera",
+        cmd_license,
+        "Issue a direct, device-bound licence (the end-user path) through the service.",
+    )
+    p.add_argument("customer", help="customer id")
+    p.add_argument("sku", help="catalogue SKU")
+    p.add_argument("device", help="the camera's fingerprint (device id); * = unbound key")
+    p.add_argument(
+        "--days", type=_non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
+    )
+    p.add_argument(
+        "--quota", type=_non_negative, help="metered API calls (default: SKU's; 0 = unmetered)"
+    )
+    p.add_argument("--streams", type=_positive, help="concurrent streams (default: SKU cap)")
+    p.add_argument(
+        "--activation",
+        choices=["optional", "required"],
+        default="optional",
+        help="optional (default): works air-gapped; required: must activate online",
+    )
+    p.add_argument("--token-out", metavar="FILE", help="also write the licence token to FILE")
+
+    p = command(
+        "revoke",
+        "revoke a licence",
+        cmd_revoke,
+        "Revoke a licence (unit, direct or batch key). Usage reporting stops at once; the "
+        "camera stops at its next start after fetching the revocation list. Idempotent.",
+    )
+    p.add_argument("license_id", help="licence id, LIC-...")
+    p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
+
+    p = command(
+        "fleet",
+        "list activated units",
+        cmd_fleet,
+        "Activated units, most recent first (at most 1000 per call; page with --before).",
+    )
+    p.add_argument("--customer", help="only this customer's units")
+    p.add_argument("--batch", help="only this batch's units")
+    weak = p.add_mutually_exclusive_group()
+    weak.add_argument(
+        "--weak", action="store_true", help="only weak-binding units (MAC fingerprint)"
+    )
+    weak.add_argument("--strong", action="store_true", help="only strongly bound units")
+    p.add_argument(
+        "--before", type=_non_negative, metavar="UNIX", help="units activated before this time"
+    )
+
+    p = command("batch-status", "show a batch's unit counts", cmd_batch_status)
+    p.add_argument("batch_id", help="batch id, B-...")
+
+    p = command("usage", "show a licence's usage totals", cmd_usage)
+    p.add_argument("license_id", help="licence id, LIC-...")
+
+    p = command(
+        "invoice",
+        "preview a customer's invoice",
+        cmd_invoice,
+        "Rate CUSTOMER's invoice for the last --days days (nothing is stored).",
+    )
+    p.add_argument("customer", help="customer id")
+    p.add_argument("--days", type=_positive, default=30, help="period in days, 1-3660 (default 30)")
+    p.add_argument("--csv", metavar="FILE", help="export the lines as CSV to FILE (- = stdout)")
+
+    command(
+        "catalogue",
+        "show the SKU catalogue",
+        cmd_catalogue,
+        "The live catalogue. `svcctl catalogue --json > catalogue.json` makes a catalogue "
+        "file for `svcctl mint --catalogue`.",
+    )
+
+    p = command(
+        "mint",
+        "sign an air-gapped licence offline",
+        cmd_mint,
+        "Sign a device-bound licence (act=optional) with a signing key file, with no "
+        "service and no database. SKU modules and caps come from --catalogue (default: "
+        "the seeded catalogue shipped with svcctl; `manage.py export_catalogue` or "
+        "`svcctl catalogue --json` give the live one).",
+    )
+    p.add_argument("--sku", required=True, help="catalogue SKU")
+    p.add_argument("--customer", required=True, help="customer id (CUST- prefix optional)")
+    p.add_argument("--device", required=True, help="the camera's fingerprint (device id)")
+    p.add_argument(
+        "--days", type=_non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
+    )
+    p.add_argument("--key", required=True, metavar="FILE", help="private signing key (PEM)")
+    p.add_argument("--out", required=True, metavar="FILE", help="where to write the token")
+    p.add_argument("--catalogue", metavar="FILE", help='catalogue file ({"skus": [...]})')
+    p.add_argument(
+        "--issuer",
+        default=os.environ.get("SVC_ISSUER", offline.DEFAULT_ISSUER),
+        help="iss claim (default: $SVC_ISSUER or svc-licensing)",
+    )
+    p.add_argument("--quota", type=_non_negative, help="metered API calls (default: SKU's)")
+    p.add_argument("--streams", type=_positive, help="concurrent streams (default: SKU cap)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+    p = command(
+        "inspect",
+        "decode and verify a token",
+        cmd_inspect,
+        "Decode a token file, verify its signature with --pubkey, and print its claims, "
+        "validity window, state (active, grace, expired) and the key's fingerprint. "
+        "Exit status 1 when the signature does not verify.",
+    )
+    p.add_argument("source", metavar="token_file", help="file holding the token (- = stdin)")
+    p.add_argument(
+        "--pubkey",
+        required=True,
+        metavar="FILE",
+        help="public key file, PEM or base64url (or the base64url key itself)",
+    )
+    p.add_argument(
+        "--at", type=_non_negative, metavar="UNIX", help="evaluate the state at this time"
+    )
+
+    p = command(
+        "keygen",
+        "create a signing key",
+        cmd_keygen,
+        "Create an Ed25519 signing key (PKCS#8 PEM, mode 600) and print its public key and "
+        "fingerprint. Refuses to overwrite an existing file without --force. Same code as "
+        "`manage.py keygen`.",
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
+    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing files: licences signed by the old key stop verifying",
+    )
+    return parser
+
+
+# --- online ----------------------------------------------------------------------------
+
+
+def _client(args) -> AdminClient:
+    url = args.url or os.environ.get("SVC_URL") or DEFAULT_URL
+    key = args.admin_key or os.environ.get("SVC_ADMIN_KEY")
+    if not key:
+        raise UsageError("no admin key: set SVC_ADMIN_KEY or pass --admin-key")
+    return AdminClient(url, key, timeout=args.timeout)
+
+
+def _check_token_out(path: str | None) -> None:
+    """Refuse an existing --token-out before asking the server, not after it issued."""
+    if path and os.path.exists(path):
+        raise offline.OfflineError(f"{path} already exists; choose another --token-out file")
+
+
+def _save_token(path: str | None, token: str) -> None:
+    if path:
+        offline.write_token(path, token)
+
+
+def cmd_customer(args) -> int:
+    body: dict[str, Any] = {"name": args.name, "kind": args.kind, "contact": args.contact}
+    if args.id:
+        body["id"] = args.id
+    result = _client(args).post("customers", body)
+    if args.json:
+        output.print_json(result)
+    else:
+        output.fields([("customer", result["customer_id"]), ("name", result.get("name", ""))])
+    return EXIT_OK
+
+
+def cmd_batch(args) -> int:
+    body = {"customer_id": args.customer, "sku": args.sku, "units": args.units}
+    if args.days is not None:
+        body["term_days"] = args.days
+    _check_token_out(args.token_out)
+    result = _client(args).post("batches", body)
+    _save_token(args.token_out, result["batch_token"])
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    currency = result.get("currency", "")
+    output.fields(
+        [
+            ("batch", result["batch_id"]),
+            ("batch key licence", result["license_id"]),
+            ("units", result["units"]),
+            ("unit price", f"{result['unit_price']} {currency}"),
+            ("order value", f"{result['order_value']} {currency}"),
+            ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
+        ]
+    )
+    print("\nbatch key (send to the customer):")
+    print(result["batch_token"])
+    return EXIT_OK
+
+
+def cmd_license(args) -> int:
+    body: dict[str, Any] = {
+        "customer_id": args.customer,
+        "sku": args.sku,
+        "device_id": args.device,
+        "activation": args.activation,
+    }
+    for name, value in (
+        ("term_days", args.days),
+        ("api_quota", args.quota),
+        ("max_streams", args.streams),
+    ):
+        if value is not None:
+            body[name] = value
+    _check_token_out(args.token_out)
+    result = _client(args).post("licenses", body)
+    _save_token(args.token_out, result["token"])
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    output.fields(
+        [
+            ("licence", result["license_id"]),
+            ("customer", result["customer_id"]),
+            ("sku", result["sku"]),
+            ("device", result["device_id"]),
+            ("activation", result["activation"]),
+            ("unit price", result["unit_price"]),
+            ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
+        ]
+    )
+    print("\ntoken:")
+    print(result["token"])
+    return EXIT_OK
+
+
+def cmd_revoke(args) -> int:
+    result = _client(args).post("revoke", {"license_id": args.license_id, "reason": args.reason})
+    if args.json:
+        output.print_json(result)
+    else:
+        output.fields(
+            [
+                ("licence", result["license_id"]),
+                ("revoked", output.when(result["revoked_at"])),
+                ("reason", result["reason"]),
+            ]
+        )
+    return EXIT_OK
+
+
+def cmd_fleet(args) -> int:
+    weak = "1" if args.weak else "0" if args.strong else None
+    result = _client(args).get(
+        "fleet",
+        customer_id=args.customer,
+        batch_id=args.batch,
+        weak_binding=weak,
+        before=args.before,
+    )
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    output.table(
+        ["activated", "device", "licence", "batch", "customer", "sku", "source", "weak", "revoked"],
+        (
+            [
+                output.when(u["activated_at"]),
+                u["device_id"],
+                u["license_id"],
+                u["batch_id"],
+                u["customer_id"],
+                u["sku"],
+                u["fingerprint_source"] or "-",
+                "WEAK" if u["weak_binding"] else "",
+                "revoked" if u["revoked"] else "",
+            ]
+            for u in result["units"]
+        ),
+    )
+    print(f"\n{result['count']} unit(s)")
+    if result["count"] >= 1000:
+        print(f"more: svcctl fleet --before {result['units'][-1]['activated_at']} ...")
+    return EXIT_OK
+
+
+def cmd_batch_status(args) -> int:
+    result = _client(args).get(f"batches/{args.batch_id}")
+    if args.json:
+        output.print_json(result)
+    else:
+        output.fields(
+            [
+                ("batch", result["batch_id"]),
+                ("customer", result["customer_id"]),
+                ("sku", result["sku"]),
+                ("purchased", result["units_purchased"]),
+                ("activated", result["units_activated"]),
+                ("remaining", result["units_remaining"]),
+                ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
+            ]
+        )
+    return EXIT_OK
+
+
+def cmd_usage(args) -> int:
+    result = _client(args).get(f"usage/{args.license_id}")
+    if args.json:
+        output.print_json(result)
+    else:
+        output.fields([(name, value) for name, value in result.items()])
+    return EXIT_OK
+
+
+def cmd_invoice(args) -> int:
+    result = _client(args).get(f"invoice/{args.customer}", period_days=args.days)
+    if args.csv:
+        if args.csv == "-":
+            output.invoice_csv(result, sys.stdout)
+        else:
+            with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+                output.invoice_csv(result, handle)
+            if not args.json:
+                print(f"wrote {args.csv}", file=sys.stderr)
+        if args.csv == "-":
+            return EXIT_OK
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    print(
+        f"invoice preview {result['customer_id']}: {output.when(result['period_start'])} to "
+        f"{output.when(result['period_end'])} ({result['currency']})\n"
+    )
+    output.table(
+        ["kind", "sku", "description", "quantity", "unit", "unit price", "amount"],
+        (
+            [
+                line["kind"],
+                line["sku"],
+                line["description"],
+                line["quantity"],
+                line["unit"],
+                line["unit_price"],
+                line["amount"],
+            ]
+            for line in result["lines"]
+        ),
+    )
+    print(f"\ntotal {result['total']} {result['currency']}")
+    return EXIT_OK
+
+
+def cmd_catalogue(args) -> int:
+    result = _client(args).get("catalogue")
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    output.table(
+        ["sku", "name", "modules", "streams", "fps", "api calls", "term", "grace", "unit prices"],
+        (
+            [
+                e["sku"],
+                e["name"],
+                ",".join(e["modules"]),
+                e["max_streams"],
+                e["max_fps"],
+                e["api_calls"] or "unmetered",
+                f"{e['term_days']}d" if e["term_days"] else "perpetual",
+                f"{e['grace_days']}d",
+                " ".join(f"{t['from_units']}+:{t['unit_price']}" for t in e["unit_price_tiers"])
+                + f" {e['currency']}",
+            ]
+            for e in result["skus"]
+        ),
+    )
+    return EXIT_OK
+
+
+# --- offline ---------------------------------------------------------------------------
+
+
+def cmd_mint(args) -> int:
+    entry = offline.catalogue_entry(args.sku, args.catalogue)
+    token, claims = offline.mint(
+        entry=entry,
+        customer=args.customer,
+        device_id=args.device,
+        key_file=args.key,
+        out=args.out,
+        days=args.days,
+        issuer=args.issuer,
+        max_streams=args.streams,
+        api_quota=args.quota,
+        force=args.force,
+    )
+    if args.json:
+        output.print_json({"license_id": claims["lic"], "out": args.out, "claims": claims})
+        return EXIT_OK
+    output.fields(
+        [
+            ("licence", claims["lic"]),
+            ("customer", claims["sub"]),
+            ("sku", claims["sku"]),
+            ("device", claims["dev"]),
+            ("modules", ", ".join(m for m, on in claims["ent"].items() if on)),
+            ("expires", output.when(claims["exp"], zero="never (perpetual)")),
+            ("written to", args.out),
+        ]
+    )
+    return EXIT_OK
+
+
+def cmd_inspect(args) -> int:
+    from_stdin = args.source == "-"
+    token = sys.stdin.read().strip() if from_stdin else offline.read_token(args.source)
+    public_key = offline.read_public_key(args.pubkey)
+    report = offline.inspect(token, public_key, now=args.at)
+    if args.json:
+        output.print_json(report)
+    else:
+        claims = report["claims"]
+        lim = claims["lim"]
+        rows = [
+            (
+                "signature",
+                "valid" if report["signature_valid"] else "INVALID: " + report["signature_error"],
+            ),
+            ("key fingerprint", report["key_fingerprint"]),
+            ("state", report["state"] + ("" if report["signature_valid"] else " (unverified)")),
+            ("kind", report["kind"]),
+            ("licence", claims["lic"]),
+            ("sku", claims["sku"]),
+            ("customer", claims["sub"]),
+            ("issuer", claims["iss"]),
+            ("device", claims["dev"]),
+            ("activation", claims["act"]),
+            ("modules", ", ".join(m for m, on in sorted(claims["ent"].items()) if on) or "none"),
+            (
+                "limits",
+                f"streams {lim['max_streams']}, fps {lim['max_fps']}, "
+                f"api calls {lim['api_calls'] or 'unmetered'}",
+            ),
+            ("issued", output.when(claims["iat"])),
+            ("valid from", output.when(claims["nbf"])),
+            ("expires", output.when(claims["exp"], zero="never (perpetual)")),
+            ("grace", f"{claims['grace_days']} days"),
+            ("grace until", output.when(report["grace_until"], zero="-")),
+        ]
+        if "batch" in claims:
+            rows.append(("batch", f"{claims['batch']['id']} ({claims['batch']['units']} units)"))
+        output.fields(rows)
+    if not report["signature_valid"]:
+        print(
+            f"svcctl: error: signature does not verify with key {report['key_fingerprint']}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_keygen(args) -> int:
+    result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    print(f"private key: {result['private_key']} (mode 600)")
+    if result["public_key_file"]:
+        print(f"public key file: {result['public_key_file']}")
+    print(f"public key (base64url): {result['public_key']}")
+    print(result["public_key_pem"].rstrip())
+    print(f"fingerprint (sha256): {result['fingerprint']}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.handler(args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"svcctl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ApiError, offline.OfflineError) as exc:
+        print(f"svcctl: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+    except BrokenPipeError:
+        return EXIT_OK

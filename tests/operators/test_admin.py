@@ -1,0 +1,363 @@
+"""The operator console: every page renders, writes go through the services (and so into
+the audit log), key material never shows, tokens do."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from audit.models import AuditEntry, OperatorKey
+from audit.services import operator_key_create
+from customers.models import Customer
+from licensing.models import Activation, Batch, License
+from licensing.services import license_issue, unit_activate
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def fleet(customer, make_batch):
+    """A batch with one strongly and one weakly bound unit, a direct licence."""
+    batch = make_batch(units=10)
+    unit_activate(batch_token=batch.license.token, device_id="cam-strong")
+    unit_activate(
+        batch_token=batch.license.token,
+        device_id="aa:bb:cc:dd:ee:ff",
+        fingerprint_source="mac",
+        weak_binding=True,
+    )
+    direct = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-direct")
+    # An hour ago, so invoices rated "now" (to the second) certainly include them.
+    an_hour_ago = timezone.now() - dt.timedelta(hours=1)
+    License.objects.update(issued_at=an_hour_ago)
+    Activation.objects.update(activated_at=an_hour_ago)
+    direct.refresh_from_db()
+    return batch, direct
+
+
+def _changelists():
+    return [
+        "admin:customers_customer_changelist",
+        "admin:licensing_sku_changelist",
+        "admin:licensing_batch_changelist",
+        "admin:licensing_license_changelist",
+        "admin:licensing_activation_changelist",
+        "admin:audit_auditentry_changelist",
+        "admin:audit_operatorkey_changelist",
+    ]
+
+
+@pytest.mark.parametrize("name", _changelists())
+def test_changelists_render_with_data(admin_client, fleet, name):
+    operator_key_create(name="ops")
+    response = admin_client.get(reverse(name))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "PRIVATE KEY" not in body
+
+
+@pytest.mark.parametrize(
+    ("name", "query", "shown", "hidden"),
+    [
+        ("admin:licensing_activation_changelist", "?q=strong", "cam-strong", "aa:bb:cc"),
+        ("admin:licensing_activation_changelist", "?weak_binding__exact=1", "aa:bb:cc", "cam-str"),
+        ("admin:licensing_license_changelist", "?kind__exact=direct", "cam-direct", "cam-strong"),
+        ("admin:licensing_license_changelist", "?revoked=no&q=cam", "cam-direct", "*</td>"),
+    ],
+)
+def test_search_and_filters_narrow_the_list(admin_client, fleet, name, query, shown, hidden):
+    response = admin_client.get(reverse(name) + query)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert shown in body and hidden not in body
+
+
+def test_detail_pages_render(admin_client, fleet, customer):
+    batch, direct = fleet
+    unit = Activation.objects.first()
+    for url in (
+        reverse("admin:customers_customer_change", args=[customer.pk]),
+        reverse("admin:licensing_batch_change", args=[batch.pk]),
+        reverse("admin:licensing_license_change", args=[direct.pk]),
+        reverse("admin:licensing_activation_change", args=[unit.pk]),
+        reverse("admin:licensing_sku_change", args=["VISION-PRO"]),
+        reverse("admin:audit_auditentry_change", args=[AuditEntry.objects.first().pk]),
+    ):
+        response = admin_client.get(url)
+        assert response.status_code == 200, url
+        assert "PRIVATE KEY" not in response.content.decode()
+
+
+def test_batch_page_offers_the_batch_key_to_copy(admin_client, fleet):
+    batch, _ = fleet
+    body = admin_client.get(reverse("admin:licensing_batch_change", args=[batch.pk])).content
+    assert batch.license.token.encode() in body
+    assert b'id="batch-key"' in body and b">Copy</button>" in body
+
+
+def test_operator_key_pages_never_show_the_digest(admin_client):
+    row, key = operator_key_create(name="ops")
+    for url in (
+        reverse("admin:audit_operatorkey_changelist"),
+        reverse("admin:audit_operatorkey_change", args=[row.pk]),
+    ):
+        body = admin_client.get(url).content.decode()
+        assert row.digest not in body and key not in body
+        assert row.prefix in body
+
+
+def test_create_customer_through_the_admin_uses_the_service(admin_client):
+    response = admin_client.post(
+        reverse("admin:customers_customer_add"),
+        {"name": "Acme", "kind": "oem", "contact": "ops@acme.example", "id": "acme"},
+    )
+    assert response.status_code == 302
+    assert Customer.objects.get(pk="CUST-ACME").name == "Acme"
+    entry = AuditEntry.objects.get(action="customer.create")
+    assert (entry.actor, entry.actor_kind, entry.ip, entry.result) == (
+        "admin",
+        "staff",
+        "127.0.0.1",
+        "ok",
+    )
+
+
+def test_service_error_in_the_admin_shows_the_services_message(admin_client, customer):
+    response = admin_client.post(
+        reverse("admin:customers_customer_add"),
+        {"name": "Again", "kind": "oem", "id": customer.pk},
+    )
+    assert response.status_code == 200
+    assert f"customer id {customer.pk} is already taken" in response.content.decode()
+    assert AuditEntry.objects.get(action="customer.create").result == "failed"
+
+
+def test_issue_batch_through_the_admin(admin_client, customer):
+    response = admin_client.post(
+        reverse("admin:licensing_batch_add"),
+        {"customer": customer.pk, "sku": "VISION-PRO", "units": 120, "term_days": ""},
+    )
+    batch = Batch.objects.get(customer=customer)
+    assert response.status_code == 302
+    assert response.url == reverse("admin:licensing_batch_change", args=[batch.pk])
+    assert (batch.units_purchased, str(batch.unit_price)) == (120, "210.00")
+    entry = AuditEntry.objects.get(action="batch.issue")
+    assert (entry.target, entry.actor_kind) == (batch.pk, "staff")
+    page = admin_client.get(response.url).content.decode()
+    assert batch.license.token in page
+    assert f"Batch {batch.pk} issued" in page
+
+
+def test_issue_batch_form_prefills_the_customer(admin_client, customer):
+    body = admin_client.get(
+        reverse("admin:licensing_batch_add") + f"?customer={customer.pk}"
+    ).content.decode()
+    assert re.search(rf'<option value="{customer.pk}" selected>', body)
+
+
+def test_issue_licence_through_the_admin(admin_client, customer):
+    response = admin_client.post(
+        reverse("admin:licensing_license_add"),
+        {
+            "customer": customer.pk,
+            "sku": "DETECT-STD",
+            "device_id": "cam-7",
+            "term_days": "30",
+            "api_quota": "",
+            "max_streams": "2",
+            "activation": "optional",
+        },
+    )
+    assert response.status_code == 302
+    lic = License.objects.get(device_id="cam-7")
+    assert lic.claims["lim"]["max_streams"] == 2
+    assert AuditEntry.objects.get(action="license.issue").target == lic.pk
+
+
+def test_unbound_optional_licence_is_refused_with_the_services_rule(admin_client, customer):
+    response = admin_client.post(
+        reverse("admin:licensing_license_add"),
+        {"customer": customer.pk, "sku": "DETECT-STD", "device_id": "*", "activation": "optional"},
+    )
+    assert response.status_code == 200
+    assert "must use activation" in response.content.decode()
+    assert not License.objects.filter(device_id="*", kind="direct").exists()
+
+
+def test_revoke_action_asks_for_a_reason_then_revokes(admin_client, fleet):
+    _, direct = fleet
+    url = reverse("admin:licensing_license_changelist")
+    selection = {"action": "revoke_licenses", "_selected_action": [direct.pk]}
+    confirm = admin_client.post(url, selection)
+    assert confirm.status_code == 200
+    assert b'name="reason"' in confirm.content
+    direct.refresh_from_db()
+    assert direct.revoked_at is None
+
+    missing = admin_client.post(url, {**selection, "apply": "1", "reason": ""})
+    assert missing.status_code == 200 and b"This field is required" in missing.content
+    direct.refresh_from_db()
+    assert direct.revoked_at is None
+
+    done = admin_client.post(url, {**selection, "apply": "1", "reason": "camera stolen"})
+    assert done.status_code == 302
+    direct.refresh_from_db()
+    assert (direct.revoked, direct.revoke_reason) == (True, "camera stolen")
+    entry = AuditEntry.objects.get(action="license.revoke")
+    assert (entry.target, entry.detail["reason"], entry.actor_kind) == (
+        direct.pk,
+        "camera stolen",
+        "staff",
+    )
+
+
+def test_revoke_unit_from_the_fleet_and_batch_key_from_batches(admin_client, fleet):
+    batch, _ = fleet
+    unit = Activation.objects.get(device_id="cam-strong")
+    admin_client.post(
+        reverse("admin:licensing_activation_changelist"),
+        {"action": "revoke_units", "_selected_action": [unit.pk], "apply": "1", "reason": "rma"},
+    )
+    admin_client.post(
+        reverse("admin:licensing_batch_changelist"),
+        {
+            "action": "revoke_batch_keys",
+            "_selected_action": [batch.pk],
+            "apply": "1",
+            "reason": "leaked",
+        },
+    )
+    assert License.objects.get(pk=unit.license_id).revoked
+    assert License.objects.get(pk=batch.license_id).revoke_reason == "leaked"
+
+
+def test_batches_show_progress_and_turn_red_near_exhaustion(admin_client, make_batch):
+    calm = make_batch(units=10)
+    busy = make_batch(units=10)
+    Batch.objects.filter(pk=calm.pk).update(units_activated=3)
+    Batch.objects.filter(pk=busy.pk).update(units_activated=9)
+    body = admin_client.get(reverse("admin:licensing_batch_changelist")).content.decode()
+    assert 'title="3 of 10 units activated"' in body
+    assert 'class="svc-progress near-exhaustion" title="9 of 10 units activated"' in body
+    assert 'class="svc-progress" title="3 of 10 units activated"' in body
+    near = admin_client.get(reverse("admin:licensing_batch_changelist") + "?units_left=near")
+    assert busy.pk in near.content.decode() and calm.pk not in near.content.decode()
+
+
+def test_audit_log_is_read_only(admin_client, fleet):
+    entry = AuditEntry.objects.first()
+    assert admin_client.get(reverse("admin:audit_auditentry_add")).status_code == 403
+    response = admin_client.post(
+        reverse("admin:audit_auditentry_change", args=[entry.pk]), {"actor": "someone else"}
+    )
+    assert response.status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:audit_auditentry_delete", args=[entry.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
+    filtered = admin_client.get(
+        reverse("admin:audit_auditentry_changelist") + "?action=license.issue&result=ok"
+    )
+    assert filtered.status_code == 200
+
+
+def test_batches_and_licences_cannot_be_edited_or_deleted_directly(admin_client, fleet):
+    batch, direct = fleet
+    response = admin_client.post(
+        reverse("admin:licensing_license_change", args=[direct.pk]), {"device_id": "other"}
+    )
+    assert response.status_code == 403
+    assert (
+        admin_client.post(
+            reverse("admin:licensing_batch_delete", args=[batch.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
+
+
+def test_operator_key_revoke_action(admin_client):
+    row, _ = operator_key_create(name="ops")
+    admin_client.post(
+        reverse("admin:audit_operatorkey_changelist"),
+        {"action": "revoke_keys", "_selected_action": [row.pk]},
+    )
+    assert OperatorKey.objects.get(pk=row.pk).revoked_at is not None
+    assert AuditEntry.objects.get(action="operator_key.revoke").actor_kind == "staff"
+
+
+def test_admin_index_links_the_dashboard_and_invoice_preview(admin_client):
+    body = admin_client.get(reverse("admin:index")).content.decode()
+    assert reverse("console-dashboard") in body
+    assert reverse("console-invoice-preview") in body
+
+
+def test_dashboard_renders_inline_svg_charts_and_lists(admin_client, fleet, make_batch):
+    busy = make_batch(units=10)
+    Batch.objects.filter(pk=busy.pk).update(units_activated=10)
+    response = admin_client.get(reverse("console-dashboard"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.count('<svg class="svc-chart"') == 3
+    assert "New activations per day" in body and "Inferences per day" in body
+    assert busy.pk in body  # near exhaustion
+    assert "aa:bb:cc:dd:ee:ff" in body  # weak binding
+    assert "cam-strong" not in body
+    # Nothing is fetched from elsewhere: no external scripts, styles or images.
+    assert not re.search(r'(src|href)="(https?:)?//', body)
+
+
+def test_dashboard_and_preview_need_staff(client):
+    for name in ("console-dashboard", "console-invoice-preview"):
+        response = client.get(reverse(name))
+        assert response.status_code == 302
+        assert reverse("admin:login") in response.url
+
+
+def test_invoice_preview_rates_and_exports_csv(admin_client, fleet, customer):
+    url = reverse("console-invoice-preview")
+    assert admin_client.get(url).status_code == 200
+    page = admin_client.get(url, {"customer": customer.pk, "period_days": 30})
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "unit_activation" in body and "direct_license" in body
+    assert 'id="invoice-total">570.00 EUR' in body  # 2 units x 240 + 1 licence x 90
+    pytest.importorskip("billing.exports")
+    csv_response = admin_client.get(
+        url, {"customer": customer.pk, "period_days": 30, "format": "csv"}
+    )
+    assert csv_response["Content-Type"].startswith("text/csv")
+    assert "attachment" in csv_response["Content-Disposition"]
+    assert "unit_activation" in csv_response.content.decode()
+
+
+def test_invoice_preview_reports_a_bad_period(admin_client, customer):
+    page = admin_client.get(
+        reverse("console-invoice-preview"), {"customer": customer.pk, "period_days": 0}
+    )
+    assert page.status_code == 200
+    assert "greater than or equal to 1" in page.content.decode()
+
+
+def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
+    billing_models = pytest.importorskip("billing.models")
+    batch = make_batch(units=5)
+    record = unit_activate(batch_token=batch.license.token, device_id="cam-1")
+    yesterday = timezone.now() - dt.timedelta(days=1)
+    License.objects.filter(pk=record.license.pk).update(issued_at=yesterday)
+    Activation.objects.filter(license=record.license).update(activated_at=yesterday)
+    url = reverse("console-invoice-preview")
+    response = admin_client.post(url, {"customer": customer.pk, "period_days": 30})
+    assert response.status_code == 302
+    invoice = billing_models.Invoice.objects.get(customer=customer)
+    page = admin_client.get(response.url).content.decode()
+    assert invoice.number in page
+    again = admin_client.get(
+        admin_client.post(url, {"customer": customer.pk, "period_days": 30}).url
+    )
+    assert "already invoiced" in again.content.decode()

@@ -1,0 +1,481 @@
+"""svcctl end to end: the installed console script against a live server (online
+subcommands), and with no server and no database at all (mint, inspect, keygen)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from rest_framework.renderers import JSONRenderer
+
+import devices
+from audit.models import AuditEntry
+from billing.exports import preview_csv
+from billing.services import invoice_rate
+from devices import token as codec
+from licensing import catalogue
+from licensing.models import Activation, License, Sku
+from licensing.services import license_issue, unit_activate
+from svcctl.output import invoice_csv
+
+SVCCTL = Path(sys.executable).with_name("svcctl")
+
+
+def svcctl(*args: str, env: dict | None = None, stdin: str | None = None):
+    """Run the installed console script without any Django settings or database."""
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DJANGO_", "DATABASE_"))
+    }
+    return subprocess.run(
+        [str(SVCCTL), *args],
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+
+
+def _json(result) -> dict:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _activate(url: str, batch_token: str, device_id: str, **extra) -> dict:
+    body = json.dumps({"batch_token": batch_token, "device_id": device_id, **extra}).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/activate", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def online(live_service):
+    return {"SVC_URL": live_service.url, "SVC_ADMIN_KEY": live_service.admin_key}
+
+
+@pytest.fixture
+def public_key_file(tmp_path, signing_key) -> Path:
+    path = tmp_path / "authority.pub"
+    path.write_text(codec.public_key_pem(signing_key.public_key()))
+    return path
+
+
+# --- online: the operator's day ------------------------------------------------------------
+
+
+@pytest.mark.live
+def test_operator_day_from_svcctl_alone(
+    live_service, online, transactional_db, tmp_path, public_key_file, signing_key_file
+):
+    customer = _json(
+        svcctl(
+            "customer", "Acme Cameras", "--kind", "oem", "--contact", "ops@acme", "--json",
+            env=online,
+        )
+    )["customer_id"]  # fmt: skip
+    assert customer.startswith("CUST-")
+
+    batch = _json(
+        svcctl(
+            "batch", customer, "VISION-PRO", "3", "--token-out", str(tmp_path / "acme.key"),
+            "--json", env=online,
+        )
+    )  # fmt: skip
+    assert (batch["units"], batch["unit_price"], batch["order_value"]) == (3, 240, 720)
+    assert (tmp_path / "acme.key").read_text().strip() == batch["batch_token"]
+    taken = svcctl(
+        "batch", customer, "VISION-PRO", "3", "--token-out", str(tmp_path / "acme.key"),
+        env=online,
+    )  # fmt: skip
+    assert taken.returncode == 1 and "already exists" in taken.stderr  # refused before selling
+
+    unit = _activate(live_service.url, batch["batch_token"], "cam-0001")
+    _activate(
+        live_service.url, batch["batch_token"], "02:42:ac:11:00:02",
+        fingerprint_source="mac", weak_binding=True,
+    )  # fmt: skip
+
+    fleet = _json(svcctl("fleet", "--customer", customer, "--json", env=online))
+    assert fleet["count"] == 2
+    weak = _json(svcctl("--json", "fleet", "--customer", customer, "--weak", env=online))
+    assert [u["device_id"] for u in weak["units"]] == ["02:42:ac:11:00:02"]
+    table = svcctl("fleet", "--batch", batch["batch_id"], env=online)
+    assert table.returncode == 0
+    assert "cam-0001" in table.stdout and "WEAK" in table.stdout and "2 unit(s)" in table.stdout
+
+    status = _json(svcctl("batch-status", batch["batch_id"], "--json", env=online))
+    assert (status["units_activated"], status["units_remaining"]) == (2, 1)
+
+    direct = _json(
+        svcctl(
+            "license", customer, "DETECT-STD", "cam-direct", "--days", "30", "--streams", "2",
+            "--json", env=online,
+        )
+    )  # fmt: skip
+    assert direct["device_id"] == "cam-direct"
+
+    revoked = svcctl("revoke", unit["license_id"], "--reason", "camera stolen", env=online)
+    assert revoked.returncode == 0, revoked.stderr
+    assert "camera stolen" in revoked.stdout
+    with urllib.request.urlopen(f"{live_service.url}/v1/revocations") as response:
+        assert unit["license_id"] in json.loads(response.read())["revoked"]
+    fleet = _json(svcctl("fleet", "--customer", customer, "--json", env=online))
+    assert {u["device_id"]: u["revoked"] for u in fleet["units"]}["cam-0001"] == 1
+
+    preview = svcctl("invoice", customer, "--days", "30", env=online)
+    assert preview.returncode == 0, preview.stderr
+    assert "total" in preview.stdout
+    export = tmp_path / "acme.csv"
+    assert svcctl("invoice", customer, "--csv", str(export), env=online).returncode == 0
+    rows = list(csv.DictReader(io.StringIO(export.read_text(encoding="utf-8-sig"))))
+    assert all(row["customer_id"] == customer for row in rows)
+
+    # The live catalogue as a file, then an air-gapped licence with no service at all.
+    cat_file = tmp_path / "catalogue.json"
+    cat_file.write_text(svcctl("catalogue", "--json", env=online).stdout)
+    assert {e["sku"] for e in catalogue.load_entries(cat_file)} >= {"VISION-PRO", "DETECT-STD"}
+    minted = svcctl(
+        "mint", "--sku", "DETECT-STD", "--customer", customer, "--device", "cam-airgap",
+        "--days", "365", "--key", str(signing_key_file),
+        "--out", str(tmp_path / "airgap.lic"), "--catalogue", str(cat_file),
+        env={"SVC_ISSUER": "svc-test"},
+    )  # fmt: skip
+    assert minted.returncode == 0, minted.stderr
+    inspected = svcctl("inspect", str(tmp_path / "airgap.lic"), "--pubkey", str(public_key_file))
+    assert inspected.returncode == 0, inspected.stderr
+    assert "state            active" in inspected.stdout
+
+    # Every action is in the audit log: who, from where, what, the result.
+    entries = {e.action: e for e in AuditEntry.objects.all()}
+    assert set(entries) == {"customer.create", "batch.issue", "license.issue", "license.revoke"}
+    for entry in entries.values():
+        assert (entry.actor, entry.actor_kind, entry.ip, entry.result) == (
+            "bootstrap",
+            "api_key",
+            "127.0.0.1",
+            "ok",
+        )
+    assert entries["license.revoke"].target == unit["license_id"]
+
+
+@pytest.mark.live
+def test_server_errors_print_the_servers_detail_and_exit_1(online, transactional_db):
+    result = svcctl("batch", "CUST-NOBODY", "VISION-PRO", "5", env=online)
+    assert result.returncode == 1
+    assert "customer CUST-NOBODY does not exist (HTTP 404)" in result.stderr
+    unknown_sku = svcctl("license", "CUST-NOBODY", "NOPE", "cam", env=online)
+    assert unknown_sku.returncode == 1 and "HTTP 404" in unknown_sku.stderr
+    failed = AuditEntry.objects.get(action="batch.issue")
+    assert (failed.result, failed.target) == ("failed", "CUST-NOBODY")
+
+
+@pytest.mark.live
+def test_wrong_or_missing_admin_key(online, live_service):
+    wrong = svcctl("fleet", env={**online, "SVC_ADMIN_KEY": "not-the-key"})
+    assert wrong.returncode == 1
+    assert "X-Admin-Key is not valid (HTTP 403)" in wrong.stderr
+    missing = svcctl("fleet", env={"SVC_URL": live_service.url})
+    assert missing.returncode == 2
+    assert "no admin key" in missing.stderr
+    flag = svcctl("--admin-key", live_service.admin_key, "--url", live_service.url, "fleet")
+    assert flag.returncode == 0, flag.stderr
+
+
+@pytest.mark.live
+def test_named_operator_key_is_recorded_as_its_name(online, transactional_db):
+    out = io.StringIO()
+    call_command("create_admin_key", "alice", stdout=out, stderr=io.StringIO())
+    key = out.getvalue().strip()
+    result = svcctl("customer", "Named", "--kind", "end_user", env={**online, "SVC_ADMIN_KEY": key})
+    assert result.returncode == 0, result.stderr
+    entry = AuditEntry.objects.get(action="customer.create")
+    assert (entry.actor, entry.actor_kind, entry.ip) == ("alice", "api_key", "127.0.0.1")
+
+
+def test_unreachable_service_fails_with_exit_1():
+    result = svcctl("fleet", env={"SVC_URL": "http://127.0.0.1:9", "SVC_ADMIN_KEY": "k"})
+    assert result.returncode == 1
+    assert "cannot reach http://127.0.0.1:9" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["batch", "CUST-X", "VISION-PRO", "0"],
+        ["batch", "CUST-X"],
+        ["revoke", "LIC-X"],  # --reason is required
+        ["license", "CUST-X", "DETECT-STD", "cam", "--activation", "sometimes"],
+        ["fleet", "--weak", "--strong"],
+        ["no-such-command"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(args):
+    result = svcctl(*args, env={"SVC_ADMIN_KEY": "k"})
+    assert result.returncode == 2
+    assert "usage: svcctl" in result.stderr
+
+
+def test_help_of_every_subcommand_reads_well():
+    top = svcctl("--help")
+    assert top.returncode == 0
+    commands = [
+        "customer", "batch", "license", "revoke", "fleet", "batch-status", "usage",
+        "invoice", "catalogue", "mint", "inspect", "keygen",
+    ]  # fmt: skip
+    for command in commands:
+        assert f"\n  {command} " in top.stdout
+        sub = svcctl(command, "--help")
+        assert sub.returncode == 0
+        assert sub.stdout.startswith(f"usage: svcctl {command}")
+        assert "--json" in sub.stdout and "==SUPPRESS==" not in sub.stdout
+
+
+# --- offline: no server, no database -------------------------------------------------------
+
+
+def test_svcctl_never_imports_django():
+    code = (
+        "import sys, svcctl.cli, svcctl.offline, svcctl.client; "
+        "sys.exit(any(m == 'django' or m.startswith('django.') for m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "SVC_"))}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=30).returncode == 0
+
+
+def test_keygen_writes_mode_600_and_refuses_to_overwrite(tmp_path):
+    key, pub = tmp_path / "k.pem", tmp_path / "k.pub"
+    created = svcctl("keygen", "--out", str(key), "--public-out", str(pub), "--json")
+    info = _json(created)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert codec.key_fingerprint(pub.read_text()) == info["fingerprint"]
+    assert codec.key_fingerprint(info["public_key"]) == info["fingerprint"]
+    assert "PRIVATE" not in created.stdout
+    before = key.read_bytes()
+
+    again = svcctl("keygen", "--out", str(key))
+    assert again.returncode == 1
+    assert "already exists; pass --force" in again.stderr
+    assert key.read_bytes() == before
+
+    forced = svcctl("keygen", "--out", str(key), "--public-out", str(pub), "--force")
+    assert forced.returncode == 0
+    assert key.read_bytes() != before
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+@pytest.fixture
+def keypair(tmp_path):
+    key, pub = tmp_path / "k.pem", tmp_path / "k.pub"
+    _json(svcctl("keygen", "--out", str(key), "--public-out", str(pub), "--json"))
+    return key, pub
+
+
+def test_mint_signs_an_air_gapped_device_bound_licence_from_the_seeded_catalogue(tmp_path, keypair):
+    key, pub = keypair
+    out = tmp_path / "cam.lic"
+    result = svcctl(
+        "mint", "--sku", "VISION-PRO", "--customer", "acme", "--device", "cam-42",
+        "--days", "10", "--key", str(key), "--out", str(out), "--streams", "2", "--json",
+    )  # fmt: skip
+    minted = _json(result)
+    token = out.read_text().strip()
+    claims = codec.verify_token(token, pub.read_text())
+    assert claims == minted["claims"]
+    seeded = {e["sku"]: e for e in catalogue.load_entries()}["VISION-PRO"]
+    assert claims["sub"] == "CUST-ACME"
+    assert (claims["dev"], claims["act"], claims["iss"]) == ("cam-42", "optional", "svc-licensing")
+    assert claims["ent"] == {"anpr": False, "defect": True, "detect": True, "ppe": True}
+    assert claims["lim"] == {"max_streams": 2, "max_fps": seeded["max_fps"], "api_calls": 0}
+    assert claims["exp"] - claims["iat"] == 10 * 86400
+    assert claims["grace_days"] == seeded["grace_days"]
+    assert claims["lic"].startswith("LIC-") and "batch" not in claims
+
+    # The device module accepts it with the authority's public key, offline.
+    assert devices.verify_token(token, pub.read_text())["dev"] == "cam-42"
+
+    refused = svcctl(
+        "mint", "--sku", "VISION-PRO", "--customer", "acme", "--device", "cam-42",
+        "--key", str(key), "--out", str(out),
+    )  # fmt: skip
+    assert refused.returncode == 1 and "already exists" in refused.stderr
+
+
+def test_perpetual_sku_mints_exp_0(tmp_path, keypair):
+    key, pub = keypair
+    out = tmp_path / "anpr.lic"
+    _json(
+        svcctl(
+            "mint", "--sku", "ANPR-PERPETUAL", "--customer", "CUST-X", "--device", "cam",
+            "--key", str(key), "--out", str(out), "--json",
+        )
+    )  # fmt: skip
+    report = _json(svcctl("inspect", str(out), "--pubkey", str(pub), "--json"))
+    assert report["claims"]["exp"] == 0
+    assert report["state"] == "active"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--device", "*"], "bound to one device"),
+        (["--device", "cam", "--sku", "NOPE"], "unknown SKU 'NOPE'"),
+        (["--device", "cam", "--catalogue", "/nonexistent.json"], "does not exist"),
+    ],
+)
+def test_mint_refusals(tmp_path, keypair, extra, message):
+    key, _ = keypair
+    args = ["mint", "--sku", "DETECT-STD", "--customer", "C", "--key", str(key)]
+    result = svcctl(*args, "--out", str(tmp_path / "x.lic"), *extra)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert not (tmp_path / "x.lic").exists()
+
+
+def test_mint_refuses_a_key_readable_by_others(tmp_path, keypair):
+    key, _ = keypair
+    key.chmod(0o644)
+    result = svcctl(
+        "mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam",
+        "--key", str(key), "--out", str(tmp_path / "x.lic"),
+    )  # fmt: skip
+    assert result.returncode == 1 and "readable by group or others" in result.stderr
+
+
+def test_inspect_prints_claims_window_state_and_fingerprint(tmp_path, keypair):
+    key, pub = keypair
+    out = tmp_path / "cam.lic"
+    minted = _json(
+        svcctl(
+            "mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam-1",
+            "--days", "30", "--key", str(key), "--out", str(out), "--json",
+        )
+    )["claims"]  # fmt: skip
+    fingerprint = codec.key_fingerprint(pub.read_text())
+    human = svcctl("inspect", str(out), "--pubkey", str(pub))
+    assert human.returncode == 0
+    for text in (
+        "signature        valid",
+        f"key fingerprint  {fingerprint}",
+        "state            active",
+        f"licence          {minted['lic']}",
+        "device           cam-1",
+        "grace until",
+        "UTC",
+    ):
+        assert text in human.stdout
+
+    exp, grace = minted["exp"], minted["grace_days"] * 86400
+    states = {
+        at: _json(svcctl("inspect", str(out), "--pubkey", str(pub), "--at", str(at), "--json"))[
+            "state"
+        ]
+        for at in (minted["nbf"] - 1, exp, exp + 1, exp + grace, exp + grace + 1)
+    }
+    assert list(states.values()) == ["not yet valid", "active", "grace", "grace", "expired"]
+
+    # The public key may also be given as base64url, in a file or inline (contract §2).
+    b64 = codec.public_key_b64url(pub.read_text())
+    (tmp_path / "k.b64").write_text(b64 + "\n")
+    assert svcctl("inspect", str(out), "--pubkey", str(tmp_path / "k.b64")).returncode == 0
+    assert svcctl("inspect", "-", "--pubkey", b64, stdin=out.read_text()).returncode == 0
+
+
+def test_inspect_with_the_wrong_key_fails_but_still_shows_the_claims(tmp_path, keypair):
+    key, _ = keypair
+    out = tmp_path / "cam.lic"
+    svcctl(
+        "mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam-1",
+        "--key", str(key), "--out", str(out),
+    )  # fmt: skip
+    other, other_pub = tmp_path / "o.pem", tmp_path / "o.pub"
+    svcctl("keygen", "--out", str(other), "--public-out", str(other_pub))
+    result = svcctl("inspect", str(out), "--pubkey", str(other_pub))
+    assert result.returncode == 1
+    assert "INVALID" in result.stdout and "cam-1" in result.stdout
+    assert "signature does not verify" in result.stderr
+
+    tampered = tmp_path / "tampered.lic"
+    head, payload, sig = out.read_text().strip().split(".")
+    claims = json.loads(codec.b64url_decode(payload))
+    claims["ent"]["anpr"] = True
+    forged = codec.b64url_encode(json.dumps(claims).encode())
+    tampered.write_text(f"{head}.{forged}.{sig}")
+    assert svcctl("inspect", str(tampered), "--pubkey", str(keypair[1])).returncode == 1
+
+    garbage = tmp_path / "garbage.lic"
+    garbage.write_text("not a token")
+    bad = svcctl("inspect", str(garbage), "--pubkey", str(keypair[1]))
+    assert bad.returncode == 1 and "not a licence token" in bad.stderr
+    private = svcctl("inspect", str(out), "--pubkey", str(key))
+    assert private.returncode == 1 and "is a private key" in private.stderr
+
+
+# --- the manage.py twins -----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_export_catalogue_writes_the_live_catalogue_svcctl_mint_reads(tmp_path, keypair):
+    Sku.objects.filter(pk="DETECT-STD").update(max_streams=6)
+    path = tmp_path / "live.json"
+    call_command("export_catalogue", "--out", str(path), stderr=io.StringIO())
+    entries = {e["sku"]: e for e in catalogue.load_entries(path)}
+    assert entries["DETECT-STD"]["max_streams"] == 6
+    assert entries["VISION-PRO"]["unit_price_tiers"][0]["unit_price"] == Decimal("240")
+    key, pub = keypair
+    out = tmp_path / "cam.lic"
+    _json(
+        svcctl(
+            "mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam",
+            "--key", str(key), "--out", str(out), "--catalogue", str(path), "--json",
+        )
+    )  # fmt: skip
+    assert codec.verify_token(out.read_text().strip(), pub.read_text())["lim"]["max_streams"] == 6
+
+
+@pytest.mark.django_db
+def test_manage_py_mint_uses_the_servers_key_issuer_and_live_catalogue(
+    tmp_path, signing_key, settings
+):
+    Sku.objects.filter(pk="VISION-PRO").update(max_fps=12)
+    out = tmp_path / "cam.lic"
+    stdout = io.StringIO()
+    call_command(
+        "mint", "--sku", "VISION-PRO", "--customer", "acme", "--device", "cam-9", "--days", "0",
+        "--out", str(out), stdout=stdout,
+    )  # fmt: skip
+    claims = codec.verify_token(out.read_text().strip(), signing_key.public_key())
+    assert (claims["iss"], claims["lim"]["max_fps"], claims["exp"]) == (settings.SVC_ISSUER, 12, 0)
+    assert "written to" in stdout.getvalue()
+    assert not License.objects.exists()  # offline: nothing stored
+
+
+@pytest.mark.django_db
+def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
+    """svcctl rebuilds the CSV from the API's JSON; it must equal billing.exports'."""
+    batch = make_batch(units=3)
+    unit_activate(batch_token=batch.license.token, device_id="=cmd|' /C calc'!A0")
+    license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam")
+    earlier = timezone.now() - dt.timedelta(hours=1)
+    License.objects.update(issued_at=earlier)
+    Activation.objects.update(activated_at=earlier)
+    rated = invoice_rate(customer_id=customer.id, period_days=30)
+    assert len(rated["lines"]) == 2
+    over_the_wire = json.loads(JSONRenderer().render(rated), parse_float=Decimal)
+    ours = io.StringIO(newline="")
+    invoice_csv(over_the_wire, ours)
+    assert ours.getvalue() == preview_csv(rated)
