@@ -6,11 +6,12 @@ from django.contrib import admin, messages
 
 from audit.models import AuditEntry, OperatorKey
 from audit.services import operator_key_revoke
+from config.adminbase import ReadOnlyAdmin
 from config.errors import ServiceError
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     list_display = ["at", "actor", "actor_kind", "ip", "action", "target", "result", "message"]
     list_filter = ["action", "result", "actor_kind", "at"]
     search_fields = ["actor", "target", "message", "ip"]
@@ -18,18 +19,9 @@ class AuditEntryAdmin(admin.ModelAdmin):
     list_per_page = 100
     readonly_fields = [f.name for f in AuditEntry._meta.fields]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(OperatorKey)
-class OperatorKeyAdmin(admin.ModelAdmin):
+class OperatorKeyAdmin(ReadOnlyAdmin):
     """Keys are created with ``manage.py create_admin_key NAME`` (it prints the key once);
     here they can be listed and revoked. Digests are never shown."""
 
@@ -39,15 +31,6 @@ class OperatorKeyAdmin(admin.ModelAdmin):
     fields = ["name", "prefix", "created_at", "created_by", "revoked_at"]
     readonly_fields = fields
     actions = ["revoke_keys"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_revoke_permission(self, request) -> bool:
         return request.user.has_perm("audit.change_operatorkey")

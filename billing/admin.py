@@ -9,19 +9,7 @@ from django.utils import timezone
 
 from billing import exports
 from billing.models import Invoice, InvoiceLine, UsageDaily, UsageRecord
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff with the view permission; never added, changed or deleted here."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from config.adminbase import ReadOnlyAdmin
 
 
 class InvoiceLineInline(admin.TabularInline):

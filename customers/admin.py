@@ -10,6 +10,7 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
+from config.adminbase import NoEditAdmin
 from console.adminforms import service_form_view
 from customers.models import Customer
 from customers.services import customer_create
@@ -28,7 +29,7 @@ class CustomerCreateForm(forms.Form):
 
 
 @admin.register(Customer)
-class CustomerAdmin(admin.ModelAdmin):
+class CustomerAdmin(NoEditAdmin):
     list_display = ["id", "name", "kind", "contact", "batch_count", "created_at"]
     list_filter = ["kind", "created_at"]
     search_fields = ["id", "name", "contact"]
@@ -84,9 +85,3 @@ class CustomerAdmin(admin.ModelAdmin):
             perform=perform,
             submit_label="Create customer",
         )
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from config.adminbase import LicenceRevokeMixin, NoEditAdmin, ReadOnlyAdmin
 from console.adminforms import revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
 from customers.models import Customer
@@ -182,7 +183,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(admin.ModelAdmin):
+class BatchAdmin(LicenceRevokeMixin, NoEditAdmin):
     list_display = [
         "id",
         "customer_link",
@@ -273,15 +274,6 @@ class BatchAdmin(admin.ModelAdmin):
             submit_label="Issue batch",
         )
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_license")
-
     @admin.action(description="Revoke batch keys of selected batches…", permissions=["revoke"])
     def revoke_batch_keys(self, request, queryset):
         return revoke_with_reason(
@@ -314,7 +306,7 @@ class RevokedFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(admin.ModelAdmin):
+class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
     list_display = [
         "id",
         "kind",
@@ -400,15 +392,6 @@ class LicenseAdmin(admin.ModelAdmin):
             submit_label="Issue licence",
         )
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_license")
-
     @admin.action(description="Revoke selected licences…", permissions=["revoke"])
     def revoke_licenses(self, request, queryset):
         return revoke_with_reason(
@@ -426,7 +409,7 @@ class LicenseAdmin(admin.ModelAdmin):
 
 
 @admin.register(Activation)
-class ActivationAdmin(admin.ModelAdmin):
+class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
     list_display = [
         "device_id",
         "license_link",
@@ -472,18 +455,6 @@ class ActivationAdmin(admin.ModelAdmin):
     @admin.display(description="revoked", boolean=True)
     def revoked(self, record: Activation) -> bool:
         return record.license.revoked
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_license")
 
     @admin.action(description="Revoke unit licences of selected devices…", permissions=["revoke"])
     def revoke_units(self, request, queryset):
