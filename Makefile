@@ -16,10 +16,10 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 install: $(BIN)/.installed
+	@mkdir -p var staticfiles
 
 # Development defaults (secret key, admin key) live in var/, created on first run.
 run: install
-	mkdir -p var
 	SVC_DEBUG=1 $(PY) manage.py dev_setup --url http://$(HOST):$(PORT)
 	SVC_DEBUG=1 $(PY) manage.py migrate --noinput -v 0
 	SVC_DEBUG=1 $(PY) manage.py collectstatic --noinput -v 0
