@@ -1,0 +1,111 @@
+"""The finance CSV format of invoice lines, free of Django so ``svcctl`` writes the very
+same bytes from the admin API's JSON as the server writes from its database.
+
+Written for spreadsheets: UTF-8 with a byte-order mark (so Excel reads the encoding
+right), CRLF line ends, a header row, plain numbers with a decimal point and no
+thousands separators, and text cells that would start a formula quoted with an
+apostrophe (CSV injection).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections.abc import Iterable, Iterator
+from decimal import Decimal
+from typing import IO, Any
+
+COLUMNS = (
+    "invoice_number",
+    "issued_at",
+    "customer_id",
+    "customer_name",
+    "period_start",
+    "period_end",
+    "currency",
+    "kind",
+    "sku",
+    "batch_id",
+    "description",
+    "quantity",
+    "unit",
+    "unit_price",
+    "amount",
+)
+NUMBER_COLUMNS = ("quantity", "unit_price", "amount")
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def iso(moment: dt.datetime | int) -> str:
+    """UTC ISO 8601 of an aware datetime or of Unix seconds."""
+    if isinstance(moment, int):
+        moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plain(value: Any, places: int) -> Decimal:
+    """``value`` with at least ``places`` decimals and no trailing zeros beyond them:
+    3.000 -> 3, 0.35 -> 0.35, 90.0000 -> 90.00."""
+    value = Decimal(str(value))
+    trimmed = value.normalize()
+    if -trimmed.as_tuple().exponent < places or trimmed.as_tuple().exponent > 0:
+        return value.quantize(Decimal(1).scaleb(-places))
+    return trimmed
+
+
+def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
+    """One export row: the invoice's header fields plus one line's."""
+    return header | {
+        "kind": line["kind"],
+        "sku": line["sku"],
+        "batch_id": line.get("batch_id") or "",
+        "description": line["description"],
+        "quantity": plain(line["quantity"], 0),
+        "unit": line["unit"],
+        "unit_price": plain(line["unit_price"], 2),
+        "amount": plain(line["amount"], 2),
+    }
+
+
+def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[dict[str, Any]]:
+    """Rows of a rated invoice (``invoice_rate`` or the invoice endpoint's JSON); it has
+    no number until issued."""
+    header = {
+        "invoice_number": rated.get("number", ""),
+        "issued_at": "",
+        "customer_id": rated["customer_id"],
+        "customer_name": customer_name,
+        "period_start": iso(rated["period_start"]),
+        "period_end": iso(rated["period_end"]),
+        "currency": rated["currency"],
+    }
+    for line in rated["lines"]:
+        yield line_row(header, line)
+
+
+def _cell(name: str, value: Any) -> str:
+    if name in NUMBER_COLUMNS:
+        return f"{value:f}"
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def write_csv(rows: Iterable[dict[str, Any]], fileobj: IO[str]) -> int:
+    """Write ``rows`` as spreadsheet-safe CSV (BOM, header, CRLF) to a text file opened
+    with ``newline=""``. Returns the number of rows written."""
+    fileobj.write("\ufeff")
+    writer = csv.writer(fileobj, lineterminator="\r\n")
+    writer.writerow(COLUMNS)
+    count = 0
+    for row in rows:
+        writer.writerow([_cell(name, row[name]) for name in COLUMNS])
+        count += 1
+    return count
+
+
+def preview_csv(rated: dict[str, Any], *, customer_name: str = "") -> str:
+    """The CSV of a rated invoice that has not been issued (blank invoice number)."""
+    buffer = io.StringIO(newline="")
+    write_csv(rated_rows(rated, customer_name=customer_name), buffer)
+    return buffer.getvalue()
