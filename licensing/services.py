@@ -203,7 +203,7 @@ def _batch_for_key(batch_token: str) -> Batch:
     batch_claim = claims.get("batch")
     if claims["dev"] != "*" or claims["act"] != "required" or batch_claim is None:
         raise Forbidden(f"licence {claims['lic']} is not a batch key (dev '*', act 'required')")
-    batch = Batch.objects.select_related("license").filter(pk=batch_claim["id"]).first()
+    batch = Batch.objects.select_related("license", "customer").filter(pk=batch_claim["id"]).first()
     if batch is None or batch.license_id != claims["lic"] or batch.customer_id != claims["sub"]:
         raise Forbidden(
             f"batch key {claims['lic']} for batch {batch_claim['id']} was not issued by this "
