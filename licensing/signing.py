@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from devices import documents
 from devices import token as codec
 from licensing.keyfile import KeyFileError, read_private_key
 
@@ -45,3 +46,8 @@ def sign(claims: dict[str, Any]) -> str:
 def verify(token: str) -> dict[str, Any]:
     """Claims of a token this authority's key signed; raises ``devices.BadSignature``."""
     return codec.verify_token(token, public_key())
+
+
+def sign_document(prefix: str, payload: dict[str, Any]) -> str:
+    """Sign a revocation-list page or usage receipt (``devices.documents``)."""
+    return documents.sign_document(prefix, payload, signing_key())

@@ -1,0 +1,211 @@
+"""Signed documents of the authority other than licences: revocation-list pages and
+usage receipts. One envelope, the token's: ``<PREFIX>.<b64url(payload)>.<b64url(sig)>``,
+Ed25519 over the ASCII bytes of ``<PREFIX>.<b64url(payload)>``. Each kind has its own
+prefix, so a document of one kind can never be passed off as another (or as a licence).
+
+Revocation-list page (``SVCR1``), the answer to ``GET /v1/revocations?since=N``::
+
+    {"typ": "svc-revocations", "iss": str, "from": N, "seq": S, "iat": T,
+     "more": bool, "revoked": [[licence_id, usable_until], ...]}
+
+Every revocation gets the next number of one strictly increasing sequence. A page lists
+the revocations numbered in ``(from, seq]`` that still matter at ``iat`` (the signing
+time), in sequence order; ``more`` says the authority already holds revocations past
+``seq`` (fetch again with ``since=seq``). ``usable_until`` is the Unix second after which
+the licence could not run anyway (``exp`` + grace; ``0`` = perpetual, never drops out).
+
+Usage receipt (``SVCU1``), in the answer to ``POST /v1/usage``::
+
+    {"typ": "svc-usage-receipt", "iss": str, "dev": device_id, "lic": licence_id,
+     "nonce": str, "iat": T, "records": [[period_start, period_end], ...],
+     "inferences": total}
+
+``records`` are exactly the uploaded records the authority stored or already had (never
+the deferred ones); ``nonce`` echoes the request's, binding the receipt to one upload;
+``inferences`` is the licence's total stored usage after this upload.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+
+from .errors import BadSignature, LicenseError
+from .token import b64url_decode, b64url_encode, load_public_key
+
+LIST_PREFIX = "SVCR1"
+RECEIPT_PREFIX = "SVCU1"
+LIST_TYPE = "svc-revocations"
+RECEIPT_TYPE = "svc-usage-receipt"
+# A page holds at most this many entries, so it stays well under the device's read limit.
+LIST_PAGE_ENTRIES = 10_000
+MAX_DOCUMENT_CHARS = 1 << 20
+NONCE_MAX_CHARS = 64
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def sign_document(prefix: str, payload: dict[str, Any], private_key: Any) -> str:
+    signing_input = f"{prefix}.{b64url_encode(canonical_json(payload))}"
+    signature = private_key.sign(signing_input.encode("ascii"))
+    return f"{signing_input}.{b64url_encode(signature)}"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate field {key!r}")
+        result[key] = value
+    return result
+
+
+def verify_document(prefix: str, text: Any, public_key: Any) -> dict[str, Any]:
+    """The payload of a ``prefix`` document whose signature verifies under
+    ``public_key``; :class:`BadSignature` for anything unsigned, tampered, of another
+    kind or signed by another key. The signature is checked before the JSON is parsed."""
+    if not isinstance(text, str) or len(text) > MAX_DOCUMENT_CHARS:
+        raise BadSignature(f"not a signed {prefix} document")
+    parts = text.split(".")
+    if len(parts) != 3 or parts[0] != prefix:
+        raise BadSignature(f"not a signed {prefix} document")
+    try:
+        payload, signature = b64url_decode(parts[1]), b64url_decode(parts[2])
+        key = load_public_key(public_key)
+        key.verify(signature, f"{parts[0]}.{parts[1]}".encode("ascii"))
+    except (ValueError, InvalidSignature):
+        raise BadSignature(f"{prefix} document signature does not verify") from None
+    try:
+        value = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadSignature(f"{prefix} document is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise BadSignature(f"{prefix} document is not a JSON object")
+    return value
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _malformed(what: str) -> LicenseError:
+    return LicenseError(f"signed {what} has an unexpected shape", code="BAD_RESPONSE")
+
+
+@dataclass(frozen=True)
+class RevocationPage:
+    start: int  # "from": the page continues a list held at this sequence number
+    seq: int
+    issued_at: int
+    more: bool
+    revoked: tuple[tuple[str, int], ...]
+    text: str  # the signed document as received, kept as proof of the signing time
+
+
+def revocation_page_payload(
+    *, issuer: str, start: int, seq: int, issued_at: int, more: bool, revoked: list
+) -> dict[str, Any]:
+    return {
+        "typ": LIST_TYPE,
+        "iss": issuer,
+        "from": start,
+        "seq": seq,
+        "iat": issued_at,
+        "more": more,
+        "revoked": revoked,
+    }
+
+
+def parse_revocation_page(text: Any, public_key: Any) -> RevocationPage:
+    """A verified revocation-list page; BadSignature or BAD_RESPONSE otherwise."""
+    doc = verify_document(LIST_PREFIX, text, public_key)
+    revoked = doc.get("revoked")
+    if not (
+        doc.get("typ") == LIST_TYPE
+        and _is_count(doc.get("from"))
+        and _is_count(doc.get("seq"))
+        and doc["from"] <= doc["seq"]
+        and _is_count(doc.get("iat"))
+        and type(doc.get("more")) is bool
+        and isinstance(revoked, list)
+        and all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_count(e[1])
+            for e in revoked
+        )
+    ):
+        raise _malformed("revocation list")
+    return RevocationPage(
+        start=doc["from"],
+        seq=doc["seq"],
+        issued_at=doc["iat"],
+        more=doc["more"],
+        revoked=tuple((e[0], e[1]) for e in revoked),
+        text=text,
+    )
+
+
+@dataclass(frozen=True)
+class UsageReceipt:
+    device_id: str
+    license_id: str
+    nonce: str
+    issued_at: int
+    records: frozenset[tuple[int, int]]
+    inferences: int
+    text: str
+
+
+def receipt_payload(
+    *,
+    issuer: str,
+    device_id: str,
+    license_id: str,
+    nonce: str,
+    issued_at: int,
+    records: list[tuple[int, int]],
+    inferences: int,
+) -> dict[str, Any]:
+    return {
+        "typ": RECEIPT_TYPE,
+        "iss": issuer,
+        "dev": device_id,
+        "lic": license_id,
+        "nonce": nonce,
+        "iat": issued_at,
+        "records": [list(key) for key in records],
+        "inferences": inferences,
+    }
+
+
+def parse_receipt(text: Any, public_key: Any) -> UsageReceipt:
+    """A verified usage receipt; BadSignature or BAD_RESPONSE otherwise."""
+    doc = verify_document(RECEIPT_PREFIX, text, public_key)
+    records = doc.get("records")
+    if not (
+        doc.get("typ") == RECEIPT_TYPE
+        and isinstance(doc.get("dev"), str)
+        and isinstance(doc.get("lic"), str)
+        and isinstance(doc.get("nonce"), str)
+        and _is_count(doc.get("iat"))
+        and _is_count(doc.get("inferences"))
+        and isinstance(records, list)
+        and all(
+            isinstance(k, list) and len(k) == 2 and _is_count(k[0]) and _is_count(k[1])
+            for k in records
+        )
+    ):
+        raise _malformed("usage receipt")
+    return UsageReceipt(
+        device_id=doc["dev"],
+        license_id=doc["lic"],
+        nonce=doc["nonce"],
+        issued_at=doc["iat"],
+        records=frozenset((k[0], k[1]) for k in records),
+        inferences=doc["inferences"],
+        text=text,
+    )
