@@ -1,13 +1,14 @@
 """Device-side licensing module, vendored into camera firmware.
 
 Standard library + ``cryptography`` only. Public API: contract §8. Nothing here touches
-the network except :func:`activate` and :meth:`Engine.sync`.
+the network except :func:`activate` and :meth:`Engine.sync`, and the networking modules
+are imported only when one of them is first called, so a firmware that never syncs
+never loads them.
 """
 
 from __future__ import annotations
 
 from ._version import __version__
-from .client import activate
 from .engine import ACTIVE, EXPIRED, GRACE, Engine, Stream
 from .errors import (
     ActivationRequired,
@@ -19,10 +20,20 @@ from .errors import (
     QuotaExceeded,
     Revoked,
     StreamLimit,
+    SyncRequired,
     WrongDevice,
 )
 from .hardware import Fingerprint, fingerprint
 from .token import key_fingerprint, verify_token
+
+
+def activate(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - see client.activate
+    from .client import activate as exchange
+
+    return exchange(*args, **kwargs)
+
+
+activate.__doc__ = "Exchange a batch key for a unit token: see :func:`devices.client.activate`."
 
 __all__ = [
     "ACTIVE",
@@ -40,6 +51,7 @@ __all__ = [
     "Revoked",
     "Stream",
     "StreamLimit",
+    "SyncRequired",
     "WrongDevice",
     "__version__",
     "activate",

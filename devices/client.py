@@ -1,8 +1,11 @@
 """HTTP calls to the licensing service: activation, usage upload, revocation list.
 
 The only module that touches the network, and only when a caller asks (``activate`` and
-``Engine.sync``); everything else works offline. One attempt per call with a timeout and
-no retry loop: the caller decides when to try again, so nothing blocks the video path.
+``Engine.sync``); ``import devices`` does not load it. One attempt per call with a
+timeout and no retry loop: the caller decides when to try again, so nothing blocks the
+video path. Only ``https://`` is used unless the caller explicitly allows plain
+``http://`` (tests, a lab bench): answers travel unencrypted there, and only the signed
+parts of them (licences, list pages, receipts) are trusted anyway.
 """
 
 from __future__ import annotations
@@ -11,27 +14,47 @@ import http.client
 import json
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 from typing import Any
 
 from ._version import __version__
 from .errors import BadSignature, LicenseError
 from .hardware import fingerprint
-from .state import atomic_write_bytes
+from .state import CRL_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
 from .token import decode_unverified
 
 DEFAULT_TIMEOUT = 10.0
-MAX_RESPONSE_BYTES = 1 << 20
-TOKEN_FILE = "license.token"  # noqa: S105 - a file name, not a secret
+# The largest answer read (after gzip): a revocation page of 10,000 entries is ~0.5 MiB.
+MAX_RESPONSE_BYTES = 2 << 20
 
 # Status -> code of the LicenseError raised when activation is refused (402, 403 below).
 _ACTIVATION_CODES = {400: "BAD_REQUEST", 429: "RATE_LIMITED"}
 
 
-def endpoint(base_url: str, path: str) -> str:
+def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
+    if base_url.startswith("http://") and not allow_http:
+        raise LicenseError(
+            f"service address {base_url!r} is plain http; use https:// (or pass "
+            "allow_http=True for a test or lab service)",
+            code="INSECURE_URL",
+        )
     if not base_url.startswith(("http://", "https://")):
         raise LicenseError(f"service address {base_url!r} is not an http(s) URL", code="BAD_URL")
     return base_url.rstrip("/") + path
+
+
+def _read(response: Any) -> bytes:
+    raw = response.read(MAX_RESPONSE_BYTES + 1)
+    if response.headers.get("Content-Encoding", "").lower() == "gzip":
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            raw = inflater.decompress(raw, MAX_RESPONSE_BYTES + 1)
+        except zlib.error:
+            raise LicenseError("answer is not valid gzip", code="BAD_RESPONSE") from None
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise LicenseError(f"answer is larger than {MAX_RESPONSE_BYTES} bytes", code="BAD_RESPONSE")
+    return raw
 
 
 def call(
@@ -40,23 +63,31 @@ def call(
     *,
     body: Any = None,
     bearer: str | None = None,
+    headers: dict[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-) -> tuple[int, dict[str, Any]]:
-    """One HTTP exchange; returns ``(status, json_body)`` for any HTTP answer and
-    raises ``LicenseError(code="NETWORK_ERROR")`` when there is none."""
-    headers = {"Accept": "application/json", "User-Agent": f"svc-devices/{__version__}"}
+) -> tuple[int, dict[str, Any], Any]:
+    """One HTTP exchange; returns ``(status, json_body, response_headers)`` for any HTTP
+    answer (a 304 has an empty body) and raises ``LicenseError(code="NETWORK_ERROR")``
+    when there is none."""
+    sent = {
+        "Accept": "application/json",
+        "Accept-Encoding": "gzip",
+        "User-Agent": f"svc-devices/{__version__}",
+        **(headers or {}),
+    }
     data = None
     if body is not None:
         data = json.dumps(body).encode("utf-8")
-        headers["Content-Type"] = "application/json"
+        sent["Content-Type"] = "application/json"
     if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    request = urllib.request.Request(url, data=data, headers=headers, method=method)  # noqa: S310
+        sent["Authorization"] = f"Bearer {bearer}"
+    request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            status, raw = response.status, response.read(MAX_RESPONSE_BYTES)
+            status, raw, received = response.status, _read(response), response.headers
     except urllib.error.HTTPError as exc:
-        status, raw = exc.code, exc.read(MAX_RESPONSE_BYTES)
+        status, received = exc.code, exc.headers
+        raw = _read(exc) if exc.fp is not None else b""
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise LicenseError(
@@ -66,7 +97,7 @@ def call(
         payload = json.loads(raw.decode("utf-8")) if raw else {}
     except ValueError:
         payload = {}
-    return status, payload if isinstance(payload, dict) else {}
+    return status, payload if isinstance(payload, dict) else {}, received
 
 
 def detail(status: int, payload: dict[str, Any]) -> str:
@@ -81,6 +112,7 @@ def activate(
     *,
     device_id: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    allow_http: bool = False,
 ) -> str:
     """Exchange a batch key for this device's unit token (``POST /v1/activate``), store it
     in ``state_dir/license.token`` and return it.
@@ -94,9 +126,9 @@ def activate(
         device_id, source, weak = found.value, found.source, found.weak
     else:
         source, weak = "explicit", False
-    status, payload = call(
+    status, payload, _ = call(
         "POST",
-        endpoint(base_url, "/v1/activate"),
+        endpoint(base_url, "/v1/activate", allow_http=allow_http),
         body={
             "batch_token": batch_token.strip(),
             "device_id": device_id,
@@ -116,29 +148,43 @@ def activate(
     unit_token = payload.get("unit_token")
     if not isinstance(unit_token, str):
         raise LicenseError("activation answer carries no unit_token", code="BAD_RESPONSE")
-    if decode_unverified(unit_token)["dev"] != device_id:
+    claims = decode_unverified(unit_token)
+    if claims["dev"] != device_id:
         raise LicenseError("activation answer is bound to another device", code="BAD_RESPONSE")
     directory = Path(state_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(directory / TOKEN_FILE, unit_token.encode("ascii") + b"\n")
+    _provision(directory, claims["lic"], payload, unit_token)
     return unit_token
 
 
-def fetch_revocations(base_url: str, *, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-    """The service's revocation list ``{revoked: [licence ids], as_of}``."""
-    status, payload = call("GET", endpoint(base_url, "/v1/revocations"), timeout=timeout)
-    revoked, as_of = payload.get("revoked"), payload.get("as_of")
-    if status != 200:
-        raise LicenseError(
-            f"revocation list unavailable: {detail(status, payload)}", code="SYNC_FAILED"
-        )
-    if not (
-        isinstance(revoked, list)
-        and all(isinstance(item, str) for item in revoked)
-        and type(as_of) is int
-    ):
-        raise LicenseError("revocation list has an unexpected shape", code="BAD_RESPONSE")
-    return {"revoked": revoked, "as_of": as_of}
+def _provision(directory: Path, license_id: str, payload: dict[str, Any], unit_token: str) -> None:
+    """Store what a first boot needs to run without a further call: the token, the signed
+    list head of the answer (the engine verifies it when it loads) and, for a new
+    licence only, an empty state. A re-activated licence keeps any state on disk; with
+    none, the engine refuses analytics until a sync has restored its usage total."""
+    document = payload.get("revocations")
+    if isinstance(document, str):
+        crl = {"format": 2, "document": document, "etag": "", "checked": [license_id]}
+        write_json(directory / CRL_FILE, crl | {"revoked": {}})
+    if payload.get("reactivated") is False and not (directory / STATE_FILE).exists():
+        write_json(directory / STATE_FILE, {"format": 1, "hwm": 0, "quota": {}, "open": None})
+    atomic_write_bytes(directory / TOKEN_FILE, unit_token.encode("ascii") + b"\n")
+
+
+def fetch_revocation_page(
+    base_url: str,
+    since: int,
+    if_none_match: str = "",
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    allow_http: bool = False,
+) -> tuple[int, dict[str, Any], str]:
+    """``GET /v1/revocations?since=N``: ``(status, body, etag)``; 304 when the held page
+    (``if_none_match``) is still the head."""
+    headers = {"If-None-Match": if_none_match} if if_none_match else {}
+    url = endpoint(base_url, f"/v1/revocations?since={int(since)}", allow_http=allow_http)
+    status, payload, received = call("GET", url, headers=headers, timeout=timeout)
+    return status, payload, (received.get("ETag") or "") if received is not None else ""
 
 
 def upload_usage(
@@ -148,12 +194,15 @@ def upload_usage(
     device_id: str,
     license_id: str,
     records: list[dict[str, int]],
+    nonce: str,
     timeout: float = DEFAULT_TIMEOUT,
+    allow_http: bool = False,
 ) -> tuple[int, dict[str, Any]]:
-    return call(
+    status, payload, _ = call(
         "POST",
-        endpoint(base_url, "/v1/usage"),
-        body={"device_id": device_id, "license_id": license_id, "records": records},
+        endpoint(base_url, "/v1/usage", allow_http=allow_http),
+        body={"device_id": device_id, "license_id": license_id, "records": records, "nonce": nonce},
         bearer=unit_token,
         timeout=timeout,
     )
+    return status, payload

@@ -14,6 +14,12 @@ Decisions that matter for security and billing:
   about one clock second of usage counters.
 * Expiry stops analytics only: ``require`` and ``count`` refuse, the stream and frame
   calls (the video path) never raise because of the term.
+* Local files cannot unlock anything. A device that is not air-gapped needs a verified
+  revocation list that covers its licence and an intact state file; when either is
+  missing or damaged, analytics refuse with :class:`SyncRequired` until ``sync`` has
+  fetched the list and a signed usage receipt (which restores the licence's usage total
+  and the authority's time). Signed times of the held list and receipt are floors of the
+  clock high-water mark, so editing it back does not run an expired licence.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import client, pubkey
+from . import pubkey, revocation
+from .documents import UsageReceipt, parse_receipt
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -38,11 +45,22 @@ from .errors import (
     QuotaExceeded,
     Revoked,
     StreamLimit,
+    SyncRequired,
     WrongDevice,
 )
 from .hardware import fingerprint
 from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
-from .state import corrupt, read_json, sweep_temp_files, write_json
+from .state import (
+    CRL_FILE,
+    SPOOL_FILE,
+    STATE_FILE,
+    TOKEN_FILE,
+    DirectoryLock,
+    corrupt,
+    read_json,
+    sweep_temp_files,
+    write_json,
+)
 from .token import decode_unverified, key_fingerprint, load_public_key, verify_token
 
 log = logging.getLogger("devices")
@@ -54,13 +72,11 @@ EXPIRED = "LICENSE_EXPIRED"
 PERIOD_SECONDS = 3600  # usage periods, aligned on multiples of this on the clock
 QUOTA_BLOCK = 1000  # inferences reserved on disk ahead of use
 CHECKPOINT_SECONDS = 1  # at most one state write per this many clock seconds
+CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at start
 NBF_LEEWAY_SECONDS = 300  # device clocks run a little behind the service's
 MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
-
-STATE_FILE = "state.json"
-SPOOL_FILE = "spool.json"
-CRL_FILE = "crl.json"
-TOKEN_FILE = client.TOKEN_FILE
+MAX_TIMESTAMP = 1 << 40  # a state value past this (year 36812) was not written by us
+DEFAULT_TIMEOUT = 10.0
 STATE_FORMAT = 1
 
 
@@ -83,7 +99,14 @@ def _not_started() -> LicenseError:
 
 
 class Engine:
-    """Licence engine of one device (contract §8). One engine per ``state_dir``."""
+    """Licence engine of one device (contract §8). One engine per ``state_dir`` (a lock
+    refuses a second one with ``STATE_LOCKED``).
+
+    ``air_gapped=True`` is for devices that never reach the service: no revocation list
+    is required (none can arrive), and a missing state file starts from zero. Otherwise
+    the engine needs the list and state that ``activate`` and ``sync`` write.
+    ``clock_leeway`` is how far the clock may step back behind its high-water mark.
+    """
 
     def __init__(
         self,
@@ -92,6 +115,8 @@ class Engine:
         public_key: Any = None,
         device_id: str | None = None,
         clock: Callable[[], float] = time.time,
+        air_gapped: bool = False,
+        clock_leeway: float = CLOCK_LEEWAY_SECONDS,
     ) -> None:
         key = public_key if public_key is not None else pubkey.PUBLIC_KEY
         if key is None:
@@ -107,14 +132,44 @@ class Engine:
                 f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY"
             ) from None
         self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LicenseError(
+                f"cannot create {self.state_dir}: {exc.strerror or exc}", code="STATE_UNREADABLE"
+            ) from None
+        self._dir_lock = DirectoryLock(self.state_dir)
+        try:
+            self._open(device_id, clock, air_gapped, clock_leeway)
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    def _open(
+        self, device_id: str | None, clock: Callable[[], float], air_gapped: bool, leeway: float
+    ) -> None:
         sweep_temp_files(self.state_dir)
         self.device_id = device_id if device_id is not None else fingerprint().value
+        self.air_gapped = air_gapped
+        self._leeway = leeway
         self._clock = clock
         self._lock = threading.Lock()
         self.state_writes = 0
-        self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
+        self._problems: list[str] = []  # why analytics wait for a sync, found at load
+        self._blocked: str | None = None
+        try:
+            self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
+        except LicenseError as exc:
+            # Unsent usage is lost with a damaged spool; it unlocks nothing, so go on.
+            log.warning("%s; set aside, spool starts empty", exc)
+            self._quarantine(self.state_dir / SPOOL_FILE)
+            self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
         self._load_state()
+        self._crl, why = revocation.load(self.state_dir / CRL_FILE, self._public_key)
+        if self._crl is None and not air_gapped:
+            self._problems.append(why)
+        if self._crl is not None:
+            self._hwm = max(self._hwm, self._crl.issued_at)
         self._token: str | None = None
         self._claims: dict[str, Any] | None = None
         self._lic: str | None = None
@@ -135,21 +190,68 @@ class Engine:
         write_json(path, value)
         self.state_writes += 1
 
+    def _quarantine(self, path: Path) -> None:
+        """Keep a damaged file for inspection, out of the engine's way."""
+        try:
+            path.replace(path.with_name(path.name + ".damaged"))
+        except OSError as exc:
+            raise LicenseError(
+                f"{path} is damaged and cannot be moved aside: {exc.strerror or exc}",
+                code="STATE_UNREADABLE",
+            ) from None
+
     def _load_state(self) -> None:
         path = self.state_dir / STATE_FILE
-        data = read_json(path, {})
-        hwm, quota, period = data.get("hwm", 0), data.get("quota", {}), data.get("open")
-        if not (
-            type(hwm) is int
-            and isinstance(quota, dict)
-            and all(type(v) is int and v >= 0 for v in quota.values())
-            and (period is None or is_record(period))
-        ):
-            raise corrupt(path, "unexpected content")
-        self._hwm: int = hwm
-        self._quota_reserved: dict[str, int] = quota
+        self._hwm: int = 0
+        self._quota_reserved: dict[str, int] = {}
+        self._restore_pending = False
+        self._receipt = ""
         self._period_start = self._period_end = 0
         self._counters = [0, 0, 0, 0]
+        try:
+            data = read_json(path, None)
+            if data is None:
+                if not self.air_gapped:
+                    self._problems.append(f"no state file in {self.state_dir}")
+                    self._restore_pending = True
+                return
+            self._read_state(path, data)
+        except LicenseError as exc:
+            if self.air_gapped:
+                raise  # nothing online can restore it: an operator must look
+            log.warning("%s; set aside until a sync restores it", exc)
+            self._quarantine(path)
+            self._problems.append(str(exc))
+            self._restore_pending = True
+            self._hwm, self._quota_reserved = 0, {}
+            self._period_start = self._period_end = 0
+            self._counters = [0, 0, 0, 0]
+
+    def _read_state(self, path: Path, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise corrupt(path, "not a JSON object")
+        hwm, quota, period = data.get("hwm", 0), data.get("quota", {}), data.get("open")
+        restore, receipt = data.get("restore", False), data.get("receipt", "")
+        if not (
+            type(hwm) is int
+            and 0 <= hwm < MAX_TIMESTAMP
+            and isinstance(quota, dict)
+            and all(type(v) is int and 0 <= v < 1 << 63 for v in quota.values())
+            and (period is None or (is_record(period) and period["period_end"] < MAX_TIMESTAMP))
+            and type(restore) is bool
+            and isinstance(receipt, str)
+        ):
+            raise corrupt(path, "unexpected content")
+        self._hwm, self._quota_reserved, self._restore_pending = hwm, quota, restore
+        if restore:
+            self._problems.append("usage total not restored since the state file was lost")
+        if receipt:
+            try:
+                proof = parse_receipt(receipt, self._public_key)
+            except LicenseError:
+                raise corrupt(path, "its usage receipt does not verify") from None
+            self._receipt = receipt
+            self._hwm = max(self._hwm, proof.issued_at)
         # A period found in both files was closed just before a crash: the spool has it.
         if period is not None and period_key(period) not in self._spool.keys():
             self._period_start, self._period_end = period["period_start"], period["period_end"]
@@ -161,10 +263,17 @@ class Engine:
         quota = dict(self._quota_reserved)
         if self._lic is not None:
             quota[self._lic] = self._reserved
-        self._write(
-            self.state_dir / STATE_FILE,
-            {"format": STATE_FORMAT, "hwm": hwm, "quota": quota, "open": self._open_record()},
-        )
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "hwm": hwm,
+            "quota": quota,
+            "open": self._open_record(),
+        }
+        if self._restore_pending:
+            state["restore"] = True
+        if self._receipt:
+            state["receipt"] = self._receipt
+        self._write(self.state_dir / STATE_FILE, state)
         self._hwm, self._quota_reserved = hwm, quota
 
     def _open_record(self) -> Record | None:
@@ -181,8 +290,10 @@ class Engine:
         ``"active"`` or ``"SVC_LIC_GRACE"``.
 
         Raises BadSignature, ActivationRequired (batch key or unbound token),
-        WrongDevice, ClockRollback, Revoked (cached ``crl.json``), Expired (past term and
-        grace, or before ``nbf``). After Expired for the term, the limits still apply to
+        WrongDevice, ClockRollback (clock more than ``clock_leeway`` behind the
+        high-water mark), Revoked (held revocation list), Expired (past term and grace,
+        or before ``nbf``), SyncRequired (list or state missing, damaged, or not yet
+        covering this licence). After Expired or SyncRequired the limits still apply to
         the video path (``open_stream``, ``admit_frame``); analytics refuse.
         """
         if token is None:
@@ -200,18 +311,22 @@ class Engine:
             )
         with self._lock:
             now = self._clock()
-            if now < self._hwm:
+            if now < self._hwm - self._leeway:
                 raise ClockRollback(
-                    f"clock reads {math.floor(now)}, before {self._hwm}, the latest time this "
-                    "device has recorded; correct the clock and restart"
+                    f"clock reads {math.floor(now)}, more than {int(self._leeway)} s before "
+                    f"{self._hwm}, the latest time this device has recorded or been signed; "
+                    "correct the clock (a sync corrects a high-water mark a bad clock pushed "
+                    "ahead) and restart"
                 )
-            if lic in self.revoked_licences():
-                raise Revoked(f"licence {lic} is on the cached revocation list")
+            if self._crl is not None and self._crl.is_revoked(lic):
+                raise Revoked(f"licence {lic} is on the revocation list (sequence {self._crl.seq})")
             if claims["nbf"] > now + NBF_LEEWAY_SECONDS:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)
             if self._expired:
                 raise Expired(self._expired_message())
+            if self._blocked is not None:
+                raise SyncRequired(self._blocked)
             return self._state or ACTIVE
 
     def _read_token_file(self) -> str:
@@ -228,6 +343,7 @@ class Engine:
             # Resume from the reservation on disk: the unused rest of a block is lost.
             self._used = self._reserved = self._quota_reserved.get(claims["lic"], 0)
         self._token, self._claims, self._lic = token, claims, claims["lic"]
+        self._update_blocked()
         self._max_streams, self._max_fps = lim["max_streams"], lim["max_fps"]
         self._quota_cap = lim["api_calls"] or math.inf
         self._exp = claims["exp"]
@@ -240,6 +356,18 @@ class Engine:
         else:
             self._persist(now)
         self._schedule(now)
+
+    def _update_blocked(self) -> None:
+        """Why analytics wait for a sync (None: they do not)."""
+        reasons = list(self._problems)
+        if self._restore_pending and not reasons:
+            reasons.append("usage total not restored since the state file was lost")
+        if not self.air_gapped and self._crl is not None and self._lic is not None:
+            if not self._crl.covers(self._lic):
+                reasons.append(f"licence {self._lic} not yet looked up in the revocation list")
+        self._blocked = (
+            "analytics wait for a successful sync(): " + "; ".join(reasons) if reasons else None
+        )
 
     # -- the slow path: term, period roll-over, checkpoint ---------------------------
 
@@ -320,6 +448,8 @@ class Engine:
                 self._advance(now)
             if self._expired:
                 raise Expired(self._expired_message())
+            if self._blocked is not None:
+                raise SyncRequired(self._blocked)
             assert self._claims is not None
             if self._claims["ent"].get(module) is not True:
                 raise NotEntitled(f"licence {self._lic} does not include module {module!r}")
@@ -337,6 +467,8 @@ class Engine:
                 self._advance(now)
             if self._expired:
                 raise Expired(self._expired_message())
+            if self._blocked is not None:
+                raise SyncRequired(self._blocked)
             used = self._used + inferences
             if used > self._quota_cap:
                 raise QuotaExceeded(
@@ -410,72 +542,165 @@ class Engine:
 
     # -- network ---------------------------------------------------------------------
 
-    def sync(self, base_url: str, *, timeout: float = client.DEFAULT_TIMEOUT) -> dict[str, Any]:
-        """Refresh ``crl.json`` and upload up to 1000 spooled records (at-least-once).
+    def sync(
+        self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
+    ) -> dict[str, Any]:
+        """Upload up to 1000 spooled records, then refresh the revocation list.
 
-        Records are deleted only after a 200; ``deferred`` ones stay for the next call.
-        Raises Revoked on 403 (records kept), BadSignature on 401, LicenseError
-        (``NETWORK_ERROR``, ``SYNC_FAILED``) otherwise. Returns a summary dict.
+        The two are independent: each is attempted even when the other fails, usage
+        first. A spooled record is deleted only when a usage receipt signed by the
+        authority, bound to this upload's nonce, covers it; a forged or missing receipt
+        costs nothing. The list is accepted only as verified pages (see
+        :mod:`devices.revocation`). Raises the first failure after both were tried,
+        with the summary on ``exc.summary``: Revoked (403 on upload), BadSignature
+        (401), LicenseError (``NETWORK_ERROR``, ``SYNC_FAILED``, ``RECEIPT_INVALID``,
+        ``LIST_*``, ``INSECURE_URL`` for ``http://`` unless ``allow_http``).
         """
+        from . import client  # the networking modules load on first use only
+
+        base = client.endpoint(base_url, "", allow_http=allow_http)
         with self._lock:
             now = self._clock()
             if self._claims is not None and now >= self._period_end:
                 self._advance(now)
             token = self._token or self._read_token_file().strip()
         license_id = decode_unverified(token)["lic"]
-        crl = client.fetch_revocations(base_url, timeout=timeout)
-        self._store_revocations(crl)
-        summary = {
-            "accepted": 0,
-            "duplicates": 0,
-            "deferred": 0,
-            "revoked": license_id in crl["revoked"],
-        }
+        summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
+        errors: list[LicenseError] = []
+        try:
+            self._upload(client, base, token, license_id, summary, timeout)
+        except LicenseError as exc:
+            errors.append(exc)
+        try:
+            self._refresh_list(client, base, license_id, timeout)
+        except LicenseError as exc:
+            errors.append(exc)
         with self._lock:
-            batch = self._spool.batch(MAX_RECORDS_PER_UPLOAD)
-        if batch:
-            status, payload = client.upload_usage(
-                base_url,
-                unit_token=token,
-                device_id=self.device_id,
-                license_id=license_id,
-                records=batch,
-                timeout=timeout,
-            )
-            if status == 403:
-                raise Revoked(f"usage upload refused: {client.detail(status, payload)}")
-            if status == 401:
-                raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
-            if status != 200:
-                raise LicenseError(
-                    f"usage upload failed: {client.detail(status, payload)}", code="SYNC_FAILED"
-                )
-            deferred = payload.get("deferred", 0)
-            deferred = deferred if type(deferred) is int and 0 <= deferred <= len(batch) else 0
-            with self._lock:
-                self._spool.remove(batch[: len(batch) - deferred])
-            for name in ("accepted", "duplicates"):
-                value = payload.get(name)
-                summary[name] = value if type(value) is int else 0
-            summary["deferred"] = deferred
+            if not errors:
+                self._problems = []
+            self._update_blocked()
         summary["pending"] = len(self._spool)
+        summary["revoked"] = self._crl is not None and self._crl.is_revoked(license_id)
+        summary["list_seq"] = self._crl.seq if self._crl is not None else None
+        if errors:
+            errors[0].summary = summary  # type: ignore[attr-defined]
+            raise errors[0]
         return summary
 
-    def _store_revocations(self, crl: dict[str, Any]) -> None:
-        # An older list never replaces a newer one: a replayed answer cannot un-revoke.
-        cached = read_json(self.state_dir / CRL_FILE, {})
-        as_of = cached.get("as_of", 0) if isinstance(cached, dict) else 0
-        if type(as_of) is not int or crl["as_of"] >= as_of:
-            self._write(self.state_dir / CRL_FILE, crl)
+    def _upload(
+        self,
+        client: Any,
+        base: str,
+        token: str,
+        license_id: str,
+        summary: dict[str, Any],
+        timeout: float,
+    ) -> None:
+        import secrets
+
+        with self._lock:
+            batch = self._spool.batch(MAX_RECORDS_PER_UPLOAD)
+            # An empty upload still earns a receipt: the signed time and usage total a
+            # lost state or a clock pushed ahead needs.
+            wanted = self._restore_pending or self._hwm > self._clock() + self._leeway
+        if not batch and not wanted:
+            return
+        nonce = secrets.token_urlsafe(16)
+        status, payload = client.upload_usage(
+            base,
+            unit_token=token,
+            device_id=self.device_id,
+            license_id=license_id,
+            records=batch,
+            nonce=nonce,
+            timeout=timeout,
+            allow_http=True,  # `base` was checked against the caller's choice
+        )
+        if status == 403:
+            raise Revoked(f"usage upload refused: {client.detail(status, payload)}")
+        if status == 401:
+            raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
+        if status != 200:
+            raise LicenseError(
+                f"usage upload failed: {client.detail(status, payload)}", code="SYNC_FAILED"
+            )
+        try:
+            receipt = parse_receipt(payload.get("receipt"), self._public_key)
+        except LicenseError as exc:
+            raise LicenseError(
+                f"usage upload answered without a valid receipt ({exc}); "
+                f"{len(batch)} records kept for the next sync",
+                code="RECEIPT_INVALID",
+            ) from None
+        if (receipt.nonce, receipt.device_id, receipt.license_id) != (
+            nonce,
+            self.device_id,
+            license_id,
+        ):
+            raise LicenseError(
+                "usage receipt is for another upload, device or licence; "
+                f"{len(batch)} records kept for the next sync",
+                code="RECEIPT_INVALID",
+            )
+        covered = [record for record in batch if period_key(record) in receipt.records]
+        with self._lock:
+            self._spool.remove(covered)
+            self._apply_receipt(receipt)
+        for name in ("accepted", "duplicates"):
+            value = payload.get(name)
+            summary[name] = value if type(value) is int else 0
+        summary["deferred"] = len(batch) - len(covered)
+
+    def _apply_receipt(self, receipt: UsageReceipt) -> None:
+        """Take the authority's signed time and usage total (the lock is held)."""
+        signed = receipt.issued_at
+        if self._hwm > signed + self._leeway:
+            log.warning(
+                "clock high-water mark %d was ahead of the authority's signed time %d "
+                "(a bad clock date); corrected",
+                self._hwm,
+                signed,
+            )
+            self._hwm = signed
+        self._hwm = max(self._hwm, signed)
+        unsent = sum(record["inferences"] for record in self._spool.records)
+        floor = receipt.inferences + unsent + self._counters[0]
+        if receipt.license_id == self._lic:
+            self._used = max(self._used, floor)
+            self._reserved = max(self._reserved, self._used)
+        else:
+            used = self._quota_reserved.get(receipt.license_id, 0)
+            self._quota_reserved[receipt.license_id] = max(used, floor)
+        self._restore_pending = False
+        self._receipt = receipt.text
+        self._persist(None)
+
+    def _refresh_list(self, client: Any, base: str, license_id: str, timeout: float) -> None:
+        def fetch(since: int, if_none_match: str) -> tuple[int, dict[str, Any], str]:
+            return client.fetch_revocation_page(
+                base, since, if_none_match, timeout=timeout, allow_http=True
+            )
+
+        def save(held: revocation.HeldList) -> None:
+            with self._lock:
+                self._write(self.state_dir / CRL_FILE, held.to_json())
+                self._crl = held
+                self._hwm = max(self._hwm, held.issued_at)
+
+        wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
+        revocation.refresh(
+            self._crl,
+            wanted,
+            fetch,
+            self._public_key,
+            now=self._clock(),
+            leeway=self._leeway,
+            save=save,
+        )
 
     def revoked_licences(self) -> frozenset[str]:
-        """Licence ids on the cached revocation list (``state_dir/crl.json``)."""
-        path = self.state_dir / CRL_FILE
-        data = read_json(path, {"revoked": []})
-        revoked = data.get("revoked") if isinstance(data, dict) else None
-        if not isinstance(revoked, list):
-            raise corrupt(path, "no 'revoked' list")
-        return frozenset(item for item in revoked if isinstance(item, str))
+        """Licence ids this device holds that the verified revocation list names."""
+        return frozenset(self._crl.revoked) if self._crl is not None else frozenset()
 
     # -- lifecycle and introspection -------------------------------------------------
 
@@ -483,10 +708,10 @@ class Engine:
         """Persist exact counters and give back the unused quota reservation (a clean
         shutdown loses nothing; a crash loses at most one block)."""
         with self._lock:
-            if self._claims is None:
-                return
-            self._reserved = self._used
-            self._persist(self._clock())
+            if self._claims is not None:
+                self._reserved = self._used
+                self._persist(self._clock())
+        self._dir_lock.release()
 
     def __enter__(self) -> Engine:
         return self

@@ -50,3 +50,10 @@ class StreamLimit(LicenseError):
 
 class QuotaExceeded(LicenseError):
     code = "QUOTA_EXCEEDED"
+
+
+class SyncRequired(LicenseError):
+    """The device's local licence state (revocation list, state file) is missing, damaged
+    or does not cover the licence: analytics wait for a successful ``Engine.sync``."""
+
+    code = "SYNC_REQUIRED"

@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +90,8 @@ def _read_identity(path: Path) -> str:
 
 
 def _macos_platform_uuid() -> str:
+    import subprocess  # only on a macOS workstation: `import devices` stays light
+
     try:
         out = subprocess.run(
             ["ioreg", "-rd1", "-c", "IOPlatformExpertDevice"],
@@ -125,6 +125,8 @@ def _first_mac(base: Path) -> str:
         return min(candidates)[2]
     if Path(os.path.abspath(base)) != Path(os.path.abspath(os.sep)):
         return ""  # a fake root: do not fall back to this machine's own interfaces
+    import uuid  # loads platform and may run subprocesses: only as the last resort
+
     node = uuid.getnode()
     if node >> 40 & 1:  # multicast bit: uuid made a random number up, not a MAC
         return ""

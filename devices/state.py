@@ -3,7 +3,7 @@
 Every write goes to a temporary file in the same directory, is fsynced, renamed over the
 target with ``os.replace`` and the directory is fsynced, so after a crash or power cut a
 reader sees either the old or the new file, never a torn one. One state directory
-belongs to one engine process.
+belongs to one engine: :class:`DirectoryLock` holds an exclusive lock on it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from typing import Any
 
 from .errors import LicenseError
 
+STATE_FILE = "state.json"
+SPOOL_FILE = "spool.json"
+CRL_FILE = "crl.json"
+TOKEN_FILE = "license.token"  # noqa: S105 - a file name, not a secret
+LOCK_FILE = ".lock"
 TEMP_SUFFIX = ".tmp"
 # A temporary file older than this was left by a crash mid-write; nobody will finish it.
 STALE_TEMP_SECONDS = 60
@@ -69,9 +74,13 @@ def read_json(path: Path, default: Any = None) -> Any:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return default
+    except OSError as exc:
+        raise LicenseError(
+            f"state file {path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
+        ) from None
     try:
         return json.loads(data.decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise corrupt(path, str(exc)) from None
 
 
@@ -89,3 +98,37 @@ def sweep_temp_files(directory: Path, *, now: float | None = None) -> None:
         with contextlib.suppress(OSError):
             if path.stat().st_mtime < cutoff:
                 path.unlink()
+
+
+class DirectoryLock:
+    """An exclusive ``flock`` on ``state_dir/.lock``, held while the engine lives. The
+    kernel drops it when the process dies, so a crash never leaves the directory locked.
+    (Where ``fcntl`` does not exist, e.g. Windows, there is no lock.)"""
+
+    def __init__(self, directory: Path) -> None:
+        self._fd: int | None = None
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return
+        path = Path(directory) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise LicenseError(
+                f"cannot open {path}: {exc.strerror or exc}", code="STATE_UNREADABLE"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LicenseError(
+                f"another engine is using {directory}; one engine per state directory",
+                code="STATE_LOCKED",
+            ) from None
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

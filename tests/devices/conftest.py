@@ -18,7 +18,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from devices import Engine
 from devices.token import encode_token, public_key_b64url
-from tests.devices.device_support import DEVICE, NOW, FakeClock, FakeService, claims_for
+from tests.devices.device_support import (
+    DEVICE,
+    FakeClock,
+    FakeService,
+    claims_for,
+    provision,
+)
 
 
 @pytest.fixture
@@ -47,42 +53,55 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "state"
+def state_dir(tmp_path: Path, signing_key: Ed25519PrivateKey) -> Path:
+    """A device's state directory as activation leaves it (list head, empty state)."""
+    path = tmp_path / "state"
+    provision(path, signing_key)
+    return path
 
 
 @pytest.fixture
-def make_engine(state_dir: Path, public_key: str, clock: FakeClock) -> Callable[..., Engine]:
-    """A new Engine on the same state dir each call: calling it twice is a reboot."""
+def make_engine(state_dir: Path, public_key: str, clock: FakeClock) -> Iterator[Callable]:
+    """A new Engine on the same state dir each call: calling it twice is a reboot (the
+    earlier engine's process is taken to have died, so its directory lock is gone)."""
+    engines: list[Engine] = []
 
     def make(**kwargs: Any) -> Engine:
         kwargs.setdefault("public_key", public_key)
         kwargs.setdefault("device_id", DEVICE)
         kwargs.setdefault("clock", clock)
-        return Engine(state_dir, **kwargs)
+        for earlier in engines:
+            earlier._dir_lock.release()
+        engines.append(Engine(state_dir, **kwargs))
+        return engines[-1]
 
-    return make
+    yield make
+    for engine in engines:
+        engine._dir_lock.release()
 
 
 @pytest.fixture
-def service() -> Iterator[FakeService]:
-    fake = FakeService()
+def service(signing_key: Ed25519PrivateKey) -> Iterator[FakeService]:
+    fake = FakeService(signing_key)
 
     class Handler(BaseHTTPRequestHandler):
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            answer, query = fake.route(self.command, self.path)
             request = {
                 "method": self.command,
-                "path": self.path,
+                "path": self.path.split("?")[0],
+                "query": query,
                 "headers": dict(self.headers),
                 "json": json.loads(raw) if raw else None,
             }
             fake.requests.append(request)
-            answer = fake.routes.get((self.command, self.path))
-            status, body = answer(request) if answer else (404, {"detail": "Not found."})
-            data = json.dumps(body).encode()
+            status, body, *extra = answer(request) if answer else (404, {"detail": "Not found."})
+            data = json.dumps(body).encode() if body is not None else b""
             self.send_response(status)
+            for name, value in (extra[0] if extra else {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -97,7 +116,6 @@ def service() -> Iterator[FakeService]:
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    fake.reply("GET", "/v1/revocations", 200, {"revoked": [], "as_of": NOW})
     try:
         yield fake
     finally:

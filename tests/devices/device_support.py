@@ -3,8 +3,15 @@ that use them live in conftest.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from devices import documents
+
+LICENSE = "LIC-0123456789"
 
 NOW = 1_750_000_000  # a fixed instant well inside every test licence's term
 DEVICE = "cam-0001"
@@ -26,7 +33,7 @@ class FakeClock:
 def claims_for(**overrides: Any) -> dict[str, Any]:
     """Claims of a unit licence bound to DEVICE, valid at NOW; keyword overrides."""
     claims: dict[str, Any] = {
-        "lic": "LIC-0123456789",
+        "lic": LICENSE,
         "sku": "VISION-PRO",
         "sub": "CUST-0123456789",
         "iss": "svc-licensing",
@@ -43,16 +50,60 @@ def claims_for(**overrides: Any) -> dict[str, Any]:
     return claims
 
 
+def signed_page(
+    key: Any,
+    *,
+    start: int = 0,
+    seq: int = 0,
+    issued_at: int = NOW - 60,
+    more: bool = False,
+    revoked: list | None = None,
+) -> str:
+    payload = documents.revocation_page_payload(
+        issuer="svc-test",
+        start=start,
+        seq=seq,
+        issued_at=issued_at,
+        more=more,
+        revoked=[list(entry) for entry in revoked or []],
+    )
+    return documents.sign_document(documents.LIST_PREFIX, payload, key)
+
+
+def provision(state_dir: Path, key: Any, *, license_id: str = LICENSE, seq: int = 0) -> None:
+    """What ``devices.activate`` leaves behind for a new licence: a verified list head
+    that covers it and an empty state."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    crl = {
+        "format": 2,
+        "document": signed_page(key, start=seq, seq=seq),
+        "etag": "",
+        "checked": [license_id],
+        "revoked": {},
+    }
+    (state_dir / "crl.json").write_text(json.dumps(crl))
+    (state_dir / "state.json").write_text('{"format": 1, "hwm": 0, "quota": {}, "open": null}')
+
+
 Answer = Callable[[dict[str, Any]], tuple[int, Any]]
 
 
 class FakeService:
-    """Answers of the licensing service, scripted per route; records every request."""
+    """A scripted licensing service that signs like the real one: revocation-list pages
+    from ``revoked`` (entry i has sequence number i + 1) and usage receipts covering every
+    uploaded record. Routes can be replaced per test; every request is recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: Any) -> None:
+        self.key = key
         self.routes: dict[tuple[str, str], Answer] = {}
         self.requests: list[dict[str, Any]] = []
         self.url = ""
+        self.revoked: list[tuple[str, int]] = []
+        self.now = NOW
+        self.usage_total = 0
+        self.page_size = documents.LIST_PAGE_ENTRIES
+        self.on("GET", "/v1/revocations", self.revocations)
+        self.on("POST", "/v1/usage", self.accept)
 
     def on(self, method: str, path: str, answer: Answer) -> None:
         self.routes[(method, path)] = answer
@@ -62,3 +113,46 @@ class FakeService:
 
     def calls(self, path: str) -> list[dict[str, Any]]:
         return [r for r in self.requests if r["path"] == path]
+
+    def route(self, method: str, target: str) -> tuple[Answer | None, dict[str, list[str]]]:
+        parts = urlsplit(target)
+        return self.routes.get((method, parts.path)), parse_qs(parts.query)
+
+    # -- the signed answers -------------------------------------------------------------
+
+    def page(self, since: int) -> str:
+        head = len(self.revoked)
+        rows = self.revoked[since : since + self.page_size]
+        seq = since + len(rows)
+        return signed_page(
+            self.key, start=since, seq=seq, issued_at=self.now, more=seq < head, revoked=rows
+        )
+
+    def revocations(self, request: dict[str, Any]) -> tuple[int, Any]:
+        since = int(request["query"].get("since", ["0"])[0])
+        etag = f'"{len(self.revoked)}"'
+        if since == len(self.revoked) and request["headers"].get("If-None-Match") == etag:
+            return 304, None
+        page = self.page(since)
+        seq = documents.parse_revocation_page(page, self.key.public_key()).seq
+        return 200, {"revocations": page, "seq": seq}, {"ETag": f'"{seq}"'}
+
+    def receipt(self, request: dict[str, Any], records: list | None = None) -> str:
+        body = request["json"]
+        keys = [(r["period_start"], r["period_end"]) for r in body["records"]]
+        payload = documents.receipt_payload(
+            issuer="svc-test",
+            device_id=body["device_id"],
+            license_id=LICENSE,
+            nonce=body.get("nonce", ""),
+            issued_at=self.now,
+            records=sorted(set(keys if records is None else records)),
+            inferences=self.usage_total,
+        )
+        return documents.sign_document(documents.RECEIPT_PREFIX, payload, self.key)
+
+    def accept(self, request: dict[str, Any]) -> tuple[int, Any]:
+        records = request["json"]["records"]
+        self.usage_total += sum(r["inferences"] for r in records)
+        receipt = self.receipt(request)
+        return 200, {"accepted": len(records), "duplicates": 0, "receipt": receipt}

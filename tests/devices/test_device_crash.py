@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from devices import Engine
-from tests.devices.device_support import DEVICE
+from tests.devices.device_support import DEVICE, provision
 
 REPO = Path(__file__).resolve().parents[2]
 ITERATIONS = 30
@@ -52,9 +52,10 @@ while True:
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
 def test_sigkill_mid_write_never_corrupts_state_or_lowers_counters(
-    tmp_path, make_token, public_key
+    tmp_path, make_token, public_key, signing_key
 ):
     state = tmp_path / "state"
+    provision(state, signing_key)
     token = make_token(lim={"max_streams": 1, "max_fps": 30, "api_calls": 0}, exp=0)
     rng = random.Random(20260601)  # fixed seed: the same kill points each run
     acknowledged = 0

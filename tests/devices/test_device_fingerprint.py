@@ -88,7 +88,7 @@ def test_ioreg_output_is_parsed(monkeypatch):
     class Done:
         stdout = out
 
-    monkeypatch.setattr(hardware.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: Done())
     assert hardware._macos_platform_uuid() == "a1b2c3d4-0000-1111-2222-333344445555"
 
 

@@ -10,15 +10,10 @@ import pytest
 import devices
 from devices import BadSignature, Engine, LicenseError, Revoked
 from devices import engine as engine_module
-from tests.devices.device_support import DEVICE, NOW
+from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_page
 
 HOUR = 3600
 PERIOD = NOW // HOUR * HOUR  # the period containing NOW
-
-
-def accept_all(request):
-    records = request["json"]["records"]
-    return 200, {"accepted": len(records), "duplicates": 0}
 
 
 @pytest.fixture
@@ -63,19 +58,21 @@ def test_open_period_survives_reboot_and_is_closed_later(make_engine, make_token
 
 
 def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, make_token):
-    service.on("POST", "/v1/usage", accept_all)
+    service.on("POST", "/v1/usage", service.accept)
     running.count(inferences=5, frames=10, stream_seconds=2, events=1)
     clock.now = PERIOD + HOUR
-    summary = running.sync(service.url)
+    summary = running.sync(service.url, allow_http=True)
     assert summary == {
         "accepted": 1,
         "duplicates": 0,
         "deferred": 0,
         "pending": 0,
         "revoked": False,
+        "list_seq": 0,
     }
     (upload,) = service.calls("/v1/usage")
     assert upload["headers"]["Authorization"] == f"Bearer {make_token()}"
+    assert len(upload["json"].pop("nonce")) >= 16  # binds the receipt to this upload
     assert upload["json"] == {
         "device_id": DEVICE,
         "license_id": "LIC-0123456789",
@@ -94,13 +91,13 @@ def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, ma
 
 
 def test_sync_with_empty_spool_only_refreshes_crl(running, service, state_dir):
-    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-X"], "as_of": NOW + 5})
-    assert running.sync(service.url)["pending"] == 0
+    service.revoked = [("LIC-X", 0)]
+    assert running.sync(service.url, allow_http=True)["pending"] == 0
     assert service.calls("/v1/usage") == []
-    assert json.loads((state_dir / "crl.json").read_text()) == {
-        "revoked": ["LIC-X"],
-        "as_of": NOW + 5,
-    }
+    held = json.loads((state_dir / "crl.json").read_text())
+    # Only the licences this device runs are kept: the list's size never reaches the device.
+    assert (held["checked"], held["revoked"]) == ([LICENSE], {})
+    assert running.sync(service.url, allow_http=True)["list_seq"] == 1
 
 
 def test_sync_failure_keeps_records_for_next_time(running, clock, service):
@@ -108,11 +105,11 @@ def test_sync_failure_keeps_records_for_next_time(running, clock, service):
     clock.now = PERIOD + HOUR
     service.reply("POST", "/v1/usage", 503, {"detail": "maintenance"})
     with pytest.raises(LicenseError, match="maintenance") as caught:
-        running.sync(service.url)
+        running.sync(service.url, allow_http=True)
     assert caught.value.code == "SYNC_FAILED"
     assert len(running.pending_records) == 1
-    service.on("POST", "/v1/usage", accept_all)
-    assert running.sync(service.url)["accepted"] == 1
+    service.on("POST", "/v1/usage", service.accept)
+    assert running.sync(service.url, allow_http=True)["accepted"] == 1
     assert running.pending_records == []
 
 
@@ -124,8 +121,8 @@ def test_records_survive_reboot_until_acknowledged(
     running.count(frames=1)  # closes the first period
     rebooted = make_engine()
     rebooted.start(make_token())
-    service.on("POST", "/v1/usage", accept_all)
-    rebooted.sync(service.url)
+    service.on("POST", "/v1/usage", service.accept)
+    rebooted.sync(service.url, allow_http=True)
     (upload,) = service.calls("/v1/usage")
     assert upload["json"]["records"][0]["period_start"] == PERIOD
 
@@ -139,25 +136,28 @@ def test_sync_sends_at_most_1000_records_and_resends_deferred(
         | {"inferences": 1, "frames": 0, "stream_seconds": 0, "events": 0}
         for h in range(1005, 0, -1)
     ]
-    state_dir.mkdir()
     (state_dir / "spool.json").write_text(json.dumps({"format": 1, "records": records}))
     running = make_engine()
     running.start(make_token())
     assert len(running.pending_records) == 1005
 
     def accept_all_but_last_ten(request):
+        sent = request["json"]["records"][:-10]
         return 200, {
-            "accepted": len(request["json"]["records"]) - 10,
+            "accepted": len(sent),
             "duplicates": 0,
             "deferred": 10,
+            "receipt": service.receipt(
+                request, [(r["period_start"], r["period_end"]) for r in sent]
+            ),
         }
 
     service.on("POST", "/v1/usage", accept_all_but_last_ten)
-    summary = running.sync(service.url)
+    summary = running.sync(service.url, allow_http=True)
     assert len(service.calls("/v1/usage")[0]["json"]["records"]) == 1000
     assert summary["deferred"] == 10 and summary["pending"] == 15
-    service.on("POST", "/v1/usage", accept_all)
-    running.sync(service.url)
+    service.on("POST", "/v1/usage", service.accept)
+    running.sync(service.url, allow_http=True)
     second = service.calls("/v1/usage")[1]["json"]["records"]
     assert second == records[990:]
     assert running.pending_records == []
@@ -168,11 +168,11 @@ def test_resent_period_keeps_its_boundaries(running, clock, service):
     clock.now = PERIOD + HOUR + 10
     service.reply("POST", "/v1/usage", 500, {"detail": "boom"})
     with pytest.raises(LicenseError):
-        running.sync(service.url)
+        running.sync(service.url, allow_http=True)
     clock.now = PERIOD + 3 * HOUR
     running.count(inferences=1)
-    service.on("POST", "/v1/usage", accept_all)
-    running.sync(service.url)
+    service.on("POST", "/v1/usage", service.accept)
+    running.sync(service.url, allow_http=True)
     first, second = (c["json"]["records"] for c in service.calls("/v1/usage"))
     assert first[0] == second[0]
 
@@ -182,7 +182,7 @@ def test_usage_upload_on_revoked_licence_raises_revoked_and_keeps_records(runnin
     clock.now = PERIOD + HOUR
     service.reply("POST", "/v1/usage", 403, {"detail": "licence LIC-0123456789 is revoked"})
     with pytest.raises(Revoked, match="is revoked"):
-        running.sync(service.url)
+        running.sync(service.url, allow_http=True)
     assert len(running.pending_records) == 1
 
 
@@ -191,31 +191,34 @@ def test_usage_upload_rejected_token_is_bad_signature(running, clock, service):
     clock.now = PERIOD + HOUR
     service.reply("POST", "/v1/usage", 401, {"detail": "token does not verify"})
     with pytest.raises(BadSignature, match="does not verify"):
-        running.sync(service.url)
+        running.sync(service.url, allow_http=True)
     assert len(running.pending_records) == 1
 
 
 def test_revocation_fetched_by_sync_refuses_next_start(running, service, make_engine, make_token):
-    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-0123456789"], "as_of": NOW})
-    assert running.sync(service.url)["revoked"] is True
+    service.revoked = [("LIC-OTHER", 0), (LICENSE, NOW + 86400)]
+    assert running.sync(service.url, allow_http=True)["revoked"] is True
     running.count(frames=1)  # the running engine carries on until its next start (spec §3)
     with pytest.raises(Revoked):
         make_engine().start(make_token())
 
 
 def test_older_revocation_list_never_replaces_newer(running, service, state_dir):
-    service.reply("GET", "/v1/revocations", 200, {"revoked": ["LIC-A"], "as_of": NOW + 100})
-    running.sync(service.url)
-    service.reply("GET", "/v1/revocations", 200, {"revoked": [], "as_of": NOW})
-    running.sync(service.url)
-    assert json.loads((state_dir / "crl.json").read_text())["revoked"] == ["LIC-A"]
+    service.revoked = [("LIC-A", 0), (LICENSE, 0)]
+    running.sync(service.url, allow_http=True)
+    replay = {"revocations": signed_page(service.key, start=0, seq=1, revoked=[("LIC-A", 0)])}
+    service.reply("GET", "/v1/revocations", 200, replay)
+    with pytest.raises(LicenseError) as caught:
+        running.sync(service.url, allow_http=True)
+    assert caught.value.code == "LIST_STALE"
+    assert json.loads((state_dir / "crl.json").read_text())["revoked"] == {LICENSE: 0}
 
 
 def test_sync_without_network_is_a_clear_error(running, clock):
     running.count(inferences=1)
     clock.now = PERIOD + HOUR
     with pytest.raises(LicenseError, match="cannot reach") as caught:
-        running.sync("http://127.0.0.1:9", timeout=2)
+        running.sync("http://127.0.0.1:9", timeout=2, allow_http=True)
     assert caught.value.code == "NETWORK_ERROR"
     assert len(running.pending_records) == 1
 
@@ -229,7 +232,8 @@ def test_activate_posts_device_identity_and_stores_unit_token(service, make_toke
         {"unit_token": unit, "license_id": "LIC-0123456789", "reactivated": False},
     )
     state = tmp_path / "fresh"
-    assert devices.activate(service.url, "BATCH-TOKEN\n", state, device_id=DEVICE) == unit
+    token = devices.activate(service.url, "BATCH-TOKEN\n", state, device_id=DEVICE, allow_http=True)
+    assert token == unit
     assert (state / "license.token").read_text().strip() == unit
     (call,) = service.calls("/v1/activate")
     assert call["json"] == {
@@ -246,22 +250,40 @@ def test_activate_reports_fingerprint_source_and_weakness(
 ):
     monkeypatch.setenv("SVC_DEVICE_ID", DEVICE)
     service.reply("POST", "/v1/activate", 200, {"unit_token": make_token()})
-    devices.activate(service.url, "B", tmp_path)
+    devices.activate(service.url, "B", tmp_path, allow_http=True)
     (call,) = service.calls("/v1/activate")
     assert (call["json"]["fingerprint_source"], call["json"]["weak_binding"]) == ("env", False)
 
 
-def test_activated_token_starts_the_engine(service, make_token, state_dir, public_key, clock):
-    service.reply("POST", "/v1/activate", 200, {"unit_token": make_token()})
-    devices.activate(service.url, "B", state_dir, device_id=DEVICE)
-    engine = Engine(state_dir, public_key=public_key, device_id=DEVICE, clock=clock)
+def test_activated_token_starts_the_engine(service, make_token, tmp_path, public_key, clock):
+    answer = {"unit_token": make_token(), "reactivated": False, "revocations": service.page(0)}
+    service.reply("POST", "/v1/activate", 200, answer)
+    devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
+    engine = Engine(tmp_path, public_key=public_key, device_id=DEVICE, clock=clock)
     assert engine.start() == "active"
+    engine.close()
+
+
+def test_reactivated_licence_without_state_waits_for_a_sync(
+    service, make_token, tmp_path, public_key, clock
+):
+    answer = {"unit_token": make_token(), "reactivated": True, "revocations": service.page(0)}
+    service.reply("POST", "/v1/activate", 200, answer)
+    devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
+    engine = Engine(tmp_path, public_key=public_key, device_id=DEVICE, clock=clock)
+    with pytest.raises(devices.SyncRequired, match="no state file"):
+        engine.start()
+    service.usage_total = 7_000  # what the authority has stored for this licence
+    engine.sync(service.url, allow_http=True)
+    engine.require("detect")
+    assert engine.quota_used == 7_000
+    engine.close()
 
 
 def test_activate_exhausted_batch_is_402_with_detail(service, tmp_path):
     service.reply("POST", "/v1/activate", 402, {"detail": "batch B-2026-X exhausted: 10/10"})
     with pytest.raises(LicenseError, match="B-2026-X exhausted: 10/10") as caught:
-        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
     assert caught.value.code == "BATCH_EXHAUSTED"
     assert not (tmp_path / "license.token").exists()
 
@@ -269,18 +291,20 @@ def test_activate_exhausted_batch_is_402_with_detail(service, tmp_path):
 def test_activate_refused_key_is_403_bad_signature(service, tmp_path):
     service.reply("POST", "/v1/activate", 403, {"detail": "batch key not issued here"})
     with pytest.raises(BadSignature, match="not issued here"):
-        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
 
 
 def test_activate_answer_for_another_device_is_refused(service, make_token, tmp_path):
     service.reply("POST", "/v1/activate", 200, {"unit_token": make_token(dev="cam-9")})
     with pytest.raises(LicenseError, match="another device"):
-        devices.activate(service.url, "B", tmp_path, device_id=DEVICE)
+        devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
 
 
 def test_activate_without_network_is_a_clear_error(tmp_path):
     with pytest.raises(LicenseError, match="cannot reach") as caught:
-        devices.activate("http://127.0.0.1:9", "B", tmp_path, device_id=DEVICE, timeout=2)
+        devices.activate(
+            "http://127.0.0.1:9", "B", tmp_path, device_id=DEVICE, timeout=2, allow_http=True
+        )
     assert caught.value.code == "NETWORK_ERROR"
 
 

@@ -41,7 +41,7 @@ result = {"pubkey": devices.pubkey.PUBLIC_KEY}
 claims = devices.verify_token(args["token"], args["key"] or devices.pubkey.PUBLIC_KEY)
 result["lic"] = claims["lic"]
 engine = devices.Engine(args["state"], public_key=args["key"], device_id=args["device"],
-                        clock=lambda: args["now"])
+                        clock=lambda: args["now"], air_gapped=True)
 result["state"] = engine.start(args["token"])
 engine.require("detect")
 with engine.open_stream() as stream:
@@ -49,6 +49,8 @@ with engine.open_stream() as stream:
 engine.count(inferences=1, frames=1)
 engine.close()
 result["modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("devices", "django"))
+network = ("urllib.request", "http.client", "socket", "ssl", "subprocess", "email")
+result["network"] = sorted(m for m in sys.modules if m in network)
 print(json.dumps(result))
 """
 
@@ -87,6 +89,7 @@ def test_plain_copy_imports_alone_and_runs_with_configured_key(tmp_path, make_to
     assert result["lic"] == "LIC-0123456789"
     assert result["state"] == "active" and result["admitted"] is True
     assert not [m for m in result["modules"] if m.startswith("django")]
+    assert result["network"] == []  # `import devices` + start/count load no networking
 
 
 @pytest.mark.parametrize("form", ["pem", "b64url"])
