@@ -52,16 +52,21 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     engine = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
     with pytest.raises(devices.ActivationRequired):
         engine.start(batch["batch_token"])
+    engine.close()
     unit_token = devices.activate(
-        live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e"
+        live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e", allow_http=True
     )
+    # The answer carried a signed list head: the first start needs no further call.
+    engine = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
     assert engine.start() == "active"
     license_id = engine.license_id
     record = Activation.objects.get(device_id="cam-e2e")
     assert record.license_id == license_id and record.sdk_version == devices.__version__
     # Re-activation on a reinstall hands back the same licence, no second seat.
     assert (
-        devices.activate(live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e")
+        devices.activate(
+            live_service.url, batch["batch_token"], state_dir, device_id="cam-e2e", allow_http=True
+        )
         == unit_token
     )
     assert (
@@ -74,13 +79,13 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     engine.count(inferences=700, frames=900, stream_seconds=60, events=3)
     clock.now = T0 + HOUR + 5
     engine.count(inferences=300, frames=100, stream_seconds=40, events=1)
-    first = engine.sync(live_service.url)
+    first = engine.sync(live_service.url, allow_http=True)
     assert (first["accepted"], first["duplicates"]) == (1, 0)
     clock.now = T0 + 2 * HOUR + 5
     engine.count(inferences=1)  # rolls hour 2 into the spool
-    second = engine.sync(live_service.url)
+    second = engine.sync(live_service.url, allow_http=True)
     assert (second["accepted"], second["duplicates"]) == (1, 0)
-    third = engine.sync(live_service.url)
+    third = engine.sync(live_service.url, allow_http=True)
     assert third["accepted"] == 0 and third["pending"] == 0
 
     usage = _admin(live_service, "GET", f"/v1/admin/usage/{license_id}")
@@ -97,7 +102,7 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "e2e"})
     clock.now = T0 + 3 * HOUR + 5
     with pytest.raises(devices.Revoked):
-        engine.sync(live_service.url)  # usage upload is refused at once (403)
+        engine.sync(live_service.url, allow_http=True)  # usage upload is refused at once (403)
     engine.close()
     crl = json.loads((state_dir / "crl.json").read_text())
     assert license_id in crl["revoked"]
@@ -118,20 +123,28 @@ def test_copied_token_is_wrong_device_and_foreign_key_is_bad_signature(
         {"customer_id": customer.id, "sku": "DETECT-STD", "units": 1},
     )
     token = devices.activate(
-        live_service.url, batch["batch_token"], tmp_path / "a", device_id="cam-a"
+        live_service.url, batch["batch_token"], tmp_path / "a", device_id="cam-a", allow_http=True
     )
     public_key = devices.token.public_key_b64url(signing_key.public_key())
-    copy = devices.Engine(tmp_path / "b", public_key=public_key, device_id="cam-b")
+    copy = devices.Engine(tmp_path / "b", public_key=public_key, device_id="cam-b", air_gapped=True)
     with pytest.raises(devices.WrongDevice):
         copy.start(token)
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     other_key = devices.token.public_key_b64url(Ed25519PrivateKey.generate().public_key())
-    stranger = devices.Engine(tmp_path / "c", public_key=other_key, device_id="cam-a")
+    stranger = devices.Engine(
+        tmp_path / "c", public_key=other_key, device_id="cam-a", air_gapped=True
+    )
     with pytest.raises(devices.BadSignature):
         stranger.start(token)
     # The batch is now exhausted: a second camera gets the server's 402 detail.
     with pytest.raises(devices.LicenseError) as exhausted:
-        devices.activate(live_service.url, batch["batch_token"], tmp_path / "d", device_id="cam-d")
+        devices.activate(
+            live_service.url,
+            batch["batch_token"],
+            tmp_path / "d",
+            device_id="cam-d",
+            allow_http=True,
+        )
     assert exhausted.value.code == "BATCH_EXHAUSTED"
     assert "1 of 1 units activated" in str(exhausted.value)
