@@ -22,9 +22,12 @@ class UsageUploadApi(APIView):
     def post(self, request):
         body = request.data
         if not isinstance(body, dict):
-            raise InvalidInput("body must be a JSON object {device_id, license_id, records}")
+            raise InvalidInput("body must be a JSON object {device_id, license_id, records, nonce}")
         result = services.usage_ingest(
-            token=_bearer(request), device_id=body.get("device_id"), records=body.get("records")
+            token=_bearer(request),
+            device_id=body.get("device_id"),
+            records=body.get("records"),
+            nonce=body.get("nonce"),
         )
         return Response(result)
 

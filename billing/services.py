@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from audit.services import audited
@@ -24,6 +26,7 @@ from config.errors import (
 )
 from customers.models import Customer
 from customers.services import customer_get
+from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
 from licensing import signing
 from licensing.models import Activation, License, Sku, unix
@@ -38,6 +41,7 @@ DEVICE_ID_MAX = 128
 DAY = 86_400
 EPOCH = dt.date(1970, 1, 1)
 PERIOD_DAYS_MAX = 3660
+_NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding
 
 
 class InvoiceAlreadyIssued(Conflict):
@@ -119,6 +123,22 @@ def _validated(records: Any) -> list[tuple[int, int, int, int, int, int]]:
             raise _record_error(index, record)
         append(row)
     return out
+
+
+def _nonce(value: Any) -> str:
+    """The request's nonce, echoed in the receipt; "" when absent (older firmware)."""
+    if value is None:
+        return ""
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value) <= NONCE_MAX_CHARS
+        or not _NONCE.fullmatch(value)
+    ):
+        raise InvalidInput(
+            f"nonce must be a string of 1-{NONCE_MAX_CHARS} base64url characters "
+            "(A-Z, a-z, 0-9, '-', '_'), or absent"
+        )
+    return value
 
 
 def _licence_for(claims: dict[str, Any], device_id: Any) -> tuple[str, str, str]:
@@ -253,38 +273,61 @@ def _store_portable(
     return len(inserted)
 
 
-def usage_ingest(*, token: str | None, device_id: Any, records: Any) -> dict[str, int]:
+def usage_ingest(
+    *, token: str | None, device_id: Any, records: Any, nonce: Any = None
+) -> dict[str, Any]:
     """Store a device's usage records (spec §4.2, contract §7); returns
-    ``{accepted, duplicates}`` plus ``deferred`` when more than 1000 records came.
+    ``{accepted, duplicates, receipt}`` plus ``deferred`` when more than 1000 records came.
 
     The verified unit token decides the licence and customer (never the body); the token
     must be bound to ``device_id`` and its licence not revoked. Validation is
     all-or-nothing. A record is a duplicate when its (device_id, period_start,
     period_end) is already stored or appeared earlier in the same call.
+
+    ``receipt`` is a signed usage receipt (``devices.documents``) naming the distinct
+    keys of the processed records, new and duplicate alike (never the deferred ones), and
+    the licence's total inferences after this upload. It is signed after the transaction
+    that stores the records, so a device that deletes only what a valid receipt covers
+    never loses a record to a forged answer; an empty ``records`` list gets a receipt too
+    (a signed time and the current total).
     """
     claims = _unit_claims(token)
     license_id, customer_id, sku = _licence_for(claims, device_id)
     rows = _validated(records)
+    nonce = _nonce(nonce)
     processed = rows[:MAX_RECORDS_PER_CALL]
-    result = {"accepted": 0, "duplicates": len(processed)}
+    result: dict[str, Any] = {"accepted": 0, "duplicates": len(processed)}
     if len(rows) > MAX_RECORDS_PER_CALL:
         result["deferred"] = len(rows) - MAX_RECORDS_PER_CALL
     first: dict[tuple[int, int], tuple] = {}
     for row in processed:
         first.setdefault((row[0], row[1]), row)
-    if not first:
-        return result
-    store = _store_postgresql if connection.vendor == "postgresql" else _store_portable
+    keys = sorted(first)
     with transaction.atomic():
-        inserted = store(
-            license_id=license_id,
-            customer_id=customer_id,
-            sku=sku,
-            device_id=device_id,
-            rows=[first[key] for key in sorted(first)],
-        )
-    result["accepted"] = inserted
-    result["duplicates"] = len(processed) - inserted
+        if keys:
+            store = _store_postgresql if connection.vendor == "postgresql" else _store_portable
+            inserted = store(
+                license_id=license_id,
+                customer_id=customer_id,
+                sku=sku,
+                device_id=device_id,
+                rows=[first[key] for key in keys],
+            )
+            result["accepted"] = inserted
+            result["duplicates"] = len(processed) - inserted
+        # Read in the insert's transaction, so the total includes this upload; one
+        # aggregate over the licence's rollup days (the usage_daily_once index).
+        total = UsageDaily.objects.filter(license_id=license_id).aggregate(n=Sum("inferences"))
+    payload = receipt_payload(
+        issuer=settings.SVC_ISSUER,
+        device_id=device_id,
+        license_id=license_id,
+        nonce=nonce,
+        issued_at=unix(timezone.now()),
+        records=keys,
+        inferences=int(total["n"] or 0),
+    )
+    result["receipt"] = signing.sign_document(RECEIPT_PREFIX, payload)
     return result
 
 

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from billing.models import UsageDaily, UsageRecord
+from devices.documents import RECEIPT_PREFIX
 from licensing import signing
 from licensing.services import license_revoke
 from tests.billing.conftest import record
@@ -14,6 +15,14 @@ from tests.billing.conftest import record
 pytestmark = pytest.mark.django_db
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+def counts(response) -> dict:
+    """A 200 answer's body without its receipt (tests/billing/test_receipts.py checks it)."""
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body.pop("receipt").startswith(f"{RECEIPT_PREFIX}.")
+    return body
 
 
 @pytest.fixture
@@ -25,9 +34,9 @@ def test_upload_twice_counts_records_once(unit, upload, admin_api):
     records = [record(T0 + i * 3600, inferences=100 + i, frames=10, events=1) for i in range(3)]
     first = upload(unit, records)
     assert first.status_code == 200
-    assert first.json() == {"accepted": 3, "duplicates": 0}
+    assert counts(first) == {"accepted": 3, "duplicates": 0}
     again = upload(unit, records)
-    assert again.json() == {"accepted": 0, "duplicates": 3}
+    assert counts(again) == {"accepted": 0, "duplicates": 3}
     usage = admin_api.get(f"/v1/admin/usage/{unit.id}")
     assert usage.status_code == 200
     assert usage.json() == {
@@ -43,14 +52,14 @@ def test_upload_twice_counts_records_once(unit, upload, admin_api):
 def test_identical_records_in_one_call_first_accepted_second_duplicate(unit, upload):
     one = record(T0, inferences=5)
     response = upload(unit, [one, dict(one), record(T0 + 3600, inferences=7)])
-    assert response.json() == {"accepted": 2, "duplicates": 1}
+    assert counts(response) == {"accepted": 2, "duplicates": 1}
     assert UsageRecord.objects.get(period_start=T0).inferences == 5
 
 
 def test_same_period_key_with_other_counts_is_a_duplicate(unit, upload):
     upload(unit, [record(T0, inferences=5)])
     response = upload(unit, [record(T0, inferences=999)])
-    assert response.json() == {"accepted": 0, "duplicates": 1}
+    assert counts(response) == {"accepted": 0, "duplicates": 1}
     assert UsageRecord.objects.get().inferences == 5
 
 
@@ -111,7 +120,7 @@ def test_expired_but_valid_token_may_still_upload(direct, upload):
     long_ago = lic.claims | {"iat": T0 - 90 * 86400, "nbf": T0 - 90 * 86400, "exp": T0 - 60 * 86400}
     expired = signing.sign(long_ago)  # past term and grace: usage that happened is billed
     response = upload(lic, [record(T0, inferences=3)], token=expired)
-    assert response.json() == {"accepted": 1, "duplicates": 0}
+    assert counts(response) == {"accepted": 1, "duplicates": 0}
 
 
 def test_token_decides_licence_not_body_license_id(make_batch, activate, upload):
@@ -126,11 +135,11 @@ def test_token_decides_licence_not_body_license_id(make_batch, activate, upload)
 def test_records_beyond_1000_are_deferred_not_stored(unit, upload):
     records = [record(T0 + i * 60, length=60, inferences=1) for i in range(1203)]
     response = upload(unit, records)
-    assert response.json() == {"accepted": 1000, "duplicates": 0, "deferred": 203}
+    assert counts(response) == {"accepted": 1000, "duplicates": 0, "deferred": 203}
     assert UsageRecord.objects.count() == 1000
     assert not UsageRecord.objects.filter(period_start__gte=T0 + 1000 * 60).exists()
     rest = upload(unit, records[1000:])
-    assert rest.json() == {"accepted": 203, "duplicates": 0}
+    assert counts(rest) == {"accepted": 203, "duplicates": 0}
 
 
 @pytest.mark.parametrize(
@@ -186,7 +195,7 @@ def test_malformed_json_is_400_with_detail(unit, device_api):
 
 
 def test_empty_records_is_a_no_op(unit, upload):
-    assert upload(unit, []).json() == {"accepted": 0, "duplicates": 0}
+    assert counts(upload(unit, [])) == {"accepted": 0, "duplicates": 0}
 
 
 def test_usage_of_unknown_licence_is_404(admin_api):

@@ -33,12 +33,10 @@ def test_new_user_walkthrough(admin_api, device_api, tmp_path):
     records = [record(hour + i * 3600, inferences=6000) for i in range(5)]  # 30 000
     body = {"device_id": "cam-001", "license_id": unit["license_id"], "records": records}
     auth = {"HTTP_AUTHORIZATION": f"Bearer {unit['unit_token']}"}
-    assert device_api.post("/v1/usage", body, format="json", **auth).json() == {
-        "accepted": 5, "duplicates": 0,
-    }  # fmt: skip
-    assert device_api.post("/v1/usage", body, format="json", **auth).json() == {
-        "accepted": 0, "duplicates": 5,
-    }  # fmt: skip
+    for accepted, duplicates in [(5, 0), (0, 5)]:
+        answer = device_api.post("/v1/usage", body, format="json", **auth).json()
+        assert answer.pop("receipt").startswith("SVCU1.")
+        assert answer == {"accepted": accepted, "duplicates": duplicates}
     usage = admin_api.get(f"/v1/admin/usage/{unit['license_id']}").json()
     assert (usage["inferences"], usage["records"]) == (30_000, 5)
     # 1 unit x 15.00; allowance 1 x 10 000 for 30 days, overage 20 000 x 1.20 / 1000 = 24.00
