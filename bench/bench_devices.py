@@ -1,13 +1,18 @@
-"""Device module hot paths on one core: token verification and per-frame metering.
+"""Device module hot paths on one core: token verification, per-frame metering, signed
+list pages and receipts, and the cost of ``import devices``.
 
 Run from the repository root: ``python bench/bench_devices.py``. Targets: verify_token
 under 200 µs (it is one Ed25519 verification plus strict decoding), admit_frame + count
 under 5 µs per frame, with no state write per frame (writes are counted and printed).
+Signed documents are printed next to the raw Ed25519 verification of the same bytes (the
+floor); ``import devices`` next to importing its one dependency, ``cryptography``'s
+Ed25519, in a fresh interpreter (the floor): networking modules are not loaded by it.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -18,8 +23,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
-from devices import Engine, verify_token  # noqa: E402
+from devices import Engine, documents, verify_token  # noqa: E402
 from devices.token import b64url_decode, encode_token, public_key_b64url  # noqa: E402
+
+IMPORT_PROBE = """
+import sys, time, tracemalloc
+tracemalloc.start()
+started = time.perf_counter()
+import {module}
+elapsed = time.perf_counter() - started
+network = [m for m in ("urllib.request", "http.client", "socket", "ssl", "subprocess")
+           if m in sys.modules]
+print(elapsed * 1e3, tracemalloc.get_traced_memory()[1] / 1024, ",".join(network) or "-")
+"""
 
 FRAMES = 300_000
 VERIFY_TARGET_US = 200.0
@@ -63,7 +79,7 @@ def main() -> int:
     print(f"verify_token with base64url key text: {verify_text:.1f} µs/op")
 
     with tempfile.TemporaryDirectory() as state_dir:
-        engine = Engine(state_dir, public_key=public, device_id="bench-device")
+        engine = Engine(state_dir, public_key=public, device_id="bench-device", air_gapped=True)
         engine.start(token)
         with engine.open_stream() as stream:
             admit, count = engine.admit_frame, engine.count
@@ -80,12 +96,73 @@ def main() -> int:
         f"admit_frame + count: {frame:.2f} µs/frame "
         f"({FRAMES} frames, {writes} state writes in {elapsed:.2f} s of clock)"
     )
+    signed_documents(key)
+    import_cost()
     ok = verify < VERIFY_TARGET_US and frame < FRAME_TARGET_US and writes < FRAMES / 100
     print(
         f"targets: verify_token < {VERIFY_TARGET_US:.0f} µs, per frame < {FRAME_TARGET_US:.0f} µs, "
         f"no write per frame: {'met' if ok else 'MISSED'}"
     )
     return 0 if ok else 1
+
+
+def signed_documents(key: Ed25519PrivateKey) -> None:
+    public = key.public_key()
+    entries = [[f"LIC-{n:016d}", 1_900_000_000] for n in range(documents.LIST_PAGE_ENTRIES)]
+    page = documents.sign_document(
+        documents.LIST_PREFIX,
+        documents.revocation_page_payload(
+            issuer="bench", start=0, seq=len(entries), issued_at=0, more=True, revoked=entries
+        ),
+        key,
+    )
+    receipt = documents.sign_document(
+        documents.RECEIPT_PREFIX,
+        documents.receipt_payload(
+            issuer="bench",
+            device_id="bench-device",
+            license_id="LIC-BENCH00001",
+            nonce="n" * 22,
+            issued_at=0,
+            records=[(h * 3600, h * 3600 + 3600) for h in range(1000)],
+            inferences=0,
+        ),
+        key,
+    )
+    for name, text, parse in (
+        (f"revocation page ({len(entries)} entries, {len(page)} B)", page,
+         documents.parse_revocation_page),
+        (f"usage receipt (1000 records, {len(receipt)} B)", receipt, documents.parse_receipt),
+    ):  # fmt: skip
+        head, signature = text.rsplit(".", 1)
+        raw_sig, message = b64url_decode(signature), head.encode("ascii")
+        floor = per_op_us(lambda: public.verify(raw_sig, message), 20)  # noqa: B023
+        took = per_op_us(lambda: parse(text, public), 20)  # noqa: B023
+        print(
+            f"{name}: verify+parse {took / 1e3:.2f} ms, raw ed25519 verify of the same bytes "
+            f"{floor / 1e3:.2f} ms (floor), ratio {took / floor:.1f}"
+        )
+
+
+def import_cost() -> None:
+    root = str(Path(__file__).resolve().parents[1])
+    results = {}
+    for module in ("devices", "cryptography.hazmat.primitives.asymmetric.ed25519"):
+        runs = []
+        for _ in range(5):
+            out = subprocess.run(
+                [sys.executable, "-c", IMPORT_PROBE.format(module=module)],
+                capture_output=True, text=True, check=True, cwd=root,
+            ).stdout.split()  # fmt: skip
+            runs.append((float(out[0]), float(out[1]), out[2]))
+        results[module] = min(runs)
+    own, floor = results["devices"], results["cryptography.hazmat.primitives.asymmetric.ed25519"]
+    print(
+        f"import devices: {own[0]:.1f} ms, {own[1]:.0f} KiB allocated; floor (import "
+        f"cryptography's ed25519): {floor[0]:.1f} ms, {floor[1]:.0f} KiB; ratio "
+        f"{own[0] / floor[0]:.2f} (time), {own[1] / floor[1]:.2f} (memory); networking "
+        f"modules loaded: {own[2]}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from config.adminbase import LicenceRevokeMixin, NoEditAdmin, ReadOnlyAdmin
 from console.adminforms import revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
 from customers.models import Customer
-from licensing.models import Activation, Batch, License, Sku
+from licensing.models import Activation, Batch, License, Revocation, Sku
 from licensing.services import batch_issue, license_issue, license_revoke
 
 # --- display helpers -----------------------------------------------------------------
@@ -467,3 +467,13 @@ class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
             action_name="revoke_units",
             what="unit licences",
         )
+
+
+@admin.register(Revocation)
+class RevocationAdmin(ReadOnlyAdmin):
+    """The revocation list as devices page through it; entries come only from revoking."""
+
+    list_display = ["seq", "license_id", "revoked_at", "usable_until"]
+    search_fields = ["=license_id"]
+    # A list of a million entries: no COUNT(*) on every page view.
+    show_full_result_count = False

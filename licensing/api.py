@@ -3,15 +3,18 @@ operation: parse, call one service, render. Errors are raised, never caught here
 
 from __future__ import annotations
 
-import time
+import re
 
 from django.conf import settings
+from django.http import HttpResponse, HttpResponseNotModified
 from django.utils import timezone
+from django.utils.http import parse_etags
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from licensing import selectors, serializers, services
+from config.errors import InvalidInput
+from licensing import revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
 
 
@@ -42,12 +45,83 @@ class ActivateApi(APIView):
         }
         if not result.reactivated:
             body["batch_units_remaining"] = result.batch_units_remaining
+        # A freshly activated device holds a verified list position without a second call.
+        body["revocations"] = revocations.head_document()
         return Response(body)
 
 
+_SINCE = re.compile(r"[0-9]{1,19}")
+
+
+def _since(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if not _SINCE.fullmatch(value):
+        raise InvalidInput(
+            f"since must be a revocation-list sequence number (a whole number >= 0), "
+            f"not {value[:40]!r}"
+        )
+    return int(value)
+
+
+def _accepts_gzip(header: str) -> bool:
+    """Whether an ``Accept-Encoding`` header admits gzip (``q=0`` refuses a coding)."""
+    weights: dict[str, float] = {}
+    for item in header.split(","):
+        coding, *params = item.split(";")
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        weights[coding.strip().lower()] = weight
+    for coding in ("gzip", "x-gzip", "*"):
+        if coding in weights:
+            return weights[coding] > 0
+    return False
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    tags = parse_etags(if_none_match)
+    return "*" in tags or etag in {tag.removeprefix("W/") for tag in tags}
+
+
+def _list_headers(response: HttpResponse, etag: str) -> HttpResponse:
+    response["ETag"] = etag
+    response["Cache-Control"] = "no-cache"
+    response["Vary"] = "Accept-Encoding"
+    return response
+
+
 class RevocationListApi(APIView):
+    """``GET /v1/revocations[?since=N]``: served from bytes built once per change of the
+    list (plain or gzip), or 304 after a single head read when the device is current."""
+
     def get(self, request):
-        return Response({"revoked": selectors.revoked_license_ids(), "as_of": int(time.time())})
+        since = _since(request.query_params.get("since"))
+        head = revocations.head_get()
+        if since is None:
+            etag = revocations.full_etag(head.seq)
+        elif since == head.seq:
+            etag = revocations.page_etag(head.seq)
+        else:
+            etag = ""
+        if etag and _matches(request.headers.get("If-None-Match"), etag):
+            return _list_headers(HttpResponseNotModified(), etag)
+        zipped = _accepts_gzip(request.headers.get("Accept-Encoding", ""))
+        if since is None:
+            answer = revocations.revocation_full(head=head, zipped=zipped)
+        else:
+            answer = revocations.revocation_page(since=since, head=head, zipped=zipped)
+        response = HttpResponse(answer.body, content_type="application/json")
+        if zipped:
+            response["Content-Encoding"] = "gzip"
+        return _list_headers(response, answer.etag)
 
 
 class CatalogueApi(APIView):

@@ -7,6 +7,7 @@ file at most once per batch (unique constraint).
 
 from __future__ import annotations
 
+import secrets
 from decimal import Decimal
 from typing import Any
 
@@ -196,3 +197,62 @@ class Activation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} on {self.batch_id}"
+
+
+def new_list_epoch() -> str:
+    return secrets.token_hex(8)
+
+
+class Revocation(models.Model):
+    """One entry of the revocation list, numbered by the list's one sequence.
+
+    ``license_id`` is the licence id as text, deliberately not a foreign key: the list is
+    a narrow append-only log that devices page through by ``seq`` (the primary key serves
+    ``WHERE seq > N ORDER BY seq LIMIT ...``), and a benchmark can fill a million rows
+    with ``generate_series`` without a million licences behind them.
+    """
+
+    seq = models.BigIntegerField(primary_key=True, verbose_name="sequence number")
+    license_id = models.CharField(max_length=64, verbose_name="licence id")
+    revoked_at = models.DateTimeField()
+    usable_until = models.BigIntegerField(
+        help_text="Unix seconds of expiry + grace, after which the licence cannot run anyway "
+        "and drops off the list; 0 = perpetual, never drops off."
+    )
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            # A constraint rather than unique=True: no second (LIKE) index on PostgreSQL
+            # for a column only ever looked up by equality.
+            models.UniqueConstraint(fields=["license_id"], name="revocation_once_per_licence"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="revocation_seq_positive"),
+            models.CheckConstraint(
+                condition=Q(usable_until__gte=0), name="revocation_usable_until_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seq}: {self.license_id}"
+
+
+class RevocationHead(models.Model):
+    """The one row holding the revocation list's last sequence number.
+
+    Revoking bumps ``seq`` with one UPDATE whose row lock is held until that transaction
+    commits, so numbers become visible strictly in order. ``epoch`` is fresh whenever the
+    row is created (a new or flushed database): cached pages of another list that reused
+    the same numbers are never served.
+    """
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    seq = models.BigIntegerField(default=0)
+    epoch = models.CharField(max_length=16, default=new_list_epoch)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(id=1), name="revocation_head_singleton"),
+        ]
+
+    def __str__(self) -> str:
+        return f"revocation list at {self.seq}"

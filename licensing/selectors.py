@@ -7,7 +7,7 @@ import datetime as dt
 from django.db.models import QuerySet
 
 from config.errors import NotFound
-from licensing.models import Activation, Batch, License, Sku
+from licensing.models import Activation, Batch, Sku
 
 FLEET_MAX = 1000
 
@@ -21,12 +21,6 @@ def batch_get(*, batch_id: str) -> Batch:
 
 def catalogue_list() -> QuerySet[Sku]:
     return Sku.objects.order_by("code")
-
-
-def revoked_license_ids() -> list[str]:
-    return list(
-        License.objects.filter(revoked_at__isnull=False).order_by("id").values_list("id", flat=True)
-    )
 
 
 def fleet_list(

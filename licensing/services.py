@@ -9,7 +9,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Max
 from django.utils import timezone
 
 from audit.services import audited
@@ -19,7 +19,15 @@ from customers.models import Customer
 from customers.services import customer_get
 from devices.errors import BadSignature
 from licensing import catalogue, signing
-from licensing.models import Activation, Batch, License, Sku, unix
+from licensing.models import (
+    Activation,
+    Batch,
+    License,
+    Revocation,
+    RevocationHead,
+    Sku,
+    unix,
+)
 
 DEVICE_ID_MAX = 128
 
@@ -357,7 +365,36 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoked_at = timezone.now()
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
+        _revocation_append(lic=lic)
     return lic
+
+
+def usable_until(lic: License) -> int:
+    """Unix second after which ``lic`` could not run anyway (expiry + grace); 0 when it
+    is perpetual. A revocation-list entry past this second drops off the list."""
+    if lic.expires_at is None:
+        return 0
+    return unix(lic.expires_at + dt.timedelta(days=lic.grace_days))
+
+
+def _revocation_append(*, lic: License) -> Revocation:
+    """Give a licence revoked in the current transaction the next list number.
+
+    The head row is bumped by one UPDATE, and its row lock is held until the caller's
+    transaction commits. So numbers are handed out and committed strictly in order: a
+    reader that sees head H also sees every entry numbered up to H, and a device paging
+    with ``since`` can never skip past an entry that was still uncommitted.
+    """
+    head = RevocationHead.objects.filter(pk=1)
+    if not head.update(seq=F("seq") + 1):
+        # The migration creates the head; only a flushed database lacks it.
+        top = Revocation.objects.aggregate(top=Max("seq"))["top"] or 0
+        RevocationHead.objects.get_or_create(pk=1, defaults={"seq": top})
+        head.update(seq=F("seq") + 1)
+    seq = head.values_list("seq", flat=True).get()
+    return Revocation.objects.create(
+        seq=seq, license_id=lic.id, revoked_at=lic.revoked_at, usable_until=usable_until(lic)
+    )
 
 
 def catalogue_seed() -> int:

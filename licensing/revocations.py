@@ -1,0 +1,167 @@
+"""The revocation list as devices fetch it: signed incremental pages
+(``GET /v1/revocations?since=N``, ``devices.documents`` format ``SVCR1``) and the legacy
+full list of older firmware.
+
+Every answer is built once per change of the list, never per request. The list's head
+(one single-row read) is part of the cache key, together with the signing-key
+fingerprint and the head's epoch, so a revocation moves every reader to fresh keys, a
+new key (``keygen --force``) never serves documents signed by the old one, and caches in
+different processes can never disagree. The cached bytes (plain and gzip, compressed
+once when built) expire after ``CACHE_SECONDS`` so that pruning catches up.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.utils.timezone import now
+
+from config.errors import Conflict
+from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, revocation_page_payload
+from licensing import signing
+from licensing.models import Revocation
+
+# Read at call time (not bound as a default), so a test can make pages small.
+PAGE_ENTRIES = LIST_PAGE_ENTRIES
+CACHE_SECONDS = 3600
+GZIP_LEVEL = 6
+HEAD_SQL = "SELECT seq, epoch FROM licensing_revocationhead WHERE id = 1"
+# Answers built by this process: a test asserts that a repeated request builds nothing.
+BUILDS = 0
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    epoch: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A built answer in one content coding: the ETag it carries and its bytes."""
+
+    etag: str
+    body: bytes
+
+
+def head_get() -> Head:
+    """The list's last sequence number (0 before the first revocation).
+
+    Every request makes this read, often as its only work (a 304), so it is plain SQL:
+    compiling the ORM query would cost more than running it."""
+    with connection.cursor() as cursor:
+        cursor.execute(HEAD_SQL)
+        row = cursor.fetchone()
+    return Head(seq=0, epoch="") if row is None else Head(seq=row[0], epoch=row[1])
+
+
+def page_etag(seq: int) -> str:
+    return f'"{signing.public_key_fingerprint()[:16]}-{seq}"'
+
+
+def full_etag(seq: int) -> str:
+    return f'"{signing.public_key_fingerprint()[:16]}-full-{seq}"'
+
+
+def _cache_key(kind: str, since: int | str, head: Head) -> str:
+    return f"revocations:{signing.public_key_fingerprint()}:{head.epoch}:{kind}:{since}:{head.seq}"
+
+
+def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped: bool) -> Answer:
+    """The answer under ``key`` in the coding asked for; when absent, build it once and
+    cache both codings, apart, so a request fetches only the bytes it sends."""
+    coding = "gzip" if zipped else "plain"
+    answer = cache.get(f"{key}:{coding}")
+    if answer is None:
+        global BUILDS
+        etag, body = build()
+        plain = json.dumps(body, separators=(",", ":")).encode()
+        both = {
+            f"{key}:plain": Answer(etag, plain),
+            f"{key}:gzip": Answer(etag, gzip.compress(plain, GZIP_LEVEL, mtime=0)),
+        }
+        BUILDS += 1
+        cache.set_many(both, CACHE_SECONDS)
+        answer = both[f"{key}:{coding}"]
+    return answer
+
+
+def _listed(head: Head, issued_at: int) -> QuerySet[Revocation]:
+    """Entries numbered up to the head that still matter at ``issued_at``: an entry whose
+    licence could not run anyway (expiry + grace passed) drops out; perpetual ones stay.
+    Bounded by the head read, so the answer is exactly the one its cache key names even
+    when revocations commit while it is being built."""
+    return Revocation.objects.filter(
+        Q(usable_until=0) | Q(usable_until__gt=issued_at), seq__lte=head.seq
+    ).order_by("seq")
+
+
+def _page_document(*, since: int, head: Head, issued_at: int) -> tuple[str, int, bool]:
+    """The signed page continuing a list held at ``since``: (document, seq, more)."""
+    size = PAGE_ENTRIES
+    rows = list(
+        _listed(head, issued_at)
+        .filter(seq__gt=since)
+        .values_list("seq", "license_id", "usable_until")[: size + 1]
+    )
+    more = len(rows) > size
+    # A full page ends at its last entry; the last page ends at the head, so a device
+    # that has read it holds the whole list even when pruned entries trail the head.
+    seq = rows[size - 1][0] if more else head.seq
+    payload = revocation_page_payload(
+        issuer=settings.SVC_ISSUER,
+        start=since,
+        seq=seq,
+        issued_at=issued_at,
+        more=more,
+        revoked=[[license_id, until] for _, license_id, until in rows[:size]],
+    )
+    return signing.sign_document(LIST_PREFIX, payload), seq, more
+
+
+def revocation_page(*, since: int, head: Head, zipped: bool = False) -> Answer:
+    """The answer to ``?since=N``: ``{revocations, seq, more, as_of}``; Conflict when the
+    device holds a sequence number this list never reached."""
+    if since > head.seq:
+        raise Conflict(
+            f"revocation list is at sequence {head.seq}; the device holds {since}, a number "
+            "this list never reached; fetch it again with since=0"
+        )
+
+    def build() -> tuple[str, dict[str, Any]]:
+        issued_at = int(now().timestamp())
+        document, seq, more = _page_document(since=since, head=head, issued_at=issued_at)
+        body = {"revocations": document, "seq": seq, "more": more, "as_of": issued_at}
+        return page_etag(seq), body
+
+    return _cached(_cache_key("page", since, head), build, zipped=zipped)
+
+
+def revocation_full(*, head: Head, zipped: bool = False) -> Answer:
+    """The answer of older firmware (no ``since``): every listed licence id in sequence
+    order, plus the signed first page so a device can move to incremental fetching."""
+
+    def build() -> tuple[str, dict[str, Any]]:
+        issued_at = int(now().timestamp())
+        revoked = list(_listed(head, issued_at).values_list("license_id", flat=True))
+        document, _, _ = _page_document(since=0, head=head, issued_at=issued_at)
+        body = {"revoked": revoked, "as_of": issued_at, "seq": head.seq, "revocations": document}
+        return full_etag(head.seq), body
+
+    return _cached(_cache_key("full", "", head), build, zipped=zipped)
+
+
+def head_document() -> str:
+    """The signed, empty page at the current head (``from`` = ``seq`` = H): handed out
+    with a licence so a freshly activated device holds a verified list position."""
+    head = head_get()
+    answer = revocation_page(since=head.seq, head=head)
+    return json.loads(answer.body)["revocations"]
