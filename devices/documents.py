@@ -34,7 +34,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from .errors import BadSignature, LicenseError
-from .token import b64url_decode, b64url_encode, load_public_key
+from .token import b64url_decode, b64url_encode, load_public_key, reject_duplicate_keys
 
 LIST_PREFIX = "SVCR1"
 RECEIPT_PREFIX = "SVCU1"
@@ -56,15 +56,6 @@ def sign_document(prefix: str, payload: dict[str, Any], private_key: Any) -> str
     return f"{signing_input}.{b64url_encode(signature)}"
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate field {key!r}")
-        result[key] = value
-    return result
-
-
 def verify_document(prefix: str, text: Any, public_key: Any) -> dict[str, Any]:
     """The payload of a ``prefix`` document whose signature verifies under
     ``public_key``; :class:`BadSignature` for anything unsigned, tampered, of another
@@ -81,7 +72,7 @@ def verify_document(prefix: str, text: Any, public_key: Any) -> dict[str, Any]:
     except (ValueError, InvalidSignature):
         raise BadSignature(f"{prefix} document signature does not verify") from None
     try:
-        value = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_keys)
+        value = json.loads(payload.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadSignature(f"{prefix} document is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -112,7 +112,7 @@ def encode_token(claims: dict[str, Any], private_key: Ed25519PrivateKey) -> str:
     return f"{signing_input}.{b64url_encode(signature)}"
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
@@ -141,7 +141,7 @@ def _split(token: Any) -> tuple[str, bytes, bytes]:
 
 def _parse_claims(payload: bytes) -> dict[str, Any]:
     try:
-        claims = json.loads(payload.decode("utf-8"), object_pairs_hook=_reject_duplicate_keys)
+        claims = json.loads(payload.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadSignature(f"payload is not valid JSON: {exc}") from None
     if not isinstance(claims, dict):

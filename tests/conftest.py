@@ -3,6 +3,7 @@ the seeded catalogue, and a real gunicorn server on the test database."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -109,6 +110,17 @@ class LiveService:
     url: str
     admin_key: str
     process: subprocess.Popen
+
+    def admin(self, method: str, path: str, body: dict | None = None) -> dict:
+        """One admin API call with the operator key; the parsed JSON answer."""
+        request = urllib.request.Request(
+            f"{self.url}{path}",
+            method=method,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"X-Admin-Key": self.admin_key, "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ usage totals exact."""
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
@@ -26,21 +25,9 @@ class Clock:
         return self.now
 
 
-def _admin(live_service, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"{live_service.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"X-Admin-Key": live_service.admin_key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
-
-
 def test_camera_lifecycle_against_the_live_service(live_service, customer, signing_key, tmp_path):
     public_key = devices.token.public_key_b64url(signing_key.public_key())
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "VISION-PRO", "units": 2},
@@ -70,8 +57,7 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
         == unit_token
     )
     assert (
-        _admin(live_service, "GET", f"/v1/admin/batches/{batch['batch_id']}")["units_activated"]
-        == 1
+        live_service.admin("GET", f"/v1/admin/batches/{batch['batch_id']}")["units_activated"] == 1
     )
 
     # Hour 1 and hour 2 of analytics; only closed periods are uploaded.
@@ -88,7 +74,7 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     third = engine.sync(live_service.url, allow_http=True)
     assert third["accepted"] == 0 and third["pending"] == 0
 
-    usage = _admin(live_service, "GET", f"/v1/admin/usage/{license_id}")
+    usage = live_service.admin("GET", f"/v1/admin/usage/{license_id}")
     assert usage == {
         "license_id": license_id,
         "inferences": 1000,
@@ -99,7 +85,7 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     }
 
     # Operator revokes; the camera learns it at its next sync and refuses at restart.
-    _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "e2e"})
+    live_service.admin("POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "e2e"})
     clock.now = T0 + 3 * HOUR + 5
     with pytest.raises(devices.Revoked):
         engine.sync(live_service.url, allow_http=True)  # usage upload is refused at once (403)
@@ -110,14 +96,13 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     with pytest.raises(devices.Revoked):
         restarted.start()
     # Nothing was double-counted by the retries.
-    assert _admin(live_service, "GET", f"/v1/admin/usage/{license_id}")["inferences"] == 1000
+    assert live_service.admin("GET", f"/v1/admin/usage/{license_id}")["inferences"] == 1000
 
 
 def test_copied_token_is_wrong_device_and_foreign_key_is_bad_signature(
     live_service, customer, signing_key, tmp_path
 ):
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "DETECT-STD", "units": 1},

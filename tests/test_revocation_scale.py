@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import time
 import tracemalloc
-import urllib.request
 
 import pytest
 from django.db import connection
@@ -37,17 +36,6 @@ FILL = {
 }
 
 
-def _admin(live_service, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"{live_service.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"X-Admin-Key": live_service.admin_key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.load(response)
-
-
 def test_a_million_entry_list_syncs_with_bounded_memory(
     live_service, customer, signing_key, tmp_path
 ):
@@ -56,8 +44,7 @@ def test_a_million_entry_list_syncs_with_bounded_memory(
         cursor.execute(FILL[connection.vendor].format(table=table), [ENTRIES])  # noqa: S608
     RevocationHead.objects.update_or_create(pk=1, defaults={"seq": ENTRIES})
 
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "VISION-PRO", "units": 1},
@@ -71,7 +58,7 @@ def test_a_million_entry_list_syncs_with_bounded_memory(
     assert engine.start() == "active"
     assert engine.sync(live_service.url, allow_http=True)["list_seq"] == ENTRIES  # a 304
     license_id = engine.license_id
-    _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "1M"})
+    live_service.admin("POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "1M"})
     engine.close()
 
     (state / "crl.json").unlink()  # the list is lost: only a walk from 0 can rebuild it

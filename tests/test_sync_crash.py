@@ -7,13 +7,11 @@ had acknowledged, and the service must never have counted a record twice."""
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -46,21 +44,9 @@ while True:
 """
 
 
-def _admin(live_service, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"{live_service.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"X-Admin-Key": live_service.admin_key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
-
-
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
 def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_key, tmp_path):
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "API-METERED", "units": 1},
@@ -89,7 +75,7 @@ def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_
             assert head[:2] == ["started", "active"], camera.stderr.read()
             assert int(head[2]) >= acknowledged  # quota never handed back by a crash
             for _ in range(2):  # two revocations: the next syncs write a new list
-                _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": others.pop()})
+                live_service.admin("POST", "/v1/admin/revoke", {"license_id": others.pop()})
             deadline = time.monotonic() + rng.uniform(0.2, 0.8)
             while time.monotonic() < deadline:
                 line = camera.stdout.readline()
@@ -108,6 +94,6 @@ def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_
     while engine.pending_records:
         engine.sync(live_service.url, allow_http=True)
     assert engine.sync(live_service.url, allow_http=True)["list_seq"] >= KILLS * 2
-    usage = _admin(live_service, "GET", f"/v1/admin/usage/{engine.license_id}")
+    usage = live_service.admin("GET", f"/v1/admin/usage/{engine.license_id}")
     assert 0 < usage["inferences"] <= acknowledged
     engine.close()

@@ -95,21 +95,9 @@ def proxy(live_service) -> Iterator[TamperingProxy]:
     tampering.close()
 
 
-def _admin(live_service, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"{live_service.url}{path}",
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"X-Admin-Key": live_service.admin_key, "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
-
-
 def _camera(live_service, proxy, customer, signing_key, tmp_path, name: str, units: int = 3):
     """A camera activated through the proxy, its engine started."""
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "VISION-PRO", "units": units},
@@ -141,11 +129,11 @@ def test_list_forgeries_on_the_path_are_refused(
     batch, engine, clock, key = _camera(live_service, proxy, customer, signing_key, tmp_path, "c1")
     license_id = engine.license_id
     # Another licence is revoked and synced: the device holds that list (older one saved).
-    _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": batch["license_id"]})
+    live_service.admin("POST", "/v1/admin/revoke", {"license_id": batch["license_id"]})
     engine.sync(proxy.url, allow_http=True)
     older = next(p for path, s, p in proxy.seen if path == "/v1/revocations" and s == 200)
     held = json.loads((engine.state_dir / "crl.json").read_text())
-    _admin(live_service, "POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "x"})
+    live_service.admin("POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "x"})
 
     def flip(path, status, body):
         if path == "/v1/revocations":
@@ -240,14 +228,13 @@ def test_forged_receipts_never_cost_a_record(live_service, proxy, customer, sign
     # The service stored the record on the first (forged) exchange; the genuine receipt
     # covers it as a duplicate and only then does it leave the spool.
     assert (summary["accepted"], summary["duplicates"], summary["pending"]) == (0, 1, 0)
-    usage = _admin(live_service, "GET", f"/v1/admin/usage/{engine.license_id}")
+    usage = live_service.admin("GET", f"/v1/admin/usage/{engine.license_id}")
     assert (usage["inferences"], usage["records"]) == (40, 1)
     engine.close()
 
 
 def test_plain_http_needs_an_explicit_opt_in(live_service, proxy, customer, tmp_path):
-    batch = _admin(
-        live_service,
+    batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
         {"customer_id": customer.id, "sku": "VISION-PRO", "units": 1},
