@@ -41,7 +41,7 @@ def recreate_database(*, create: bool = True) -> None:
 
 
 def configure(tmp: Path) -> None:
-    from licensing.keyfile import write_private_key
+    from svccore.keyfile import write_private_key
 
     key = tmp / "signing-key.pem"
     write_private_key(key)

@@ -93,7 +93,7 @@ def start_redis() -> tuple[subprocess.Popen | None, str]:
 
 
 def environment(tmp: Path, cache_url: str) -> dict[str, str]:
-    from licensing.keyfile import write_private_key
+    from svccore.keyfile import write_private_key
 
     key = tmp / "signing-key.pem"
     write_private_key(key)

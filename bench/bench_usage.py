@@ -53,7 +53,7 @@ def recreate_database(*, create: bool = True) -> None:
 
 
 def environment(tmp: Path) -> dict[str, str]:
-    from licensing.keyfile import write_private_key
+    from svccore.keyfile import write_private_key
 
     key = tmp / "signing-key.pem"
     write_private_key(key)

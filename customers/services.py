@@ -3,9 +3,9 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from audit.services import audited
-from config import ids
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
+from svccore import ids
 
 _ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 

@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
-from licensing import catalogue
+from svccore import catalogue
 
 
 def unix(moment) -> int:

@@ -13,12 +13,11 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from audit.services import audited
-from config import ids
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, NotFound, PaymentRequired
 from customers.models import Customer
 from customers.services import customer_get
 from devices.errors import BadSignature
-from licensing import catalogue, signing
+from licensing import signing
 from licensing.models import (
     Activation,
     Batch,
@@ -28,6 +27,7 @@ from licensing.models import (
     Sku,
     unix,
 )
+from svccore import catalogue, ids
 
 DEVICE_ID_MAX = 128
 

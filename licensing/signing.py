@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from devices import documents
 from devices import token as codec
-from licensing.keyfile import KeyFileError, read_private_key
+from svccore.keyfile import KeyFileError, read_private_key
 
 _lock = threading.Lock()
 _cache: dict[str, Any] = {}

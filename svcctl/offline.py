@@ -2,8 +2,8 @@
 signing key. Files only: no service, no database, no Django.
 
 Tokens go through the one SVC1 codec (``devices.token``), keys through the one key-file
-module (``licensing.keyfile``, also behind ``manage.py keygen``), and SKU modules and
-caps come from a catalogue file (``licensing.catalogue``).
+module (``svccore.keyfile``, also behind ``manage.py keygen``), and SKU modules and
+caps come from a catalogue file (``svccore.catalogue``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from config import ids
 from devices import token as codec
 from devices.errors import BadSignature
-from licensing import catalogue
-from licensing.keyfile import KeyFileError, read_private_key, write_private_key
+from svccore import catalogue, ids
+from svccore.keyfile import KeyFileError, read_private_key, write_private_key
 
 DAY = 86400
 DEFAULT_ISSUER = "svc-licensing"

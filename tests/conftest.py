@@ -18,8 +18,8 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-from licensing.keyfile import write_private_key
 from licensing.services import batch_issue, catalogue_seed
+from svccore.keyfile import write_private_key
 from tests.factories import CustomerFactory
 
 REPO = Path(__file__).resolve().parent.parent

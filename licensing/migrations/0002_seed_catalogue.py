@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from licensing import catalogue
+from svccore import catalogue
 
 
 def seed(apps, schema_editor):

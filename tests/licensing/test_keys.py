@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 
 from devices.token import key_fingerprint
 from licensing import signing
-from licensing.keyfile import read_private_key
+from svccore.keyfile import read_private_key
 
 REPO = Path(__file__).resolve().parents[2]
 

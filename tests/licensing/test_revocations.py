@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from devices.documents import LIST_PREFIX, parse_revocation_page, verify_document
 from licensing import revocations, signing
-from licensing.keyfile import write_private_key
 from licensing.models import License, Revocation, RevocationHead
 from licensing.services import license_issue, license_revoke, usable_until
+from svccore.keyfile import write_private_key
 
 URL = "/v1/revocations"
 

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from devices import token as codec
-from licensing.keyfile import read_private_key, write_private_key
+from svccore.keyfile import read_private_key, write_private_key
 
 
 def _secret_file(path: Path, nbytes: int) -> str:

@@ -5,8 +5,8 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from licensing import catalogue
 from licensing.selectors import catalogue_list
+from svccore import catalogue
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from devices import token as codec
-from licensing.keyfile import KeyFileError, write_private_key
+from svccore.keyfile import KeyFileError, write_private_key
 
 
 class Command(BaseCommand):
