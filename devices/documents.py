@@ -34,7 +34,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from .errors import BadSignature, LicenseError
-from .token import b64url_decode, b64url_encode, load_public_key, reject_duplicate_keys
+from .token import b64url_decode, b64url_encode, reject_duplicate_keys, resolve_key, with_kid
 
 LIST_PREFIX = "SVCR1"
 RECEIPT_PREFIX = "SVCU1"
@@ -51,15 +51,21 @@ def canonical_json(value: Any) -> bytes:
 
 
 def sign_document(prefix: str, payload: dict[str, Any], private_key: Any) -> str:
+    """Sign ``payload``; it names its signing key (``kid``) unless it already has one
+    (a key certificate's ``kid`` is the key it endorses; its signer is ``root``)."""
+    payload = with_kid(payload, private_key)
     signing_input = f"{prefix}.{b64url_encode(canonical_json(payload))}"
     signature = private_key.sign(signing_input.encode("ascii"))
     return f"{signing_input}.{b64url_encode(signature)}"
 
 
-def verify_document(prefix: str, text: Any, public_key: Any) -> dict[str, Any]:
+def verify_document(
+    prefix: str, text: Any, public_key: Any, *, use: str = "online"
+) -> dict[str, Any]:
     """The payload of a ``prefix`` document whose signature verifies under
-    ``public_key``; :class:`BadSignature` for anything unsigned, tampered, of another
-    kind or signed by another key. The signature is checked before the JSON is parsed."""
+    ``public_key`` (a key, or a keyring that finds the online key the payload's ``kid``
+    names); :class:`BadSignature` for anything unsigned, tampered, of another kind or
+    signed by another key. The signature is checked before the JSON is interpreted."""
     if not isinstance(text, str) or len(text) > MAX_DOCUMENT_CHARS:
         raise BadSignature(f"not a signed {prefix} document")
     parts = text.split(".")
@@ -67,9 +73,12 @@ def verify_document(prefix: str, text: Any, public_key: Any) -> dict[str, Any]:
         raise BadSignature(f"not a signed {prefix} document")
     try:
         payload, signature = b64url_decode(parts[1]), b64url_decode(parts[2])
-        key = load_public_key(public_key)
+    except ValueError:
+        raise BadSignature(f"{prefix} document is not canonical base64url") from None
+    key = resolve_key(public_key, payload, use=use)
+    try:
         key.verify(signature, f"{parts[0]}.{parts[1]}".encode("ascii"))
-    except (ValueError, InvalidSignature):
+    except InvalidSignature:
         raise BadSignature(f"{prefix} document signature does not verify") from None
     try:
         value = json.loads(payload.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)

@@ -30,6 +30,7 @@ PREFIX = "SVC1"
 MAX_TOKEN_CHARS = 8192
 SIGNATURE_BYTES = 64
 PUBLIC_KEY_BYTES = 32
+KID_CHARS = 16  # a key id is this many leading hex digits of the key's fingerprint
 
 _B64URL_CHARS = re.compile(r"\A[A-Za-z0-9_-]*\Z")
 
@@ -104,8 +105,21 @@ def key_fingerprint(public_key: Any) -> str:
     return hashlib.sha256(public_key_raw(public_key)).hexdigest()
 
 
+def key_id(public_key: Any) -> str:
+    """The key id (``kid``) a token or document names its signing key by."""
+    return key_fingerprint(public_key)[:KID_CHARS]
+
+
+def with_kid(payload: dict[str, Any], private_key: Any) -> dict[str, Any]:
+    """``payload`` naming its signer: ``kid`` is added unless the payload has one."""
+    if "kid" in payload:
+        return payload
+    return {**payload, "kid": key_id(private_key.public_key())}
+
+
 def encode_token(claims: dict[str, Any], private_key: Ed25519PrivateKey) -> str:
-    """Sign ``claims`` into an SVC1 token."""
+    """Sign ``claims`` into an SVC1 token that names its signing key (``kid``)."""
+    claims = with_kid(claims, private_key)
     payload = json.dumps(claims, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     signing_input = f"{PREFIX}.{b64url_encode(payload.encode('ascii'))}"
     signature = private_key.sign(signing_input.encode("ascii"))
@@ -172,6 +186,8 @@ def _check_claim_types(claims: dict[str, Any]) -> None:
         _is_int(lim.get(name)) and lim[name] >= 0 for name in LIMIT_NAMES
     ):
         raise BadSignature("claim 'lim' must carry non-negative integer caps")
+    if "kid" in claims and not isinstance(claims["kid"], str):
+        raise BadSignature("claim 'kid' must be a string")
     batch = claims.get("batch")
     if batch is not None and not (
         isinstance(batch, dict) and isinstance(batch.get("id"), str) and _is_int(batch.get("units"))
@@ -186,18 +202,31 @@ def decode_unverified(token: str) -> dict[str, Any]:
     return _parse_claims(payload)
 
 
+def resolve_key(public_key: Any, payload: bytes, *, use: str = "offline") -> Ed25519PublicKey:
+    """The key to check a signature with: ``public_key`` itself, or, for a keyring
+    (:class:`devices.keys.Keyring`), the certified key the payload's ``kid`` names."""
+    if hasattr(public_key, "resolve"):
+        try:
+            unverified = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            unverified = {}
+        return public_key.resolve(unverified if isinstance(unverified, dict) else {}, use=use)
+    try:
+        return load_public_key(public_key)
+    except ValueError as exc:
+        raise BadSignature(f"unusable public key: {exc}") from None
+
+
 def verify_token(token: str, public_key: Any) -> dict[str, Any]:
     """Return the claims of ``token`` if its Ed25519 signature verifies under
-    ``public_key``; raise :class:`BadSignature` otherwise.
+    ``public_key`` (a key, or a keyring that finds the certified key the token's ``kid``
+    names); raise :class:`BadSignature` otherwise.
 
     The signature is checked before the payload is parsed, so untrusted JSON is never
     interpreted. Term, binding and revocation are the caller's checks.
     """
     signing_input, payload, signature = _split(token)
-    try:
-        key = load_public_key(public_key)
-    except ValueError as exc:
-        raise BadSignature(f"unusable public key: {exc}") from None
+    key = resolve_key(public_key, payload)
     try:
         key.verify(signature, signing_input.encode("ascii"))
     except InvalidSignature:

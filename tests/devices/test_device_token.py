@@ -23,6 +23,7 @@ def sign_raw(payload: bytes, key: Ed25519PrivateKey) -> str:
 
 def test_valid_token_returns_its_claims(make_token, public_key):
     claims = verify_token(make_token(), public_key)
+    assert claims.pop("kid") == devices.token.key_id(public_key)  # names its signing key
     assert claims == claims_for()
 
 

@@ -295,6 +295,7 @@ def test_mint_signs_an_air_gapped_device_bound_licence_from_the_seeded_catalogue
     minted = _json(result)
     token = out.read_text().strip()
     claims = codec.verify_token(token, pub.read_text())
+    assert claims.pop("kid") == codec.key_id(pub.read_text())
     assert claims == minted["claims"]
     seeded = {e["sku"]: e for e in catalogue.load_entries()}["VISION-PRO"]
     assert claims["sub"] == "CUST-ACME"

@@ -1,0 +1,210 @@
+"""Signing keys under a root of trust: key ids, key certificates and the keyring.
+
+Firmware compiles in one or a few *root* public keys. The roots never sign licences;
+they endorse the authority's signing keys (the server's, an HSM's, ``svcctl``'s air-gap
+key) with a key certificate made offline, so a signing key can be replaced without a
+firmware update and nothing on a device can add a key a root did not endorse.
+
+Key id (``kid``): the first 16 hex digits of the key's fingerprint (lowercase hex SHA-256
+of the raw 32-byte key, as ``/healthz`` shows). Every token and signed document names
+the key that signed it in its payload (``kid``).
+
+Key certificate (``SVCK1``), signed by a root::
+
+    {"typ": "svc-key-cert", "iss": str, "kid": kid, "key": b64url(raw public key),
+     "root": kid of the root, "iat": T, "nbf": T, "exp": T or 0, "use": "online"|"offline"}
+
+A signing key is trusted for a token or document whose ``iat`` lies in ``[nbf, exp]``
+(``exp`` 0: no end), so tokens signed by a retired key keep verifying until they expire;
+a key listed in the signed revocation list (``keys_revoked``) is trusted for nothing.
+``use`` "online" keys sign licences, list pages and receipts; "offline" keys (air-gapped
+minting) sign licences only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from .errors import BadSignature
+from .token import b64url_decode, key_id, load_public_key, public_key_b64url
+
+CERT_PREFIX = "SVCK1"
+CERT_TYPE = "svc-key-cert"
+ONLINE, OFFLINE = "online", "offline"
+USES = (ONLINE, OFFLINE)
+
+
+class KeyNotTrusted(BadSignature):
+    """A signature by a key that does not chain to a trusted root at that time."""
+
+    code = "KEY_NOT_TRUSTED"
+
+
+def certificate_payload(
+    *,
+    public_key: Any,
+    root_public_key: Any,
+    issued_at: int,
+    not_before: int,
+    not_after: int = 0,
+    use: str = ONLINE,
+    issuer: str = "svc-licensing",
+) -> dict[str, Any]:
+    if use not in USES:
+        raise ValueError(f"use must be one of {', '.join(USES)}, not {use!r}")
+    if not_after and not_after < not_before:
+        raise ValueError("certificate ends before it starts")
+    return {
+        "typ": CERT_TYPE,
+        "iss": issuer,
+        "kid": key_id(public_key),
+        "key": public_key_b64url(public_key),
+        "root": key_id(root_public_key),
+        "iat": issued_at,
+        "nbf": not_before,
+        "exp": not_after,
+        "use": use,
+    }
+
+
+def sign_certificate(root_private_key: Any, public_key: Any, **fields: Any) -> str:
+    """A key certificate for ``public_key``, signed by ``root_private_key`` (offline)."""
+    from .documents import sign_document
+
+    payload = certificate_payload(
+        public_key=public_key, root_public_key=root_private_key.public_key(), **fields
+    )
+    return sign_document(CERT_PREFIX, payload, root_private_key)
+
+
+@dataclass(frozen=True)
+class KeyCertificate:
+    kid: str
+    key: Ed25519PublicKey
+    root: str
+    not_before: int
+    not_after: int  # 0: no end
+    use: str
+    text: str
+
+    def covers(self, moment: int) -> bool:
+        return self.not_before <= moment and (not self.not_after or moment <= self.not_after)
+
+
+def unverified_payload(text: Any) -> dict[str, Any]:
+    """The payload of a signed document or token, NOT checked: only to find which key to
+    check it with. Anything unreadable is an empty dict (verification then fails)."""
+    try:
+        part = text.split(".")[1]
+        value = json.loads(b64url_decode(part).decode("utf-8"))
+    except (AttributeError, IndexError, ValueError, UnicodeDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def parse_certificate(text: Any, roots: dict[str, Ed25519PublicKey]) -> KeyCertificate:
+    """A key certificate verified under one of ``roots`` (kid -> key); KeyNotTrusted
+    with code KEY_UNTRUSTED_ROOT or KEY_CERT_INVALID otherwise."""
+    from .documents import verify_document
+
+    root = unverified_payload(text).get("root")
+    if not isinstance(root, str) or root not in roots:
+        raise KeyNotTrusted(
+            f"key certificate is endorsed by root {root!r}, which this device does not trust",
+            code="KEY_UNTRUSTED_ROOT",
+        )
+    try:
+        doc = verify_document(CERT_PREFIX, text, roots[root])
+    except BadSignature as exc:
+        raise KeyNotTrusted(f"key certificate refused: {exc}", code="KEY_CERT_INVALID") from None
+    try:
+        key = load_public_key(doc.get("key"))
+        valid = (
+            doc.get("typ") == CERT_TYPE
+            and doc.get("kid") == key_id(key)
+            and doc.get("use") in USES
+            and all(type(doc.get(n)) is int and doc[n] >= 0 for n in ("iat", "nbf", "exp"))
+        )
+    except ValueError:
+        valid = False
+    if not valid:
+        raise KeyNotTrusted("key certificate has an unexpected shape", code="KEY_CERT_INVALID")
+    return KeyCertificate(
+        kid=doc["kid"],
+        key=key,
+        root=root,
+        not_before=doc["nbf"],
+        not_after=doc["exp"],
+        use=doc["use"],
+        text=text,
+    )
+
+
+class Keyring:
+    """The keys a verifier trusts: root keys and the certificates they endorse, or (in a
+    build without a root, and for tests) one pinned key trusted directly."""
+
+    def __init__(self, roots: Iterable[Any] = (), *, pinned: Any = None) -> None:
+        self.roots = {key_id(key): load_public_key(key) for key in roots}
+        self.pinned = load_public_key(pinned) if pinned is not None else None
+        self._pinned_kid = key_id(self.pinned) if self.pinned is not None else None
+        self.certificates: dict[str, KeyCertificate] = {}
+        self.revoked: frozenset[str] = frozenset()
+
+    def add(self, text: Any) -> KeyCertificate:
+        """Verify a key certificate against the roots and keep it; KeyNotTrusted else."""
+        cert = parse_certificate(text, self.roots)
+        self.certificates[cert.kid] = cert
+        return cert
+
+    def add_valid(self, texts: Any) -> int:
+        """Keep the certificates among ``texts`` that verify; the others are ignored (an
+        unverifiable certificate can add no trust). Returns how many were new."""
+        before = set(self.certificates)
+        for text in texts if isinstance(texts, list) else []:
+            try:
+                self.add(text)
+            except KeyNotTrusted:
+                continue
+        return len(set(self.certificates) - before)
+
+    def key_for(self, kid: Any, *, at: int, use: str = OFFLINE) -> Ed25519PublicKey:
+        """The public key ``kid`` names, if trusted for a signature made at ``at``; ``use``
+        ONLINE accepts only online keys, OFFLINE accepts both kinds."""
+        if self.pinned is not None and (kid is None or kid == self._pinned_kid):
+            return self.pinned
+        if not isinstance(kid, str) or not kid:
+            raise KeyNotTrusted("signature names no signing key (kid)", code="KEY_UNKNOWN")
+        if kid in self.revoked:
+            raise KeyNotTrusted(
+                f"signing key {kid} is revoked (signed revocation list)", code="KEY_REVOKED"
+            )
+        cert = self.certificates.get(kid)
+        if cert is None:
+            raise KeyNotTrusted(
+                f"no certificate for signing key {kid}: sync, or install the licence file "
+                "with its certificate",
+                code="KEY_UNKNOWN",
+            )
+        if not cert.covers(at):
+            raise KeyNotTrusted(
+                f"signing key {kid} was certified for {cert.not_before}.."
+                f"{cert.not_after or 'no end'}, not for a signature made at {at}",
+                code="KEY_EXPIRED",
+            )
+        if use == ONLINE and cert.use != ONLINE:
+            raise KeyNotTrusted(
+                f"signing key {kid} is an offline minting key; it signs licences only",
+                code="KEY_WRONG_USE",
+            )
+        return cert.key
+
+    def resolve(self, payload: dict[str, Any], *, use: str = OFFLINE) -> Ed25519PublicKey:
+        """The key to check a payload's signature with (its ``kid`` at its ``iat``)."""
+        at = payload.get("iat")
+        return self.key_for(payload.get("kid"), at=at if type(at) is int else -1, use=use)
