@@ -1,5 +1,5 @@
 """Finance exports of invoice lines: one row per line, as CSV or JSON. The CSV format
-itself lives in :mod:`billing.csvformat` (shared with ``svcctl``)."""
+itself lives in :mod:`svccore.csvformat` (shared with ``svcctl``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import IO, Any
 
 from django.db.models import QuerySet
 
-from billing.csvformat import COLUMNS, iso, line_row, preview_csv, rated_rows, write_csv
 from billing.models import Invoice
+from svccore.csvformat import COLUMNS, iso, line_row, preview_csv, rated_rows, write_csv
 
 __all__ = [
     "COLUMNS",

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
-from billing import csvformat
+from svccore import csvformat
 
 
 def when(seconds: int | None, *, zero: str = "never") -> str:
@@ -55,5 +55,5 @@ def fields(pairs: Sequence[tuple[str, Any]], out: TextIO | None = None) -> None:
 
 
 def invoice_csv(invoice: dict[str, Any], handle: TextIO, *, customer_name: str = "") -> None:
-    """The server's finance CSV (billing.csvformat) of a rated invoice from the API."""
+    """The server's finance CSV (svccore.csvformat) of a rated invoice from the API."""
     csvformat.write_csv(csvformat.rated_rows(invoice, customer_name=customer_name), handle)
