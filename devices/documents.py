@@ -6,7 +6,8 @@ prefix, so a document of one kind can never be passed off as another (or as a li
 Revocation-list page (``SVCR1``), the answer to ``GET /v1/revocations?since=N``::
 
     {"typ": "svc-revocations", "iss": str, "from": N, "seq": S, "iat": T,
-     "more": bool, "revoked": [[licence_id, usable_until], ...]}
+     "more": bool, "revoked": [[licence_id, usable_until], ...], "keys_revoked": [kid, ...],
+     "kid": signing key}
 
 Every revocation gets the next number of one strictly increasing sequence. A page lists
 the revocations numbered in ``(from, seq]`` that still matter at ``iat`` (the signing
@@ -104,13 +105,22 @@ class RevocationPage:
     issued_at: int
     more: bool
     revoked: tuple[tuple[str, int], ...]
+    revoked_keys: frozenset[str]  # every signing key revoked as of ``seq``
     text: str  # the signed document as received, kept as proof of the signing time
 
 
 def revocation_page_payload(
-    *, issuer: str, start: int, seq: int, issued_at: int, more: bool, revoked: list
+    *,
+    issuer: str,
+    start: int,
+    seq: int,
+    issued_at: int,
+    more: bool,
+    revoked: list,
+    keys_revoked: list[str] | None = None,
 ) -> dict[str, Any]:
     return {
+        "keys_revoked": sorted(keys_revoked or []),
         "typ": LIST_TYPE,
         "iss": issuer,
         "from": start,
@@ -137,6 +147,8 @@ def parse_revocation_page(text: Any, public_key: Any) -> RevocationPage:
             isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _is_count(e[1])
             for e in revoked
         )
+        and isinstance(doc.get("keys_revoked", []), list)
+        and all(isinstance(kid, str) for kid in doc.get("keys_revoked", []))
     ):
         raise _malformed("revocation list")
     return RevocationPage(
@@ -145,6 +157,7 @@ def parse_revocation_page(text: Any, public_key: Any) -> RevocationPage:
         issued_at=doc["iat"],
         more=doc["more"],
         revoked=tuple((e[0], e[1]) for e in revoked),
+        revoked_keys=frozenset(doc.get("keys_revoked", [])),
         text=text,
     )
 

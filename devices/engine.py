@@ -49,9 +49,11 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import fingerprint
+from .keys import Keyring
 from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
 from .state import (
     CRL_FILE,
+    KEYS_FILE,
     SPOOL_FILE,
     STATE_FILE,
     TOKEN_FILE,
@@ -61,7 +63,7 @@ from .state import (
     sweep_temp_files,
     write_json,
 )
-from .token import decode_unverified, key_fingerprint, load_public_key, verify_token
+from .token import decode_unverified, key_fingerprint, verify_token
 
 log = logging.getLogger("devices")
 
@@ -94,6 +96,38 @@ class Stream:
         self._admitted = 0
 
 
+def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
+    """The keyring of an engine: the root keyring of the build (or ``root_keys``), or
+    in a build without roots the one pinned ``public_key`` / compiled-in key."""
+    compiled = getattr(pubkey, "ROOT_KEYS", ())  # a pubkey.py written before root keyrings
+    roots = tuple(root_keys) if root_keys is not None else tuple(compiled)
+    if roots and public_key is not None:
+        raise LicenseError(
+            "this build trusts its root keyring; license_pubkey cannot add a key (signing "
+            "keys are certified by the root and their certificates arrive with activation "
+            "and sync)",
+            code="BAD_PUBLIC_KEY",
+        )
+    pinned = public_key if public_key is not None else pubkey.PUBLIC_KEY
+    if not roots and pinned is None:
+        raise LicenseError(
+            "no licence public key: this build has no root keyring or key compiled in "
+            "(python -m devices vendor --root FILE) and no license_pubkey was configured",
+            code="NO_PUBLIC_KEY",
+        )
+    try:
+        return Keyring(roots, pinned=None if roots else pinned)
+    except ValueError as exc:
+        raise LicenseError(f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY") from None
+
+
+def split_licence_file(text: str) -> tuple[str, list[str]]:
+    """A licence file is the token on its first line, then the key certificates that
+    let a device chain its signing key to the root (made offline by ``svcctl mint``)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[0] if lines else ""), lines[1:]
+
+
 def _not_started() -> LicenseError:
     return LicenseError("engine not started: call start(token) first", code="NOT_STARTED")
 
@@ -106,6 +140,14 @@ class Engine:
     is required (none can arrive), and a missing state file starts from zero. Otherwise
     the engine needs the list and state that ``activate`` and ``sync`` write.
     ``clock_leeway`` is how far the clock may step back behind its high-water mark.
+
+    Trust: a build with a root keyring (``pubkey.ROOT_KEYS``, or ``root_keys=``) accepts
+    a token, list page or receipt only when its signing key (``kid``) has a certificate
+    from one of those roots valid when it was signed and is not revoked; certificates
+    arrive with the activation answer, every sync and inside licence files, and are kept
+    in ``state_dir/keys.json``. Such a build refuses ``public_key=`` (the
+    ``license_pubkey`` setting): a setting cannot add trust. A build without roots trusts
+    the one ``public_key`` (or compiled-in ``pubkey.PUBLIC_KEY``), as before.
     """
 
     def __init__(
@@ -117,20 +159,9 @@ class Engine:
         clock: Callable[[], float] = time.time,
         air_gapped: bool = False,
         clock_leeway: float = CLOCK_LEEWAY_SECONDS,
+        root_keys: Any = None,
     ) -> None:
-        key = public_key if public_key is not None else pubkey.PUBLIC_KEY
-        if key is None:
-            raise LicenseError(
-                "no licence public key: this build has none compiled in (python -m devices "
-                "vendor --pubkey FILE) and no license_pubkey was configured",
-                code="NO_PUBLIC_KEY",
-            )
-        try:
-            self._public_key = load_public_key(key)
-        except ValueError as exc:
-            raise LicenseError(
-                f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY"
-            ) from None
+        self._keys = trust_anchors(public_key, root_keys)
         self.state_dir = Path(state_dir)
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -164,12 +195,14 @@ class Engine:
             log.warning("%s; set aside, spool starts empty", exc)
             self._quarantine(self.state_dir / SPOOL_FILE)
             self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
+        self._load_certificates()  # before anything signed is verified
         self._load_state()
-        self._crl, why = revocation.load(self.state_dir / CRL_FILE, self._public_key)
+        self._crl, why = revocation.load(self.state_dir / CRL_FILE, self._keys)
         if self._crl is None and not air_gapped:
             self._problems.append(why)
         if self._crl is not None:
             self._hwm = max(self._hwm, self._crl.issued_at)
+            self._keys.revoked = self._crl.revoked_keys
         self._token: str | None = None
         self._claims: dict[str, Any] | None = None
         self._lic: str | None = None
@@ -189,6 +222,32 @@ class Engine:
     def _write(self, path: Path, value: Any) -> None:
         write_json(path, value)
         self.state_writes += 1
+
+    def _load_certificates(self) -> None:
+        """Key certificates kept from earlier answers; each is verified again here, so an
+        edited file can add no trust (a certificate that fails is skipped)."""
+        try:
+            data = read_json(self.state_dir / KEYS_FILE, {})
+        except LicenseError as exc:
+            log.warning("%s; key certificates will be fetched again", exc)
+            return
+        self._keys.add_valid(data.get("certificates") if isinstance(data, dict) else None)
+
+    def _learn_certificates(self, texts: Any, *, strict: bool = False) -> None:
+        """Keep the verifiable certificates among ``texts``: an answer's plain field
+        (others are skipped: they add no trust) or, ``strict``, the lines of a licence
+        file (one that does not verify is refused with its KeyNotTrusted code)."""
+        if not texts or not self._keys.roots:
+            return
+        before = set(self._keys.certificates)
+        if strict:
+            for text in texts:
+                self._keys.add(text)
+        else:
+            self._keys.add_valid(texts)
+        if set(self._keys.certificates) != before:
+            certificates = sorted(c.text for c in self._keys.certificates.values())
+            self._write(self.state_dir / KEYS_FILE, {"format": 1, "certificates": certificates})
 
     def _quarantine(self, path: Path) -> None:
         """Keep a damaged file for inspection, out of the engine's way."""
@@ -247,7 +306,7 @@ class Engine:
             self._problems.append("usage total not restored since the state file was lost")
         if receipt:
             try:
-                proof = parse_receipt(receipt, self._public_key)
+                proof = parse_receipt(receipt, self._keys)
             except LicenseError:
                 raise corrupt(path, "its usage receipt does not verify") from None
             self._receipt = receipt
@@ -298,8 +357,10 @@ class Engine:
         """
         if token is None:
             token = self._read_token_file()
-        token = token.strip()
-        claims = verify_token(token, self._public_key)
+        token, certificates = split_licence_file(token)
+        with self._lock:
+            self._learn_certificates(certificates, strict=True)
+        claims = verify_token(token, self._keys)
         lic = claims["lic"]
         if claims["act"] == "required" or claims["dev"] == "*":
             raise ActivationRequired(
@@ -625,7 +686,9 @@ class Engine:
                 f"usage upload failed: {client.detail(status, payload)}", code="SYNC_FAILED"
             )
         try:
-            receipt = parse_receipt(payload.get("receipt"), self._public_key)
+            with self._lock:
+                self._learn_certificates(payload.get("certificates"))
+            receipt = parse_receipt(payload.get("receipt"), self._keys)
         except LicenseError as exc:
             raise LicenseError(
                 f"usage upload answered without a valid receipt ({exc}); "
@@ -686,16 +749,22 @@ class Engine:
                 self._write(self.state_dir / CRL_FILE, held.to_json())
                 self._crl = held
                 self._hwm = max(self._hwm, held.issued_at)
+                self._keys.revoked = held.revoked_keys
+
+        def learn(certificates: Any) -> None:
+            with self._lock:
+                self._learn_certificates(certificates)
 
         wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
         revocation.refresh(
             self._crl,
             wanted,
             fetch,
-            self._public_key,
+            self._keys,
             now=self._clock(),
             leeway=self._leeway,
             save=save,
+            learn=learn,
         )
 
     def revoked_licences(self) -> frozenset[str]:
@@ -754,4 +823,6 @@ class Engine:
 
     @property
     def key_fingerprint(self) -> str:
-        return key_fingerprint(self._public_key)
+        """Fingerprint of the pinned key, or of the root keys (comma-separated)."""
+        keys = [self._keys.pinned] if self._keys.pinned is not None else self._keys.roots.values()
+        return ",".join(key_fingerprint(key) for key in keys)

@@ -9,3 +9,6 @@ raw 32-byte Ed25519 key (contract §2). ``None`` means this copy carries no key 
 from __future__ import annotations
 
 PUBLIC_KEY: str | None = None
+
+# Root public keys (unpadded base64url) that endorse signing keys; empty: no root keyring.
+ROOT_KEYS: tuple[str, ...] = ()

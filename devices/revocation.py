@@ -44,6 +44,7 @@ class HeldList:
     etag: str = ""
     checked: frozenset[str] = field(default_factory=frozenset)
     revoked: dict[str, int] = field(default_factory=dict)
+    revoked_keys: frozenset[str] = field(default_factory=frozenset)
 
     def covers(self, license_id: str) -> bool:
         return license_id in self.checked
@@ -98,6 +99,7 @@ def load(path: Path, public_key: Any) -> tuple[HeldList | None, str]:
         etag=etag,
         checked=frozenset(checked),
         revoked=dict(revoked),
+        revoked_keys=page.revoked_keys,
     )
     return held, ""
 
@@ -108,7 +110,11 @@ def first_list(document: str, public_key: Any, license_id: str) -> HeldList:
     hand out a revoked licence, so at that sequence number it was not revoked)."""
     page = parse_revocation_page(document, public_key)
     return HeldList(
-        seq=page.seq, issued_at=page.issued_at, document=page.text, checked=frozenset([license_id])
+        seq=page.seq,
+        issued_at=page.issued_at,
+        document=page.text,
+        checked=frozenset([license_id]),
+        revoked_keys=page.revoked_keys,
     )
 
 
@@ -144,6 +150,7 @@ def apply_page(
         document=page.text,
         etag=etag,
         revoked=revoked,
+        revoked_keys=page.revoked_keys,
     )
 
 
@@ -167,6 +174,7 @@ def refresh(
     now: float,
     leeway: float,
     save: Callable[[HeldList], None],
+    learn: Callable[[Any], None] = lambda certificates: None,
 ) -> HeldList:
     """Bring the list up to the authority's head for ``license_ids``.
 
@@ -174,7 +182,8 @@ def refresh(
     sequence number are fetched (a 304 when nothing changed). A licence not looked up yet
     needs a walk from sequence 0; the walk keeps only the wanted ids, so its memory is
     one page, and it replaces the held list only when it has reached at least the held
-    sequence number. ``fetch(since, if_none_match)`` returns ``(status, body, etag)``.
+    sequence number. ``fetch(since, if_none_match)`` returns ``(status, body, etag)``;
+    ``learn`` receives each answer's key certificates before its page is verified.
     """
     checked = watching(held, license_ids)
     incremental = held is not None and checked <= held.checked
@@ -193,6 +202,7 @@ def refresh(
                 f"revocation list unavailable: HTTP {status} {detail}".rstrip(),
                 code="SYNC_FAILED",
             )
+        learn(body.get("certificates"))
         try:
             page = parse_revocation_page(body.get("revocations"), public_key)
         except BadSignature as exc:

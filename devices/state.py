@@ -21,6 +21,7 @@ from .errors import LicenseError
 STATE_FILE = "state.json"
 SPOOL_FILE = "spool.json"
 CRL_FILE = "crl.json"
+KEYS_FILE = "keys.json"
 TOKEN_FILE = "license.token"  # noqa: S105 - a file name, not a secret
 LOCK_FILE = ".lock"
 TEMP_SUFFIX = ".tmp"

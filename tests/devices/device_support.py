@@ -58,6 +58,7 @@ def signed_page(
     issued_at: int = NOW - 60,
     more: bool = False,
     revoked: list | None = None,
+    keys_revoked: list[str] | None = None,
 ) -> str:
     payload = documents.revocation_page_payload(
         issuer="svc-test",
@@ -66,6 +67,7 @@ def signed_page(
         issued_at=issued_at,
         more=more,
         revoked=[list(entry) for entry in revoked or []],
+        keys_revoked=keys_revoked,
     )
     return documents.sign_document(documents.LIST_PREFIX, payload, key)
 
@@ -102,6 +104,8 @@ class FakeService:
         self.now = NOW
         self.usage_total = 0
         self.page_size = documents.LIST_PAGE_ENTRIES
+        self.certificates: list[str] = []  # key certificates sent with every answer
+        self.keys_revoked: list[str] = []
         self.on("GET", "/v1/revocations", self.revocations)
         self.on("POST", "/v1/usage", self.accept)
 
@@ -125,7 +129,13 @@ class FakeService:
         rows = self.revoked[since : since + self.page_size]
         seq = since + len(rows)
         return signed_page(
-            self.key, start=since, seq=seq, issued_at=self.now, more=seq < head, revoked=rows
+            self.key,
+            start=since,
+            seq=seq,
+            issued_at=self.now,
+            more=seq < head,
+            revoked=rows,
+            keys_revoked=self.keys_revoked,
         )
 
     def revocations(self, request: dict[str, Any]) -> tuple[int, Any]:
@@ -135,7 +145,8 @@ class FakeService:
             return 304, None
         page = self.page(since)
         seq = documents.parse_revocation_page(page, self.key.public_key()).seq
-        return 200, {"revocations": page, "seq": seq}, {"ETag": f'"{seq}"'}
+        body = {"revocations": page, "seq": seq, "certificates": self.certificates}
+        return 200, body, {"ETag": f'"{seq}"'}
 
     def receipt(self, request: dict[str, Any], records: list | None = None) -> str:
         body = request["json"]
@@ -155,4 +166,9 @@ class FakeService:
         records = request["json"]["records"]
         self.usage_total += sum(r["inferences"] for r in records)
         receipt = self.receipt(request)
-        return 200, {"accepted": len(records), "duplicates": 0, "receipt": receipt}
+        return 200, {
+            "accepted": len(records),
+            "duplicates": 0,
+            "receipt": receipt,
+            "certificates": self.certificates,
+        }
