@@ -123,22 +123,22 @@ class LiveService:
             return json.load(response)
 
 
-@pytest.fixture(scope="session")
-def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_factory):
-    """gunicorn (3 workers x 4 threads) serving the test database. Tests that use it
-    must commit their data: request ``transactional_db``."""
+def start_gunicorn(log_dir: Path, **environment: str) -> LiveService:
+    """gunicorn (3 workers x 4 threads) serving the test database, with ``environment``
+    on top of the test settings; stop it with :func:`stop_gunicorn`."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("gunicorn") / "server.log"
+    log = log_dir / f"server-{port}.log"
     env = {
         **os.environ,
         "DATABASE_URL": test_database_url(),
-        "SVC_SIGNING_KEY_FILE": str(signing_key_file),
+        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
         "SVC_ADMIN_KEY": settings.SVC_ADMIN_KEY,
         "SVC_SECRET_KEY": settings.SECRET_KEY,
         "SVC_DEBUG": "0",
         "SVC_ACTIVATION_ALLOWLIST": "127.0.0.0/8",
         "SVC_DB_CONN_MAX_AGE": "0",
         "SVC_LOG_LEVEL": "WARNING",
+        **environment,
     }
     command = [
         sys.executable, "-m", "gunicorn", "config.wsgi",
@@ -161,11 +161,23 @@ def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_
             process.kill()
             pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)
+    return LiveService(url=url, admin_key=env["SVC_ADMIN_KEY"], process=process)
+
+
+def stop_gunicorn(service: LiveService) -> None:
+    service.process.terminate()
     try:
-        yield LiveService(url=url, admin_key=settings.SVC_ADMIN_KEY, process=process)
+        service.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        service.process.kill()
+
+
+@pytest.fixture(scope="session")
+def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_factory):
+    """gunicorn (3 workers x 4 threads) serving the test database. Tests that use it
+    must commit their data: request ``transactional_db``."""
+    service = start_gunicorn(tmp_path_factory.mktemp("gunicorn"))
+    try:
+        yield service
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_gunicorn(service)
