@@ -18,14 +18,16 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 install: $(BIN)/.installed
 	@mkdir -p var staticfiles
 
-# Development defaults (secret key, admin key) live in var/, created on first run.
+# Development defaults (secret key, admin key, a root key that certifies the signing
+# key) live in var/, created on first run. A real root key lives offline.
 run: install
-	SVC_DEBUG=1 $(PY) manage.py dev_setup --url http://$(HOST):$(PORT)
-	SVC_DEBUG=1 $(PY) manage.py migrate --noinput -v 0
+	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py migrate --noinput -v 0
+	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py dev_setup --url http://$(HOST):$(PORT)
 	SVC_DEBUG=1 $(PY) manage.py collectstatic --noinput -v 0
 	SVC_SECRET_KEY="$$(cat var/secret-key)" \
 	SVC_ADMIN_KEY="$${SVC_ADMIN_KEY:-$$(cat var/admin-key)}" \
 	SVC_ACTIVATION_ALLOWLIST="$${SVC_ACTIVATION_ALLOWLIST:-}" \
+	SVC_ROOT_KEYS=var/root-key.pub \
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
 
 lint: install

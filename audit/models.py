@@ -19,6 +19,7 @@ class AuditEntry(models.Model):
     class Result(models.TextChoices):
         OK = "ok", "ok"
         FAILED = "failed", "failed"
+        REFUSED = "refused", "refused (possible key compromise)"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.CharField(max_length=150, help_text="Admin user name or API key name.")

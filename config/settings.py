@@ -7,11 +7,14 @@ Production fails closed: no default secret, DEBUG off. Development defaults come
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from devices import token as codec
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -154,6 +157,42 @@ SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
 SVC_ACTIVATION_ALLOWLIST = env.list("SVC_ACTIVATION_ALLOWLIST", default=[])
 SVC_TRUSTED_PROXIES = env.list("SVC_TRUSTED_PROXIES", default=[])
+
+
+def _root_keys(value: str) -> list[str]:
+    """``SVC_ROOT_KEYS``: the root public keys that endorse the authority's signing keys
+    (comma-separated; each a file holding a PEM or base64url public key, relative to the
+    project directory, or the unpadded base64url of the raw 32-byte key itself). The
+    same roots are compiled into the firmware; their private keys live offline and never
+    on this server. Returned as base64url raw keys. Empty: no root (development and
+    legacy), tokens still carry ``kid`` but key certificates are optional."""
+    keys = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        text = item
+        if not re.fullmatch(r"[A-Za-z0-9_-]{43}", item):
+            path = Path(item) if Path(item).is_absolute() else BASE_DIR / item
+            try:
+                text = path.read_text(encoding="ascii")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ImproperlyConfigured(
+                    f"SVC_ROOT_KEYS: {item!r} is neither a base64url Ed25519 public key nor a "
+                    f"readable public key file ({type(exc).__name__})"
+                ) from None
+        try:
+            keys.append(codec.public_key_b64url(text))
+        except ValueError as exc:
+            hint = (
+                " (a root's private key never belongs on the server)" if "PRIVATE" in text else ""
+            )
+            raise ImproperlyConfigured(
+                f"SVC_ROOT_KEYS: {item!r} is not an Ed25519 public key: {exc}{hint}"
+            ) from None
+    return keys
+
+
+SVC_ROOT_KEYS = _root_keys(env.str("SVC_ROOT_KEYS", default=""))
 
 LOGGING = {
     "version": 1,

@@ -21,6 +21,11 @@ v1 = [
         name="admin-batch-detail",
     ),
     path("admin/licenses", licensing_api.LicenseCreateApi.as_view(), name="admin-licenses"),
+    path(
+        "admin/licenses/register",
+        licensing_api.LicenseRegisterApi.as_view(),
+        name="admin-licenses-register",
+    ),
     path("admin/revoke", licensing_api.RevokeApi.as_view(), name="admin-revoke"),
     path("admin/fleet", licensing_api.FleetApi.as_view(), name="admin-fleet"),
 ]

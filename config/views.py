@@ -14,18 +14,32 @@ log = logging.getLogger(__name__)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    body = {"ok": True, "public_key": "", "time": int(time.time())}
+    """``{ok, public_key (fingerprint of the active signing key), kid, time}``; 503 with
+    ``detail`` when the key, its certificate or the database is unusable."""
+    body = {"ok": True, "public_key": "", "kid": "", "time": int(time.time())}
     try:
         body["public_key"] = signing.public_key_fingerprint()
+        body["kid"] = signing.active_kid()
     except Exception:
         log.exception("healthz: signing key unavailable")
         body["ok"] = False
+        body["detail"] = "signing key unavailable; the service log has the details"
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
     except Exception:
         log.exception("healthz: database unavailable")
         body["ok"] = False
+        body.setdefault("detail", "database unavailable; the service log has the details")
+    if body["ok"]:
+        try:
+            problem = signing.active_key_problem()
+        except Exception:
+            log.exception("healthz: signing keys unreadable")
+            problem = "signing keys unreadable; the service log has the details"
+        if problem:
+            body["ok"] = False
+            body["detail"] = problem
     return JsonResponse(body, status=200 if body["ok"] else 503)
 
 

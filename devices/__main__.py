@@ -1,10 +1,11 @@
 """Command line of the device module.
 
-``python -m devices vendor --pubkey FILE --out DIR`` writes ``DIR/devices``, a
-self-contained copy of this package with the licence public key compiled in (PEM or
-unpadded base64url accepted, contract §2). ``python -m devices fingerprint`` prints this
-device's fingerprint, and ``python -m devices keyinfo --pubkey FILE`` a key's fingerprint
-as ``/healthz`` shows it.
+``python -m devices vendor --root ROOT.pub [--root ROOT2.pub] [--pubkey FILE] --out DIR``
+writes ``DIR/devices``, a self-contained copy of this package with the root keys (and,
+given ``--pubkey``, one directly trusted licence key) compiled in (PEM or unpadded
+base64url accepted, contract §2). ``python -m devices fingerprint`` prints this device's
+fingerprint, and ``python -m devices keyinfo --pubkey FILE`` a key's fingerprint as
+``/healthz`` shows it, and its key id (``kid``).
 """
 
 from __future__ import annotations
@@ -12,23 +13,28 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ._version import __version__
 from .hardware import fingerprint
-from .token import key_fingerprint, public_key_b64url
+from .token import key_fingerprint, key_id, public_key_b64url
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PUBKEY_MODULE = "pubkey.py"
-PUBKEY_TEMPLATE = '''"""The licence public key compiled into this build of the device module.
+PUBKEY_TEMPLATE = '''"""The keys compiled into this build of the device module.
 
-Written by ``python -m devices vendor``; key fingerprint {fingerprint}.
+Written by ``python -m devices vendor``.
+ROOT_KEYS: the roots of trust; a licence is accepted when its signing key (kid) chains
+to one of them through a key certificate. {roots_note}
+PUBLIC_KEY: a licence key trusted directly; {key_note}
 An Engine's ``public_key=`` (the ``license_pubkey`` setting) overrides it.
 """
 
 from __future__ import annotations
 
-PUBLIC_KEY: str | None = "{key}"
+ROOT_KEYS: tuple[str, ...] = {roots}
+PUBLIC_KEY: str | None = {key}
 '''
 
 
@@ -38,14 +44,43 @@ def read_public_key(path: str) -> str:
         text = Path(path).read_text("ascii")
     except (OSError, UnicodeDecodeError) as exc:
         raise SystemExit(f"error: cannot read public key {path}: {exc}") from None
+    if "PRIVATE KEY" in text:
+        raise SystemExit(f"error: {path} is a private key; give its public key (.pub)")
     try:
         return public_key_b64url(text)
     except ValueError as exc:
         raise SystemExit(f"error: {path} is not an Ed25519 public key: {exc}") from None
 
 
-def vendor(pubkey_file: str, out: str, *, force: bool = False) -> Path:
-    key = read_public_key(pubkey_file)
+def pubkey_module(roots: list[str], key: str | None) -> str:
+    """Source of the vendored ``pubkey.py``: ``roots`` and ``key`` as base64url."""
+    if len(roots) > 1:
+        roots_source = "(\n" + "".join(f'    "{root}",\n' for root in roots) + ")"
+    else:
+        roots_source = "".join(f'("{root}",)' for root in roots) or "()"
+    return PUBKEY_TEMPLATE.format(
+        roots=roots_source,
+        key=f'"{key}"' if key else "None",
+        roots_note=(
+            "Key ids " + ", ".join(key_id(root) for root in roots) + "."
+            if roots
+            else "None: this build trusts no root."
+        ),
+        key_note=f"fingerprint\n{key_fingerprint(key)}." if key else "none in this build.",
+    )
+
+
+def vendor(
+    pubkey_file: str | None,
+    out: str,
+    *,
+    force: bool = False,
+    root_files: Sequence[str] = (),
+) -> Path:
+    if pubkey_file is None and not root_files:
+        raise SystemExit("error: give --root (a root of trust), --pubkey, or both")
+    key = read_public_key(pubkey_file) if pubkey_file is not None else None
+    roots = list(dict.fromkeys(read_public_key(path) for path in root_files))
     target = Path(out).resolve() / PACKAGE_DIR.name
     if target == PACKAGE_DIR:
         raise SystemExit("error: --out would overwrite this package itself")
@@ -57,8 +92,7 @@ def vendor(pubkey_file: str, out: str, *, force: bool = False) -> Path:
     for source in sorted(PACKAGE_DIR.glob("*.py")):
         if source.name != PUBKEY_MODULE:
             shutil.copy2(source, target / source.name)
-    text = PUBKEY_TEMPLATE.format(key=key, fingerprint=key_fingerprint(key))
-    (target / PUBKEY_MODULE).write_text(text, "ascii")
+    (target / PUBKEY_MODULE).write_text(pubkey_module(roots, key), "ascii")
     return target
 
 
@@ -66,25 +100,45 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devices", description="Device module tools.")
     parser.add_argument("--version", action="version", version=__version__)
     commands = parser.add_subparsers(dest="command", required=True)
-    cmd = commands.add_parser("vendor", help="copy this package with a public key compiled in")
-    cmd.add_argument("--pubkey", required=True, help="public key file, PEM or base64url")
+    cmd = commands.add_parser(
+        "vendor", help="copy this package with root keys and/or a public key compiled in"
+    )
+    cmd.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="root public key to trust (repeatable; PEM or base64url)",
+    )
+    cmd.add_argument("--pubkey", help="a licence public key to trust directly, PEM or base64url")
     cmd.add_argument("--out", required=True, help="directory to write devices/ into")
     cmd.add_argument("--force", action="store_true", help="replace an existing copy")
     commands.add_parser("fingerprint", help="print this device's fingerprint")
-    cmd = commands.add_parser("keyinfo", help="print a public key's fingerprint")
+    cmd = commands.add_parser("keyinfo", help="print a public key's fingerprint and key id")
     cmd.add_argument("--pubkey", required=True)
     args = parser.parse_args(argv)
     if args.command == "vendor":
-        target = vendor(args.pubkey, args.out, force=args.force)
-        key = read_public_key(args.pubkey)
+        if args.pubkey is None and not args.root:
+            parser.error("vendor needs --root (a root of trust), --pubkey, or both")
+        target = vendor(args.pubkey, args.out, force=args.force, root_files=args.root)
         print(f"vendored devices {__version__} into {target}")
-        print(f"public key {key} fingerprint {key_fingerprint(key)}")
+        for root in dict.fromkeys(read_public_key(path) for path in args.root):
+            print(f"root key {root} fingerprint {key_fingerprint(root)} kid={key_id(root)}")
+        if args.pubkey is not None:
+            key = read_public_key(args.pubkey)
+            print(f"public key {key} fingerprint {key_fingerprint(key)} kid={key_id(key)}")
+            if args.root:
+                print(
+                    "note: with root keys compiled in, an Engine trusts only keys the roots "
+                    "certify; PUBLIC_KEY is kept for code that reads it directly",
+                    file=sys.stderr,
+                )
     elif args.command == "fingerprint":
         found = fingerprint()
         print(f"{found.value} source={found.source}{' weak' if found.weak else ''}")
     else:
         key = read_public_key(args.pubkey)
-        print(f"{key} {key_fingerprint(key)}")
+        print(f"{key} {key_fingerprint(key)} kid={key_id(key)}")
     return 0
 
 

@@ -49,7 +49,7 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import fingerprint
-from .keys import Keyring
+from .keys import Keyring, split_licence_file
 from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
 from .state import (
     CRL_FILE,
@@ -119,13 +119,6 @@ def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
         return Keyring(roots, pinned=None if roots else pinned)
     except ValueError as exc:
         raise LicenseError(f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY") from None
-
-
-def split_licence_file(text: str) -> tuple[str, list[str]]:
-    """A licence file is the token on its first line, then the key certificates that
-    let a device chain its signing key to the root (made offline by ``svcctl mint``)."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return (lines[0] if lines else ""), lines[1:]
 
 
 def _not_started() -> LicenseError:

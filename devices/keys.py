@@ -96,6 +96,14 @@ class KeyCertificate:
         return self.not_before <= moment and (not self.not_after or moment <= self.not_after)
 
 
+def split_licence_file(text: str) -> tuple[str, list[str]]:
+    """A licence file is the token on its first line, then the key certificates that
+    let a device chain its signing key to a root (``svcctl mint`` writes them). Blank
+    lines and surrounding white space are ignored; nothing is verified here."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return (lines[0] if lines else ""), lines[1:]
+
+
 def unverified_payload(text: Any) -> dict[str, Any]:
     """The payload of a signed document or token, NOT checked: only to find which key to
     check it with. Anything unreadable is an empty dict (verification then fails)."""

@@ -3,7 +3,9 @@
 Batches and licences are issued and revoked through the services the API uses
 (``batch_issue``, ``license_issue``, ``license_revoke``); no admin page saves them
 directly. The signing key never reaches the database, so no page can show it; tokens
-are shown (with a copy button) because an operator sends them to customers.
+are shown (with a copy button) because an operator sends them to customers. Signing keys
+(public halves and certificates) are listed read-only and retired or revoked through
+``signing_key_retire`` / ``signing_key_revoke``.
 """
 
 from __future__ import annotations
@@ -13,17 +15,26 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
 from config.adminbase import LicenceRevokeMixin, NoEditAdmin, ReadOnlyAdmin
-from console.adminforms import revoke_with_reason, service_form_view
+from config.errors import ServiceError
+from console.adminforms import ReasonForm, revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
 from customers.models import Customer
-from licensing.models import Activation, Batch, License, Revocation, Sku
-from licensing.services import batch_issue, license_issue, license_revoke
+from licensing.models import Activation, Batch, License, Revocation, SigningKey, Sku
+from licensing.services import (
+    batch_issue,
+    license_issue,
+    license_revoke,
+    signing_key_retire,
+    signing_key_revoke,
+)
 
 # --- display helpers -----------------------------------------------------------------
 
@@ -477,3 +488,113 @@ class RevocationAdmin(ReadOnlyAdmin):
     search_fields = ["=license_id"]
     # A list of a million entries: no COUNT(*) on every page view.
     show_full_result_count = False
+
+
+# --- signing keys ------------------------------------------------------------------------
+
+
+def _moment(seconds: int) -> str:
+    if not seconds:
+        return "-"
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyAdmin):
+    """Every key of the authority with its state; rows come from ``key_install`` and the
+    server registering its configured key, and change only through the key services."""
+
+    list_display = [
+        "kid",
+        "use",
+        "state",
+        "fingerprint",
+        "valid_from",
+        "valid_until",
+        "created_at",
+        "retired_at",
+        "revoked_at",
+    ]
+    list_filter = ["use"]
+    search_fields = ["=kid", "fingerprint"]
+    fields = [
+        "kid",
+        "use",
+        "state",
+        "fingerprint",
+        "public_key",
+        "valid_from",
+        "valid_until",
+        "created_at",
+        "retired_at",
+        "revoked_at",
+        "revoke_reason",
+        "key_certificate",
+    ]
+    readonly_fields = fields
+    actions = ["retire_keys", "revoke_keys"]
+
+    def has_revoke_permission(self, request) -> bool:
+        return request.user.has_perm("licensing.change_signingkey")
+
+    @admin.display(description="state")
+    def state(self, key: SigningKey) -> str:
+        return key.state
+
+    @admin.display(description="valid from", ordering="not_before")
+    def valid_from(self, key: SigningKey) -> str:
+        return _moment(key.not_before) if key.certificate else "-"
+
+    @admin.display(description="valid until", ordering="not_after")
+    def valid_until(self, key: SigningKey) -> str:
+        return _moment(key.not_after) if key.not_after else "no end"
+
+    @admin.display(description="certificate")
+    def key_certificate(self, key: SigningKey):
+        return copyable(key.certificate, element_id="key-certificate") if key.certificate else "-"
+
+    @admin.action(description="Retire selected keys (sign nothing more)", permissions=["revoke"])
+    def retire_keys(self, request, queryset):
+        done = 0
+        for key in queryset:
+            try:
+                signing_key_retire(kid=key.kid)
+                done += 1
+            except ServiceError as exc:
+                self.message_user(request, exc.detail, messages.ERROR)
+        if done:
+            self.message_user(
+                request,
+                f"Retired {done} signing keys; what they signed keeps verifying until it expires.",
+            )
+
+    @admin.action(description="Revoke selected keys…", permissions=["revoke"])
+    def revoke_keys(self, request, queryset):
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            done = 0
+            for key in queryset:
+                try:
+                    signing_key_revoke(kid=key.kid, reason=form.cleaned_data["reason"])
+                    done += 1
+                except ServiceError as exc:
+                    self.message_user(request, exc.detail, messages.ERROR)
+            if done:
+                self.message_user(
+                    request,
+                    f"Revoked {done} signing keys; nothing they signed is accepted any more, "
+                    "and devices refuse them at their next sync.",
+                )
+            return None
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": opts,
+            "app_label": opts.app_label,
+            "title": "Revoke signing keys",
+            "keys": list(queryset),
+            "form": form,
+            "action_name": "revoke_keys",
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/key_revoke_confirm.html", context)

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import InvalidInput
-from licensing import revocations, selectors, serializers, services
+from licensing import revocations, selectors, serializers, services, signing
 from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
 
 
@@ -45,8 +45,10 @@ class ActivateApi(APIView):
         }
         if not result.reactivated:
             body["batch_units_remaining"] = result.batch_units_remaining
-        # A freshly activated device holds a verified list position without a second call.
+        # A freshly activated device holds a verified list position without a second call,
+        # and the certificates that chain the authority's keys to its compiled-in roots.
         body["revocations"] = revocations.head_document()
+        body["certificates"] = signing.certificates()
         return Response(body)
 
 
@@ -106,9 +108,9 @@ class RevocationListApi(APIView):
         since = _since(request.query_params.get("since"))
         head = revocations.head_get()
         if since is None:
-            etag = revocations.full_etag(head.seq)
+            etag = revocations.full_etag(head)
         elif since == head.seq:
-            etag = revocations.page_etag(head.seq)
+            etag = revocations.page_etag(head)
         else:
             etag = ""
         if etag and _matches(request.headers.get("If-None-Match"), etag):
@@ -147,6 +149,15 @@ class LicenseCreateApi(APIView):
         data = _valid(serializers.LicenseIn, request.data)
         lic = services.license_issue(**data)
         return Response(serializers.LicenseOut(lic).data, status=status.HTTP_201_CREATED)
+
+
+class LicenseRegisterApi(APIView):
+    """``POST /v1/admin/licenses/register``: put an offline-minted licence on file."""
+
+    def post(self, request):
+        data = _valid(serializers.LicenseRegisterIn, request.data)
+        lic = services.license_register(**data)
+        return Response(serializers.LicenseRegisterOut(lic).data, status=status.HTTP_201_CREATED)
 
 
 class RevokeApi(APIView):

@@ -7,11 +7,12 @@ file at most once per batch (unique constraint).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -22,6 +23,11 @@ from svccore import catalogue
 def unix(moment) -> int:
     """Unix seconds of an aware datetime; 0 for None (perpetual)."""
     return int(moment.timestamp()) if moment is not None else 0
+
+
+def token_digest(token: str) -> str:
+    """Lowercase hex SHA-256 of a token's text: what ``License.token_sha256`` stores."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 class Sku(models.Model):
@@ -125,6 +131,7 @@ class License(models.Model):
         BATCH_KEY = "batch_key", "Batch key"
         UNIT = "unit", "Unit (activated from a batch)"
         DIRECT = "direct", "Direct licence"
+        OFFLINE = "offline", "Offline-minted licence"
 
     class Activation(models.TextChoices):
         REQUIRED = "required", "required"
@@ -153,6 +160,11 @@ class License(models.Model):
     currency = models.CharField(max_length=3, blank=True)
     claims = models.JSONField()
     token = models.TextField()
+    # A presented token counts only when it is byte for byte the one issued: a validly
+    # signed variant (other claims, same licence id) is a sign of a leaked signing key.
+    token_sha256 = models.CharField(
+        max_length=64, verbose_name="token SHA-256", help_text="Hex SHA-256 of the token."
+    )
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoke_reason = models.CharField(max_length=500, blank=True)
 
@@ -242,12 +254,19 @@ class RevocationHead(models.Model):
     Revoking bumps ``seq`` with one UPDATE whose row lock is held until that transaction
     commits, so numbers become visible strictly in order. ``epoch`` is fresh whenever the
     row is created (a new or flushed database): cached pages of another list that reused
-    the same numbers are never served.
+    the same numbers are never served. ``keys_version`` moves with every change to the
+    signing keys, so answers carrying key certificates are rebuilt (read in the same
+    single-row query as ``seq``).
     """
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     seq = models.BigIntegerField(default=0)
     epoch = models.CharField(max_length=16, default=new_list_epoch)
+    keys_version = models.BigIntegerField(
+        default=0,
+        help_text="Bumped by every signing-key install, retirement or revocation: the key "
+        "certificates in list answers change with it.",
+    )
 
     class Meta:
         constraints = [
@@ -256,3 +275,64 @@ class RevocationHead(models.Model):
 
     def __str__(self) -> str:
         return f"revocation list at {self.seq}"
+
+
+class SigningKey(models.Model):
+    """A signing key of the authority, by key id: its public half, its root-signed key
+    certificate (``devices.keys``, ``SVCK1``) and where it stands.
+
+    The private key is never stored: the server's lives in ``SVC_SIGNING_KEY_FILE``, an
+    air-gap minting key on its offline workstation. State, most decisive first: revoked
+    (nothing it signed verifies), retired (signs nothing more; its tokens verify until
+    they expire), active (the key ``SVC_SIGNING_KEY_FILE`` holds), standby (certified,
+    not in use here).
+    """
+
+    class Use(models.TextChoices):
+        ONLINE = "online", "online (licences, list pages, receipts)"
+        OFFLINE = "offline", "offline (air-gap minting: licences only)"
+
+    class State(models.TextChoices):
+        REVOKED = "revoked", "revoked"
+        RETIRED = "retired", "retired"
+        ACTIVE = "active", "active"
+        STANDBY = "standby", "standby"
+
+    kid = models.CharField(primary_key=True, max_length=16, verbose_name="key id")
+    public_key = models.CharField(max_length=64, help_text="Unpadded base64url of the raw key.")
+    fingerprint = models.CharField(max_length=64, unique=True, help_text="Hex SHA-256.")
+    certificate = models.TextField(blank=True, help_text="SVCK1 key certificate from a root.")
+    use = models.CharField(max_length=8, choices=Use.choices, default=Use.ONLINE)
+    not_before = models.BigIntegerField(default=0, help_text="Unix seconds, from the certificate.")
+    not_after = models.BigIntegerField(default=0, help_text="Unix seconds; 0 = no end.")
+    created_at = models.DateTimeField(default=timezone.now)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoke_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "kid"]
+        verbose_name = "signing key"
+
+    def __str__(self) -> str:
+        return self.kid
+
+    @property
+    def state(self) -> str:
+        # Which key is active is configuration (SVC_SIGNING_KEY_FILE), read through the
+        # module that loads it; that module reads this table, hence the late import.
+        from licensing.signing import active_kid
+
+        if self.revoked_at is not None:
+            return self.State.REVOKED
+        if self.retired_at is not None:
+            return self.State.RETIRED
+        try:
+            active = active_kid()
+        except ImproperlyConfigured:
+            active = ""
+        return self.State.ACTIVE if self.kid == active else self.State.STANDBY
+
+    def window(self) -> str:
+        """The certificate's validity as ``not_before..not_after`` (Unix seconds)."""
+        return f"{self.not_before}..{self.not_after or 'no end'}"

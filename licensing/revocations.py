@@ -4,10 +4,15 @@ full list of older firmware.
 
 Every answer is built once per change of the list, never per request. The list's head
 (one single-row read) is part of the cache key, together with the signing-key
-fingerprint and the head's epoch, so a revocation moves every reader to fresh keys, a
-new key (``keygen --force``) never serves documents signed by the old one, and caches in
-different processes can never disagree. The cached bytes (plain and gzip, compressed
-once when built) expire after ``CACHE_SECONDS`` so that pruning catches up.
+fingerprint, the head's epoch and its keys version, so a revocation moves every reader
+to fresh keys, a new key (``keygen --force``) never serves documents signed by the old
+one, a key install, retirement or revocation never serves stale certificates, and
+caches in different processes can never disagree. The cached bytes (plain and gzip,
+compressed once when built) expire after ``CACHE_SECONDS`` so that pruning catches up.
+
+Every answer carries ``certificates``: the key certificates of the authority's keys
+that are not revoked (devices verify each against their compiled-in roots), and every
+signed page names the revoked signing keys (``keys_revoked``).
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from config.errors import Conflict
 from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, revocation_page_payload
 from licensing import signing
 from licensing.models import Revocation
+from licensing.selectors import signing_keys_published
 
 # Read at call time (not bound as a default), so a test can make pages small.
 PAGE_ENTRIES = LIST_PAGE_ENTRIES
 CACHE_SECONDS = 3600
 GZIP_LEVEL = 6
-HEAD_SQL = "SELECT seq, epoch FROM licensing_revocationhead WHERE id = 1"
+HEAD_SQL = "SELECT seq, epoch, keys_version FROM licensing_revocationhead WHERE id = 1"
 # Answers built by this process: a test asserts that a repeated request builds nothing.
 BUILDS = 0
 
@@ -42,6 +48,7 @@ BUILDS = 0
 class Head:
     seq: int
     epoch: str
+    keys: int = 0  # the keys version: moves with every signing-key change
 
 
 @dataclass(frozen=True)
@@ -60,19 +67,24 @@ def head_get() -> Head:
     with connection.cursor() as cursor:
         cursor.execute(HEAD_SQL)
         row = cursor.fetchone()
-    return Head(seq=0, epoch="") if row is None else Head(seq=row[0], epoch=row[1])
+    return Head(seq=0, epoch="", keys=0) if row is None else Head(*row)
 
 
-def page_etag(seq: int) -> str:
-    return f'"{signing.public_key_fingerprint()[:16]}-{seq}"'
+def page_etag(head: Head, seq: int | None = None) -> str:
+    """ETag of the page ending at ``seq`` (default: the head) under ``head``'s keys."""
+    end = head.seq if seq is None else seq
+    return f'"{signing.public_key_fingerprint()[:16]}-{end}-k{head.keys}"'
 
 
-def full_etag(seq: int) -> str:
-    return f'"{signing.public_key_fingerprint()[:16]}-full-{seq}"'
+def full_etag(head: Head) -> str:
+    return f'"{signing.public_key_fingerprint()[:16]}-full-{head.seq}-k{head.keys}"'
 
 
 def _cache_key(kind: str, since: int | str, head: Head) -> str:
-    return f"revocations:{signing.public_key_fingerprint()}:{head.epoch}:{kind}:{since}:{head.seq}"
+    return (
+        f"revocations:{signing.public_key_fingerprint()}:{head.epoch}:k{head.keys}:{kind}:"
+        f"{since}:{head.seq}"
+    )
 
 
 def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped: bool) -> Answer:
@@ -104,7 +116,9 @@ def _listed(head: Head, issued_at: int) -> QuerySet[Revocation]:
     ).order_by("seq")
 
 
-def _page_document(*, since: int, head: Head, issued_at: int) -> tuple[str, int, bool]:
+def _page_document(
+    *, since: int, head: Head, issued_at: int, keys_revoked: list[str]
+) -> tuple[str, int, bool]:
     """The signed page continuing a list held at ``since``: (document, seq, more)."""
     size = PAGE_ENTRIES
     rows = list(
@@ -123,6 +137,7 @@ def _page_document(*, since: int, head: Head, issued_at: int) -> tuple[str, int,
         issued_at=issued_at,
         more=more,
         revoked=[[license_id, until] for _, license_id, until in rows[:size]],
+        keys_revoked=keys_revoked,
     )
     return signing.sign_document(LIST_PREFIX, payload), seq, more
 
@@ -138,9 +153,18 @@ def revocation_page(*, since: int, head: Head, zipped: bool = False) -> Answer:
 
     def build() -> tuple[str, dict[str, Any]]:
         issued_at = int(now().timestamp())
-        document, seq, more = _page_document(since=since, head=head, issued_at=issued_at)
-        body = {"revocations": document, "seq": seq, "more": more, "as_of": issued_at}
-        return page_etag(seq), body
+        certificates, keys_revoked = signing_keys_published()
+        document, seq, more = _page_document(
+            since=since, head=head, issued_at=issued_at, keys_revoked=keys_revoked
+        )
+        body = {
+            "revocations": document,
+            "seq": seq,
+            "more": more,
+            "as_of": issued_at,
+            "certificates": certificates,
+        }
+        return page_etag(head, seq), body
 
     return _cached(_cache_key("page", since, head), build, zipped=zipped)
 
@@ -151,10 +175,19 @@ def revocation_full(*, head: Head, zipped: bool = False) -> Answer:
 
     def build() -> tuple[str, dict[str, Any]]:
         issued_at = int(now().timestamp())
+        certificates, keys_revoked = signing_keys_published()
         revoked = list(_listed(head, issued_at).values_list("license_id", flat=True))
-        document, _, _ = _page_document(since=0, head=head, issued_at=issued_at)
-        body = {"revoked": revoked, "as_of": issued_at, "seq": head.seq, "revocations": document}
-        return full_etag(head.seq), body
+        document, _, _ = _page_document(
+            since=0, head=head, issued_at=issued_at, keys_revoked=keys_revoked
+        )
+        body = {
+            "revoked": revoked,
+            "as_of": issued_at,
+            "seq": head.seq,
+            "revocations": document,
+            "certificates": certificates,
+        }
+        return full_etag(head), body
 
     return _cached(_cache_key("full", "", head), build, zipped=zipped)
 

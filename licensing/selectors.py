@@ -7,7 +7,7 @@ import datetime as dt
 from django.db.models import QuerySet
 
 from config.errors import NotFound
-from licensing.models import Activation, Batch, Sku
+from licensing.models import Activation, Batch, SigningKey, Sku
 
 FLEET_MAX = 1000
 
@@ -43,3 +43,23 @@ def fleet_list(
     if before is not None:
         records = records.filter(activated_at__lt=dt.datetime.fromtimestamp(before, tz=dt.UTC))
     return records[: min(limit, FLEET_MAX)]
+
+
+def signing_keys_list() -> QuerySet[SigningKey]:
+    """Every registered signing key, oldest first."""
+    return SigningKey.objects.order_by("created_at", "kid")
+
+
+def signing_keys_published() -> tuple[list[str], list[str]]:
+    """What the revocation list publishes about the signing keys, read fresh: the key
+    certificates of every key not revoked (oldest first) and the revoked key ids
+    (sorted)."""
+    certificates, revoked = [], []
+    for kid, certificate, revoked_at in signing_keys_list().values_list(
+        "kid", "certificate", "revoked_at"
+    ):
+        if revoked_at is not None:
+            revoked.append(kid)
+        elif certificate:
+            certificates.append(certificate)
+    return certificates, sorted(revoked)

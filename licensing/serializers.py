@@ -124,6 +124,35 @@ class LicenseOut(serializers.ModelSerializer):
         ]
 
 
+class LicenseRegisterIn(serializers.Serializer):
+    token = StrictCharField(max_length=8192)
+
+
+class LicenseRegisterOut(serializers.ModelSerializer):
+    license_id = serializers.CharField(source="id")
+    expires_at = UnixField()
+    kid = serializers.SerializerMethodField()
+    registered = serializers.SerializerMethodField()
+
+    class Meta:
+        model = License
+        fields = [
+            "license_id",
+            "customer_id",
+            "sku",
+            "device_id",
+            "expires_at",
+            "kid",
+            "registered",
+        ]
+
+    def get_kid(self, lic: License) -> str:
+        return lic.claims.get("kid", "")
+
+    def get_registered(self, lic: License) -> bool:
+        return True
+
+
 class RevokeIn(serializers.Serializer):
     license_id = StrictCharField()
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)

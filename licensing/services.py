@@ -1,9 +1,13 @@
 """Every write of the licensing authority: issuing batches and licences, exchanging batch
-keys for unit licences (the billing event), and revocation."""
+keys for unit licences (the billing event), registering offline-minted licences,
+revocation, and the signing keys (install, retire, revoke)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hmac
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,11 +16,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from audit.services import audited
-from config.errors import Forbidden, InvalidInput, MisconfiguredService, NotFound, PaymentRequired
+from audit.models import AuditEntry
+from audit.services import audit_record, audited
+from config.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MisconfiguredService,
+    NotFound,
+    PaymentRequired,
+)
 from customers.models import Customer
 from customers.services import customer_get
+from devices import token as codec
 from devices.errors import BadSignature
+from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
 from licensing import signing
 from licensing.models import (
     Activation,
@@ -24,12 +38,17 @@ from licensing.models import (
     License,
     Revocation,
     RevocationHead,
+    SigningKey,
     Sku,
+    token_digest,
     unix,
 )
 from svccore import catalogue, ids
 
+log = logging.getLogger(__name__)
+
 DEVICE_ID_MAX = 128
+LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a date can hold
 
 
 def sku_get(*, code: str) -> Sku:
@@ -77,8 +96,9 @@ def _claims(
 
 
 def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:
+    token, signed = signing.sign_claims(claims)
     return License.objects.create(
-        id=claims["lic"], claims=claims, token=signing.sign(claims), **fields
+        id=claims["lic"], claims=signed, token=token, token_sha256=token_digest(token), **fields
     )
 
 
@@ -201,9 +221,149 @@ class ActivationResult:
     batch_units_remaining: int | None = None
 
 
+# --- exactly the token issued ----------------------------------------------------------
+
+COMPROMISE_ACTION = "key.compromise_suspected"
+_ABSENT = object()
+
+
+class TokenNotIssued(Forbidden):
+    """403: a token that verifies under one of the authority's keys but is not one the
+    authority issued. Nothing but a signing key can make one, so it is recorded in the
+    audit log as a possible key compromise.
+
+    The entry must outlive the transaction that refused the token (it rolls back):
+    :meth:`record` writes it, once, and is called where no such transaction is open."""
+
+    def __init__(self, detail: str, *, license_id: str, audit_detail: dict[str, Any]) -> None:
+        super().__init__(detail)
+        self.license_id = license_id
+        self.audit_detail = audit_detail
+        self.recorded = False
+
+    def record(self) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        try:
+            with transaction.atomic():
+                audit_record(
+                    action=COMPROMISE_ACTION,
+                    result=AuditEntry.Result.REFUSED,
+                    target=self.license_id,
+                    detail=self.audit_detail,
+                    message=self.detail,
+                )
+        except Exception:
+            log.exception("could not record %s for %s", COMPROMISE_ACTION, self.license_id)
+
+
+def _differences(presented: Any, issued: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted claim name, presented value, issued value) of every claim that differs."""
+    if isinstance(presented, dict) and isinstance(issued, dict):
+        found = []
+        for name in sorted(set(presented) | set(issued)):
+            found += _differences(
+                presented.get(name, _ABSENT), issued.get(name, _ABSENT), f"{prefix}{name}."
+            )
+        return found
+    if presented is _ABSENT or issued is _ABSENT or json.dumps(presented) != json.dumps(issued):
+        name = prefix.rstrip(".")
+        return [
+            (
+                name,
+                None if presented is _ABSENT else presented,
+                None if issued is _ABSENT else issued,
+            )
+        ]
+    return []
+
+
+def _not_issued(
+    *, what: str, license_id: str, claims: dict[str, Any], issued: dict[str, Any] | None, why: str
+) -> TokenNotIssued:
+    kid = claims.get("kid") or signing.active_kid()
+    differs = _differences(claims, issued) if issued is not None else []
+    return TokenNotIssued(
+        f"{what} is validly signed (key {kid}) but is not the token this authority issued "
+        f"({why}); refused and recorded as a possible signing-key compromise",
+        license_id=license_id,
+        audit_detail={
+            "kid": kid,
+            "license_id": license_id,
+            "why": why,
+            "claims": claims,
+            "differs": {name: {"presented": a, "issued": b} for name, a, b in differs},
+        },
+    )
+
+
+def _issued_check(
+    *,
+    license_id: str,
+    token_sha256: str,
+    stored_sha256: str,
+    claims: dict[str, Any],
+    stored_claims: dict[str, Any] | None = None,
+    what: str = "",
+) -> TokenNotIssued | None:
+    if stored_sha256 and hmac.compare_digest(token_sha256, stored_sha256):
+        return None
+    if stored_claims is None:
+        stored_claims = (
+            License.objects.filter(pk=license_id).values_list("claims", flat=True).first() or {}
+        )
+    names = [name for name, _, _ in _differences(claims, stored_claims)]
+    why = f"claims differ: {', '.join(names)}" if names else "same claims, other bytes"
+    return _not_issued(
+        what=what or f"licence {license_id}",
+        license_id=license_id,
+        claims=claims,
+        issued=stored_claims,
+        why=why,
+    )
+
+
+def token_check_issued(
+    *,
+    license_id: str,
+    token_sha256: str,
+    stored_sha256: str,
+    claims: dict[str, Any],
+    stored_claims: dict[str, Any] | None = None,
+    what: str = "",
+) -> None:
+    """Refuse a validly signed token that is not byte for byte the one issued.
+
+    ``token_sha256`` is :func:`licensing.models.token_digest` of the presented token,
+    ``claims`` its verified claims; ``stored_sha256`` and ``stored_claims`` come from the
+    licence row (``License.token_sha256``, ``License.claims``; ``stored_claims`` None:
+    read from the row only when they differ). The hashes are compared in constant time.
+    On a mismatch: :class:`TokenNotIssued` (Forbidden, 403, naming the licence, the key
+    and the claims that differ), after recording ``key.compromise_suspected`` (result
+    ``refused``) in the audit log. Call it outside any transaction the refusal rolls
+    back; inside one, catch the exception after that transaction and call ``.record()``
+    again (it writes once)."""
+    refusal = _issued_check(
+        license_id=license_id,
+        token_sha256=token_sha256,
+        stored_sha256=stored_sha256,
+        claims=claims,
+        stored_claims=stored_claims,
+        what=what,
+    )
+    if refusal is not None:
+        refusal.record()
+        raise refusal
+
+
+# --- activation ------------------------------------------------------------------------
+
+
 def _batch_for_key(batch_token: str) -> Batch:
     """The batch a presented key belongs to, or Forbidden. A key counts only when this
-    authority issued it: its batch row exists and names this very licence."""
+    authority issued it: its batch row exists, names this very licence, and the token is
+    byte for byte the one issued (:class:`TokenNotIssued` otherwise, not yet recorded)."""
     try:
         claims = signing.verify(batch_token)
     except BadSignature as exc:
@@ -212,11 +372,25 @@ def _batch_for_key(batch_token: str) -> Batch:
     if claims["dev"] != "*" or claims["act"] != "required" or batch_claim is None:
         raise Forbidden(f"licence {claims['lic']} is not a batch key (dev '*', act 'required')")
     batch = Batch.objects.select_related("license", "customer").filter(pk=batch_claim["id"]).first()
+    what = f"batch key {claims['lic']} for batch {batch_claim['id']}"
     if batch is None or batch.license_id != claims["lic"] or batch.customer_id != claims["sub"]:
-        raise Forbidden(
-            f"batch key {claims['lic']} for batch {batch_claim['id']} was not issued by this "
-            "authority"
+        raise _not_issued(
+            what=what,
+            license_id=claims["lic"],
+            claims=claims,
+            issued=None if batch is None else batch.license.claims,
+            why="not issued by this authority: no such batch key is on file",
         )
+    refusal = _issued_check(
+        license_id=batch.license_id,
+        token_sha256=token_digest(batch_token),
+        stored_sha256=batch.license.token_sha256,
+        claims=claims,
+        stored_claims=batch.license.claims,
+        what=what,
+    )
+    if refusal is not None:
+        raise refusal
     now = timezone.now()
     key = batch.license
     if key.revoked_at is not None:
@@ -270,6 +444,29 @@ def unit_activate(
         raise InvalidInput(
             f"device_id must be 1-{DEVICE_ID_MAX} characters; got {len(device_id or '')}"
         )
+    try:
+        return _activate(
+            batch_token=batch_token,
+            device_id=device_id,
+            fingerprint_source=fingerprint_source,
+            weak_binding=weak_binding,
+            sdk_version=sdk_version,
+            client_ip=client_ip,
+        )
+    except TokenNotIssued as refusal:
+        refusal.record()  # the activation's transaction has rolled back: the entry stays
+        raise
+
+
+def _activate(
+    *,
+    batch_token: str,
+    device_id: str,
+    fingerprint_source: str,
+    weak_binding: bool,
+    sdk_version: str,
+    client_ip: str | None,
+) -> ActivationResult:
     with transaction.atomic():
         batch = _batch_for_key(batch_token)
         existing = _existing(batch, device_id)
@@ -365,7 +562,7 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoked_at = timezone.now()
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
-        _revocation_append(lic=lic)
+        _revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
     return lic
 
 
@@ -377,23 +574,31 @@ def usable_until(lic: License) -> int:
     return unix(lic.expires_at + dt.timedelta(days=lic.grace_days))
 
 
-def _revocation_append(*, lic: License) -> Revocation:
-    """Give a licence revoked in the current transaction the next list number.
+def _head_bump(**fields: Any) -> None:
+    """Bump counters of the list's head row (``seq``, ``keys_version``) by one UPDATE,
+    whose row lock is held until the caller's transaction commits."""
+    head = RevocationHead.objects.filter(pk=1)
+    bumps = {name: F(name) + 1 for name in fields}
+    if not head.update(**bumps):
+        # The migration creates the head; only a flushed database lacks it.
+        top = Revocation.objects.aggregate(top=Max("seq"))["top"] or 0
+        RevocationHead.objects.get_or_create(pk=1, defaults={"seq": top})
+        head.update(**bumps)
+
+
+def _revocation_append(*, entry: str, revoked_at: dt.datetime, until: int) -> Revocation:
+    """Give a licence (or ``KEY-<kid>``, a signing key) revoked in the current
+    transaction the next list number.
 
     The head row is bumped by one UPDATE, and its row lock is held until the caller's
     transaction commits. So numbers are handed out and committed strictly in order: a
     reader that sees head H also sees every entry numbered up to H, and a device paging
     with ``since`` can never skip past an entry that was still uncommitted.
     """
-    head = RevocationHead.objects.filter(pk=1)
-    if not head.update(seq=F("seq") + 1):
-        # The migration creates the head; only a flushed database lacks it.
-        top = Revocation.objects.aggregate(top=Max("seq"))["top"] or 0
-        RevocationHead.objects.get_or_create(pk=1, defaults={"seq": top})
-        head.update(seq=F("seq") + 1)
-    seq = head.values_list("seq", flat=True).get()
+    _head_bump(seq=True)
+    seq = RevocationHead.objects.filter(pk=1).values_list("seq", flat=True).get()
     return Revocation.objects.create(
-        seq=seq, license_id=lic.id, revoked_at=lic.revoked_at, usable_until=usable_until(lic)
+        seq=seq, license_id=entry, revoked_at=revoked_at, usable_until=until
     )
 
 
@@ -407,3 +612,187 @@ def catalogue_seed() -> int:
         _, created = Sku.objects.get_or_create(code=code, defaults=fields)
         added += created
     return added
+
+
+# --- offline-minted licences --------------------------------------------------------------
+
+
+def _moment(seconds: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+
+@audited("license.register")
+@transaction.atomic
+def license_register(*, token: str) -> License:
+    """Put a licence minted offline (``svcctl mint`` with an air-gap key) on file, so it
+    can be revoked and its usage accepted like any other.
+
+    The token must verify under a registered signing key (online or offline use) that is
+    not revoked, be bound to one device (``dev`` not ``*``, ``act`` ``optional``), name a
+    known customer (404 otherwise) and a SKU of the catalogue (400). The same licence id
+    again is 409. Stored as kind ``offline``, exactly as presented (claims, token, hash)."""
+    try:
+        unverified = codec.decode_unverified(token)
+    except BadSignature as exc:
+        raise InvalidInput(f"token is not an SVC1 licence: {exc}") from None
+    try:
+        claims = signing.verify(token)
+    except BadSignature as exc:
+        raise Forbidden(f"licence {unverified['lic']} rejected: {exc}") from None
+    license_id = claims["lic"]
+    if claims["dev"] == "*" or "batch" in claims:
+        raise InvalidInput(
+            f"licence {license_id} is unbound (dev '*'); only a licence bound to one device "
+            "can be registered"
+        )
+    if claims["act"] != License.Activation.OPTIONAL:
+        raise InvalidInput(
+            f"licence {license_id} has act {claims['act']!r}; an offline licence has act 'optional'"
+        )
+    if len(license_id) > License._meta.get_field("id").max_length:
+        raise InvalidInput(f"licence id {license_id[:80]!r} is too long")
+    if not 0 < len(claims["dev"]) <= DEVICE_ID_MAX:
+        raise InvalidInput(f"dev must be 1-{DEVICE_ID_MAX} characters")
+    if max(claims["iat"], claims["exp"]) > LAST_SECOND:
+        raise InvalidInput(f"licence {license_id} has iat or exp past the year 9999")
+    customer = customer_get(customer_id=claims["sub"])
+    entry = sku_get(code=claims["sku"])
+    existing = License.objects.filter(pk=license_id).values_list("token_sha256", flat=True).first()
+    if existing is not None:
+        same = hmac.compare_digest(existing, token_digest(token))
+        raise Conflict(
+            f"licence {license_id} is already registered"
+            if same
+            else f"another licence with id {license_id} is already on file"
+        )
+    try:
+        with transaction.atomic():
+            return License.objects.create(
+                id=license_id,
+                kind=License.Kind.OFFLINE,
+                customer=customer,
+                sku=entry.code,
+                device_id=claims["dev"],
+                activation=License.Activation.OPTIONAL,
+                issued_at=_moment(claims["iat"]),
+                expires_at=_moment(claims["exp"]) if claims["exp"] else None,
+                grace_days=claims["grace_days"],
+                currency=entry.currency,
+                claims=claims,
+                token=token,
+                token_sha256=token_digest(token),
+            )
+    except IntegrityError:
+        raise Conflict(f"licence {license_id} is already registered") from None
+
+
+# --- signing keys -----------------------------------------------------------------------
+
+
+def _key_get(kid: str) -> SigningKey:
+    try:
+        return SigningKey.objects.select_for_update().get(pk=kid)
+    except SigningKey.DoesNotExist:
+        raise NotFound(
+            f"no signing key {kid!r} is registered; `python manage.py key_list` shows them"
+        ) from None
+
+
+def _keys_changed() -> None:
+    """Every answer that carries key certificates is rebuilt, and this process reads the
+    keys again now (the others within ``signing.REFRESH_SECONDS``)."""
+    _head_bump(keys_version=True)
+    signing.keys_changed_on_commit()
+
+
+def _certificate_parse(text: str, roots: dict[str, Any]) -> KeyCertificate:
+    if not roots:
+        raise InvalidInput(
+            "SVC_ROOT_KEYS is not set: there is no root to verify a key certificate against; "
+            "configure the root public keys the firmware trusts"
+        )
+    if not text.startswith(CERT_PREFIX + ".") or text.count(".") != 2:
+        raise InvalidInput(
+            f"not a key certificate: expected one line {CERT_PREFIX}.<payload>.<signature>"
+        )
+    try:
+        return parse_certificate(text, roots)
+    except KeyNotTrusted as exc:
+        if exc.code == "KEY_UNTRUSTED_ROOT":
+            raise InvalidInput(
+                "key certificate is signed by a root that is not in SVC_ROOT_KEYS "
+                f"(configured roots: {', '.join(roots)}); nothing installed"
+            ) from None
+        raise InvalidInput(f"{exc}; nothing installed") from None
+
+
+@audited("signing_key.install", target=lambda result, arguments: result.kid)
+@transaction.atomic
+def signing_key_install(*, certificate: str, roots: list[str] | None = None) -> SigningKey:
+    """Register a signing key from its key certificate (``SVCK1``, made offline by a
+    root), or renew the certificate of a registered key. Online and offline (air-gap)
+    keys alike.
+
+    The certificate must verify under a root of ``SVC_ROOT_KEYS`` (``roots`` replaces
+    them; only ``manage.py dev_setup`` passes its development root) and must not have
+    expired; a revoked key cannot come back (409)."""
+    try:
+        trusted = {codec.key_id(key): codec.load_public_key(key) for key in roots or ()}
+    except ValueError as exc:
+        raise InvalidInput(f"unusable root key: {exc}") from None
+    cert = _certificate_parse(certificate.strip(), trusted or signing.root_keys())
+    now = unix(timezone.now())
+    if cert.not_after and cert.not_after < now:
+        raise InvalidInput(
+            f"the certificate of key {cert.kid} expired at {cert.not_after} (now {now}); ask "
+            "the root holder for a new one; nothing installed"
+        )
+    fields = {
+        "public_key": codec.public_key_b64url(cert.key),
+        "fingerprint": codec.key_fingerprint(cert.key),
+        "certificate": cert.text,
+        "use": cert.use,
+        "not_before": cert.not_before,
+        "not_after": cert.not_after,
+    }
+    key = SigningKey.objects.select_for_update().filter(pk=cert.kid).first()
+    if key is None:
+        key = SigningKey.objects.create(kid=cert.kid, **fields)
+    else:
+        if key.revoked_at is not None:
+            raise Conflict(f"signing key {key.kid} is revoked; a revoked key never comes back")
+        for name, value in fields.items():
+            setattr(key, name, value)
+        key.save(update_fields=list(fields))
+    _keys_changed()
+    return key
+
+
+@audited("signing_key.retire", target=lambda result, arguments: result.kid)
+@transaction.atomic
+def signing_key_retire(*, kid: str) -> SigningKey:
+    """Stop a key from signing. What it signed keeps verifying until it expires; a
+    server configured with it as its active key refuses to sign. Idempotent."""
+    key = _key_get(kid)
+    if key.retired_at is None:
+        key.retired_at = timezone.now()
+        key.save(update_fields=["retired_at"])
+        _keys_changed()
+    return key
+
+
+@audited("signing_key.revoke", target=lambda result, arguments: result.kid)
+@transaction.atomic
+def signing_key_revoke(*, kid: str, reason: str = "") -> SigningKey:
+    """Revoke a signing key (compromised, lost): nothing it signed verifies on the server
+    any more (this process at once, others within ``signing.REFRESH_SECONDS``), and the
+    revocation list gains ``KEY-<kid>`` and names it in ``keys_revoked``, so devices
+    refuse it at their next sync. Idempotent: the first time and reason are kept."""
+    key = _key_get(kid)
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.revoke_reason = reason[:500]
+        key.save(update_fields=["revoked_at", "revoke_reason"])
+        _revocation_append(entry=f"KEY-{key.kid}", revoked_at=key.revoked_at, until=0)
+        _keys_changed()
+    return key

@@ -1,53 +1,357 @@
-"""The server's signing key. The private key is loaded from ``SVC_SIGNING_KEY_FILE`` into
-this process only; it is never logged, returned or written anywhere else."""
+"""The authority's signing keys on the server: the one that signs here, and the registry
+of every key whose signatures the authority accepts.
+
+The private key is loaded from ``SVC_SIGNING_KEY_FILE`` into this process only; it is
+never logged, returned or written anywhere else. Its public half is registered
+(:class:`licensing.models.SigningKey`) the first time this process reads the registry,
+beside the other keys of the authority (standby keys, retired keys, air-gap minting
+keys) and their root-signed key certificates (``devices.keys``).
+
+Signing: only the active key signs, and only while it may. When ``SVC_ROOT_KEYS`` is set
+it needs a certificate from one of those roots that covers now (devices refuse anything
+else); a retired or revoked key never signs. Otherwise every signature, and every
+verification, is refused with :class:`MisconfiguredService` (500) naming the key and
+the fix, and ``/healthz`` answers 503 with the same words.
+
+Verifying: a token names its key (``kid``). It verifies under a registered key that is
+not revoked, that chains to a configured root (when roots are configured) and whose
+certificate window covered the token's ``iat``. Online and offline (air-gap) keys both
+sign licences. A token without ``kid`` (issued before key ids) is checked against the
+active key, then the other registered keys.
+
+The registry is read once per process and kept for :data:`REFRESH_SECONDS`: a key
+change made through this process (install, retire, revoke) applies here at once, and
+in every other process within 5 seconds, so a key revocation stops verification
+everywhere within 5 s without a query per request.
+"""
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+from django.utils import timezone
 
+from config.errors import MisconfiguredService
 from devices import documents
 from devices import token as codec
+from devices.errors import BadSignature
+from devices.keys import ONLINE, KeyNotTrusted, Keyring, unverified_payload
+from licensing.models import SigningKey, unix
 from svccore.keyfile import KeyFileError, read_private_key
 
+REFRESH_SECONDS = 5.0
+INSTALL_COMMAND = "python manage.py key_install CERT"
+
 _lock = threading.Lock()
-_cache: dict[str, Any] = {}
+_loaded: dict[str, ActiveKey] = {}
+_roots: dict[tuple[str, ...], dict[str, Ed25519PublicKey]] = {}
+_registry: list[Registry] = []  # zero or one: the registry this process holds
+
+
+@dataclass(frozen=True)
+class ActiveKey:
+    """The key ``SVC_SIGNING_KEY_FILE`` holds."""
+
+    path: str
+    private: Ed25519PrivateKey
+    public: Ed25519PublicKey
+    kid: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """A registered key whose signatures are accepted, within its certificate window."""
+
+    key: Ed25519PublicKey
+    use: str
+    not_before: int
+    not_after: int  # 0: no end
+
+    def covers(self, moment: int) -> bool:
+        return self.not_before <= moment and (not self.not_after or moment <= self.not_after)
+
+
+@dataclass(frozen=True)
+class Registry:
+    config: tuple[str, str, tuple[str, ...]]  # key file, active kid, roots
+    loaded_at: float
+    active: ActiveKey
+    problem: str  # why the active key may not sign; "" when it may
+    trusted: dict[str, TrustedKey]
+    revoked: dict[str, str]  # kid -> "revoked at T (reason)"
+    certificates: tuple[str, ...]  # of every registered key not revoked, oldest first
+    active_certificate: str
+
+
+# --- the active key --------------------------------------------------------------------
+
+
+def _active() -> ActiveKey:
+    path = str(settings.SVC_SIGNING_KEY_FILE)
+    with _lock:
+        active = _loaded.get(path)
+        if active is None:
+            try:
+                private = read_private_key(path)
+            except KeyFileError as exc:
+                raise ImproperlyConfigured(str(exc)) from None
+            public = private.public_key()
+            active = ActiveKey(
+                path=path,
+                private=private,
+                public=public,
+                kid=codec.key_id(public),
+                fingerprint=codec.key_fingerprint(public),
+            )
+            _loaded.clear()
+            _loaded[path] = active
+        return active
 
 
 def signing_key() -> Ed25519PrivateKey:
-    path = str(settings.SVC_SIGNING_KEY_FILE)
-    with _lock:
-        if _cache.get("path") != path:
-            try:
-                key = read_private_key(path)
-            except KeyFileError as exc:
-                raise ImproperlyConfigured(str(exc)) from None
-            _cache.update(path=path, key=key, fingerprint=codec.key_fingerprint(key))
-        return _cache["key"]
+    """The private key of ``SVC_SIGNING_KEY_FILE``; ImproperlyConfigured when unusable."""
+    return _active().private
 
 
-def public_key():
-    return signing_key().public_key()
+def public_key() -> Ed25519PublicKey:
+    return _active().public
 
 
 def public_key_fingerprint() -> str:
-    signing_key()
-    return _cache["fingerprint"]
+    return _active().fingerprint
+
+
+def active_kid() -> str:
+    """Key id of the key ``SVC_SIGNING_KEY_FILE`` holds."""
+    return _active().kid
+
+
+def root_keys() -> dict[str, Ed25519PublicKey]:
+    """The roots of ``SVC_ROOT_KEYS`` by key id; empty when none is configured."""
+    configured = tuple(settings.SVC_ROOT_KEYS)
+    roots = _roots.get(configured)
+    if roots is None:
+        try:
+            roots = {codec.key_id(key): codec.load_public_key(key) for key in configured}
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"SVC_ROOT_KEYS: {exc}") from None
+        _roots.clear()
+        _roots[configured] = roots
+    return roots
+
+
+# --- the registry ----------------------------------------------------------------------
+
+
+def keys_changed() -> None:
+    """Forget this process's registry: the next signature or verification reads the keys
+    again. The key services call it when they change a key, and again on commit."""
+    _registry.clear()
+
+
+def keys_changed_on_commit() -> None:
+    keys_changed()
+    transaction.on_commit(keys_changed)
+
+
+def _problem(
+    active: ActiveKey,
+    row: SigningKey,
+    trusted: dict[str, TrustedKey],
+    roots: dict[str, Ed25519PublicKey],
+) -> str:
+    where = f"signing key {active.kid} (SVC_SIGNING_KEY_FILE)"
+    switch = (
+        "point SVC_SIGNING_KEY_FILE at a key that is certified and neither retired nor "
+        f"revoked (`{INSTALL_COMMAND}` installs a key's certificate)"
+    )
+    if row.revoked_at is not None:
+        return f"{where} was revoked at {unix(row.revoked_at)}; it signs nothing: {switch}"
+    if row.retired_at is not None:
+        return f"{where} was retired at {unix(row.retired_at)}; it signs nothing more: {switch}"
+    if not roots:
+        return ""
+    key = trusted.get(active.kid)
+    if key is None:
+        if row.certificate:
+            return (
+                f"the certificate of {where} does not verify under SVC_ROOT_KEYS; install "
+                f"one from a configured root with `{INSTALL_COMMAND}`"
+            )
+        return (
+            f"{where} has no certificate from a root in SVC_ROOT_KEYS, so devices would "
+            f"refuse what it signs; certify it offline and install it with `{INSTALL_COMMAND}`"
+        )
+    now = unix(timezone.now())
+    if not key.covers(now):
+        return (
+            f"the certificate of {where} is valid for {key.not_before}.."
+            f"{key.not_after or 'no end'}, not now ({now}); install a current one with "
+            f"`{INSTALL_COMMAND}`"
+        )
+    if key.use != ONLINE:
+        return (
+            f"{where} is certified for offline minting only; it may not sign list pages or "
+            f"receipts: install an online certificate with `{INSTALL_COMMAND}` or {switch}"
+        )
+    return ""
+
+
+def _load(config: tuple[str, str, tuple[str, ...]], active: ActiveKey) -> Registry:
+    rows = {row.kid: row for row in SigningKey.objects.all()}
+    if active.kid not in rows:
+        rows[active.kid], _ = SigningKey.objects.get_or_create(
+            kid=active.kid,
+            defaults={
+                "public_key": codec.public_key_b64url(active.public),
+                "fingerprint": active.fingerprint,
+                "use": SigningKey.Use.ONLINE,
+            },
+        )
+    roots = root_keys()
+    ring = Keyring(roots.values())
+    trusted: dict[str, TrustedKey] = {}
+    revoked: dict[str, str] = {}
+    certificates = []
+    for kid, row in rows.items():
+        if row.revoked_at is not None:
+            reason = row.revoke_reason or "no reason given"
+            revoked[kid] = f"revoked at {unix(row.revoked_at)} ({reason})"
+            continue
+        if row.certificate:
+            certificates.append(row.certificate)
+        if roots:
+            try:
+                cert = ring.add(row.certificate)
+            except KeyNotTrusted:
+                continue  # not chained to a configured root: trusted for nothing
+            if cert.kid == kid:
+                trusted[kid] = TrustedKey(cert.key, cert.use, cert.not_before, cert.not_after)
+        else:
+            key = codec.load_public_key(row.public_key)
+            trusted[kid] = TrustedKey(key, row.use, row.not_before, row.not_after)
+    return Registry(
+        config=config,
+        loaded_at=time.monotonic(),
+        active=active,
+        problem=_problem(active, rows[active.kid], trusted, roots),
+        trusted=trusted,
+        revoked=revoked,
+        certificates=tuple(certificates),
+        active_certificate=rows[active.kid].certificate if active.kid not in revoked else "",
+    )
+
+
+def _current() -> Registry:
+    active = _active()
+    config = (active.path, active.kid, tuple(settings.SVC_ROOT_KEYS))
+    held = _registry[0] if _registry else None
+    if (
+        held is not None
+        and held.config == config
+        and time.monotonic() - held.loaded_at < REFRESH_SECONDS
+    ):
+        return held
+    registry = _load(config, active)
+    _registry[:] = [registry]
+    return registry
+
+
+def _usable() -> Registry:
+    registry = _current()
+    if registry.problem:
+        raise MisconfiguredService(registry.problem)
+    return registry
+
+
+def active_key_problem() -> str:
+    """Why the active key may not sign now ("" when it may): what /healthz reports."""
+    return _current().problem
+
+
+def certificates() -> list[str]:
+    """Key certificates of every registered key that is not revoked, oldest first: what
+    devices need to chain the authority's keys to their compiled-in roots."""
+    return list(_current().certificates)
+
+
+def active_certificate() -> str:
+    """The active key's certificate (``SVCK1``), or "" when it has none: shipped beside
+    what this key signs (usage receipts, licence files)."""
+    return _current().active_certificate
+
+
+# --- signing and verifying ---------------------------------------------------------------
+
+
+def sign_claims(claims: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Sign ``claims`` with the active key: the token and the claims as signed (naming
+    the key, ``kid``). MisconfiguredService when the active key may not sign."""
+    key = _usable().active.private
+    signed = codec.with_kid(claims, key)
+    return codec.encode_token(signed, key), signed
 
 
 def sign(claims: dict[str, Any]) -> str:
-    return codec.encode_token(claims, signing_key())
-
-
-def verify(token: str) -> dict[str, Any]:
-    """Claims of a token this authority's key signed; raises ``devices.BadSignature``."""
-    return codec.verify_token(token, public_key())
+    return sign_claims(claims)[0]
 
 
 def sign_document(prefix: str, payload: dict[str, Any]) -> str:
     """Sign a revocation-list page or usage receipt (``devices.documents``)."""
-    return documents.sign_document(prefix, payload, signing_key())
+    return documents.sign_document(prefix, payload, _usable().active.private)
+
+
+def verify(token: str) -> dict[str, Any]:
+    """Claims of a token one of the authority's keys signed; ``devices.BadSignature``
+    naming the key otherwise (unknown, revoked, outside its certificate's window)."""
+    registry = _usable()
+    if not isinstance(token, str) or len(token) > codec.MAX_TOKEN_CHARS:
+        return codec.verify_token(token, registry.active.public)  # raises: shape, size
+    kid = unverified_payload(token).get("kid")
+    if kid is None:
+        return _verify_without_kid(token, registry)
+    if not isinstance(kid, str):
+        raise BadSignature("claim 'kid' must be a string")
+    if kid in registry.revoked:
+        raise BadSignature(
+            f"token is signed by key {kid}, which was {registry.revoked[kid]}: nothing it "
+            "signed is accepted"
+        )
+    trusted = registry.trusted.get(kid)
+    if trusted is None:
+        chained = " chained to a root in SVC_ROOT_KEYS" if root_keys() else ""
+        raise BadSignature(
+            f"token is signed by key {kid}, which is not a registered signing key{chained} "
+            "of this authority"
+        )
+    claims = codec.verify_token(token, trusted.key)
+    if not trusted.covers(claims["iat"]):
+        raise BadSignature(
+            f"token was signed by key {kid} at {claims['iat']}, outside its certificate's "
+            f"validity {trusted.not_before}..{trusted.not_after or 'no end'}"
+        )
+    return claims
+
+
+def _verify_without_kid(token: str, registry: Registry) -> dict[str, Any]:
+    """A token from before key ids: the active key first (nearly always the signer), then
+    every other registered key that is not revoked."""
+    try:
+        return codec.verify_token(token, registry.active.public)
+    except BadSignature as exc:
+        refusal = exc
+    for kid, trusted in registry.trusted.items():
+        if kid != registry.active.kid:
+            try:
+                return codec.verify_token(token, trusted.key)
+            except BadSignature:
+                continue
+    raise refusal

@@ -9,10 +9,13 @@ import argparse
 import os
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from svcctl import EXIT_FAILED, EXIT_OK, EXIT_USAGE, offline, output
+from devices import token as codec
+from devices.errors import BadSignature
+from svcctl import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OfflineError, certs, offline, output
 from svcctl.client import AdminClient, ApiError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -32,11 +35,14 @@ online (need --url/SVC_URL and --admin-key/SVC_ADMIN_KEY):
   usage          usage totals of a licence
   invoice        rate (preview) a customer's invoice; --csv exports it
   catalogue      the SKU catalogue (--json output is a catalogue file for mint)
+  register       register an offline-minted licence, so it can be revoked
 
 offline (no service, no database):
   mint           sign an air-gapped, device-bound licence with a signing key file
-  inspect        decode and verify a token; claims, validity window, state, key
+  inspect        decode and verify a token or licence file; claims, window, state, key
   keygen         create an Ed25519 signing key (mode 600)
+  root-keygen    create a root key (on an offline machine; firmware trusts its public key)
+  certify        endorse a signing key with the root: a key certificate
 """
 
 EPILOG = """\
@@ -47,10 +53,13 @@ examples:
   svcctl fleet --customer CUST-ACME --weak
   svcctl revoke LIC-0123456789ABCDEF --reason "device stolen"
   svcctl invoice CUST-ACME --days 30 --csv acme.csv
-  svcctl keygen --out signing-key.pem --public-out signing-key.pub
+  svcctl root-keygen --out root.pem --public-out root.pub      # offline machine
+  svcctl keygen --out airgap.pem --public-out airgap.pub
+  svcctl certify --root root.pem --key airgap.pub --out airgap.cert --use offline
   svcctl mint --sku DETECT-STD --customer CUST-ACME --device cam-0042 --days 365 \\
-      --key signing-key.pem --out cam-0042.lic
-  svcctl inspect cam-0042.lic --pubkey signing-key.pub
+      --key airgap.pem --out cam-0042.lic                     # finds airgap.cert beside it
+  svcctl inspect cam-0042.lic --root root.pub
+  svcctl register cam-0042.lic
 """
 
 
@@ -109,6 +118,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
     return value
+
+
+def _date(text: str) -> int:
+    try:
+        return certs.parse_date(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,7 +271,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--days", type=_non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
     )
     p.add_argument("--key", required=True, metavar="FILE", help="private signing key (PEM)")
-    p.add_argument("--out", required=True, metavar="FILE", help="where to write the token")
+    p.add_argument(
+        "--cert",
+        metavar="FILE",
+        help="the key's certificate (svcctl certify); default: the key file's name with "
+        ".cert for .pem, if that file exists. Without one, devices with a root keyring "
+        "refuse the licence (KEY_UNKNOWN)",
+    )
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="root public key to verify the certificate with (repeatable)",
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="licence file to write: the token, then the key's certificate line(s)",
+    )
     p.add_argument("--catalogue", metavar="FILE", help='catalogue file ({"skus": [...]})')
     p.add_argument(
         "--issuer",
@@ -270,16 +305,28 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect",
         "decode and verify a token",
         cmd_inspect,
-        "Decode a token file, verify its signature with --pubkey, and print its claims, "
-        "validity window, state (active, grace, expired) and the key's fingerprint. "
-        "Exit status 1 when the signature does not verify.",
+        "Decode a token or licence file, verify its signature with --pubkey, or follow its "
+        "signing key (kid) through the file's certificates to a --root as a device would, "
+        "and print its claims, validity window, state (active, grace, expired), the key and "
+        "the certificates. Exit status 1 when the signature does not verify or the key "
+        "does not chain to a root.",
     )
-    p.add_argument("source", metavar="token_file", help="file holding the token (- = stdin)")
+    p.add_argument(
+        "source",
+        metavar="token_file",
+        help="file holding the token, or a licence file (token, then certificates); - = stdin",
+    )
     p.add_argument(
         "--pubkey",
-        required=True,
         metavar="FILE",
         help="public key file, PEM or base64url (or the base64url key itself)",
+    )
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="root public key a device trusts (repeatable); the key must chain to one",
     )
     p.add_argument(
         "--at", type=_non_negative, metavar="UNIX", help="evaluate the state at this time"
@@ -300,6 +347,74 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace existing files: licences signed by the old key stop verifying",
     )
+
+    p = command(
+        "root-keygen",
+        "create a root key",
+        cmd_root_keygen,
+        "Create an Ed25519 root key (PKCS#8 PEM, mode 600) and print its key id (kid) and "
+        "fingerprint. Firmware compiles in its public key (python -m devices vendor --root); "
+        "the root only endorses signing keys (svcctl certify) and belongs on an offline "
+        "machine, never on the server. Refuses to overwrite an existing file without --force.",
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="private root key file to create")
+    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing files: devices trusting the old root refuse everything it endorsed",
+    )
+
+    p = command(
+        "certify",
+        "endorse a signing key with the root",
+        cmd_certify,
+        "Sign a key certificate (SVCK1, one line) for --key with the root key: devices that "
+        "trust the root then trust licences signed by that key within the certificate's "
+        "window. A certificate covers signatures made from --not-before (default: now) to its "
+        "end (default: none), so for a key that has already signed licences give the date it "
+        "was created.",
+    )
+    p.add_argument("--root", required=True, metavar="FILE", help="private root key (PEM)")
+    p.add_argument(
+        "--key",
+        required=True,
+        metavar="FILE",
+        help="the signing key: its private key (.pem, mode 600) or its public key (.pub)",
+    )
+    p.add_argument("--out", required=True, metavar="FILE", help="certificate file to write")
+    p.add_argument(
+        "--use",
+        choices=["online", "offline"],
+        default="online",
+        help="online (default): the server's key, signs licences, list pages and receipts; "
+        "offline: an air-gap minting key, signs licences only",
+    )
+    end = p.add_mutually_exclusive_group()
+    end.add_argument("--days", type=_positive, help="valid for N days from --not-before")
+    end.add_argument(
+        "--not-after", type=_date, metavar="YYYY-MM-DD", help="valid through this UTC day"
+    )
+    p.add_argument(
+        "--not-before", type=_date, metavar="YYYY-MM-DD", help="valid from 00:00 UTC of this day"
+    )
+    p.add_argument(
+        "--issuer",
+        default=os.environ.get("SVC_ISSUER", offline.DEFAULT_ISSUER),
+        help="iss field (default: $SVC_ISSUER or svc-licensing)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
+
+    p = command(
+        "register",
+        "register an offline-minted licence",
+        cmd_register,
+        "Register a licence minted offline (svcctl mint) with the service, so it is listed "
+        "and can be revoked like any other. Sends the token (the file's first line).",
+    )
+    p.add_argument(
+        "source", metavar="licence_file", help="licence or token file from mint (- = stdin)"
+    )
     return parser
 
 
@@ -317,7 +432,7 @@ def _client(args) -> AdminClient:
 def _check_token_out(path: str | None) -> None:
     """Refuse an existing --token-out before asking the server, not after it issued."""
     if path and os.path.exists(path):
-        raise offline.OfflineError(f"{path} already exists; choose another --token-out file")
+        raise OfflineError(f"{path} already exists; choose another --token-out file")
 
 
 def _save_token(path: str | None, token: str) -> None:
@@ -541,11 +656,63 @@ def cmd_catalogue(args) -> int:
     return EXIT_OK
 
 
+def _read_licence(source: str):
+    if source == "-":
+        return offline.parse_licence(sys.stdin.read())
+    return offline.read_licence(source)
+
+
+def cmd_register(args) -> int:
+    client = _client(args)
+    licence = _read_licence(args.source)
+    try:
+        codec.decode_unverified(licence.token)
+    except BadSignature as exc:  # refuse before asking the server
+        raise OfflineError(f"{args.source} holds no licence token: {exc}") from None
+    result = client.post("licenses/register", {"token": licence.token})
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    output.fields(
+        [
+            ("licence", result["license_id"]),
+            ("customer", result["customer_id"]),
+            ("sku", result["sku"]),
+            ("device", result["device_id"]),
+            ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
+            ("kid", result.get("kid") or "-"),
+            ("registered", "yes" if result.get("registered") else "no"),
+        ]
+    )
+    return EXIT_OK
+
+
 # --- offline ---------------------------------------------------------------------------
+
+
+def _window(cert: dict) -> str:
+    return f"{output.when(cert['not_before'])} to {output.when(cert['not_after'], zero='no end')}"
 
 
 def cmd_mint(args) -> int:
     entry = offline.catalogue_entry(args.sku, args.catalogue)
+    now = int(time.time())
+    public = offline.load_signing_key(args.key).public_key()
+    cert_file = args.cert
+    if cert_file is None and certs.default_certificate_path(args.key).is_file():
+        cert_file = str(certs.default_certificate_path(args.key))
+    roots = certs.read_roots(args.root)
+    if codec.key_id(public) in roots:
+        raise OfflineError(
+            f"{args.key} is a root key: a root only endorses signing keys (svcctl certify); "
+            "mint with a certified signing key"
+        )
+    if cert_file is None and roots:
+        raise OfflineError(
+            f"--root given but no certificate for key {codec.key_id(public)}: pass --cert "
+            f"(looked for {certs.default_certificate_path(args.key)})"
+        )
+    found = certs.certificates_for_key(cert_file, public, at=now, roots=roots) if cert_file else []
     token, claims = offline.mint(
         entry=entry,
         customer=args.customer,
@@ -557,9 +724,29 @@ def cmd_mint(args) -> int:
         max_streams=args.streams,
         api_quota=args.quota,
         force=args.force,
+        now=now,
+        certificates=[c.text for c in found],
     )
+    kid = codec.key_id(public)
+    if not found:
+        print(
+            f"svcctl: warning: no certificate for signing key {kid} (looked for "
+            f"{certs.default_certificate_path(args.key)}): devices with a root keyring will "
+            "refuse this licence (KEY_UNKNOWN); only builds with this key compiled in accept "
+            "it. Endorse the key with `svcctl certify` and mint again.",
+            file=sys.stderr,
+        )
     if args.json:
-        output.print_json({"license_id": claims["lic"], "out": args.out, "claims": claims})
+        output.print_json(
+            {
+                "license_id": claims["lic"],
+                "out": args.out,
+                "claims": claims,
+                "kid": kid,
+                "certificate": cert_file,
+                "certificates": [c.as_dict() for c in found],
+            }
+        )
         return EXIT_OK
     output.fields(
         [
@@ -569,17 +756,45 @@ def cmd_mint(args) -> int:
             ("device", claims["dev"]),
             ("modules", ", ".join(m for m, on in claims["ent"].items() if on)),
             ("expires", output.when(claims["exp"], zero="never (perpetual)")),
+            ("kid", kid),
+            (
+                "certificate",
+                ", ".join(f"{cert_file} (root {c.root}, use {c.use})" for c in found)
+                or "NONE (see warning)",
+            ),
             ("written to", args.out),
         ]
     )
     return EXIT_OK
 
 
+def _chain_row(report: dict) -> str:
+    chain = report["chain"]
+    if chain["trusted"]:
+        return f"ok: key {report['kid']} certified by root {chain['root']} (use {chain['use']})"
+    return f"REFUSED {chain['code']}: {chain['error']}"
+
+
+def _certificate_row(cert: dict) -> str:
+    if not cert["readable"]:
+        return f"UNREADABLE: {cert['error']}"
+    verdict = {
+        True: "verified",
+        False: f"REFUSED {cert['code']}",
+        None: "not verified (no --root)",
+    }[cert["verified"]]
+    return f"key {cert['kid']}, use {cert['use']}, {_window(cert)}, root {cert['root']}: {verdict}"
+
+
 def cmd_inspect(args) -> int:
-    from_stdin = args.source == "-"
-    token = sys.stdin.read().strip() if from_stdin else offline.read_token(args.source)
-    public_key = offline.read_public_key(args.pubkey)
-    report = offline.inspect(token, public_key, now=args.at)
+    if args.pubkey is None and not args.root:
+        raise UsageError("give the key to verify with: --pubkey FILE, --root FILE, or both")
+    licence = _read_licence(args.source)
+    public_key = certs.read_public_key(args.pubkey) if args.pubkey is not None else None
+    roots = list(certs.read_roots(args.root).values())
+    report = offline.inspect(
+        licence.token, public_key, now=args.at, roots=roots, certificates=licence.certificates
+    )
     if args.json:
         output.print_json(report)
     else:
@@ -590,7 +805,13 @@ def cmd_inspect(args) -> int:
                 "signature",
                 "valid" if report["signature_valid"] else "INVALID: " + report["signature_error"],
             ),
-            ("key fingerprint", report["key_fingerprint"]),
+            ("kid", report["kid"] or "none (token names no signing key)"),
+            ("key fingerprint", report["key_fingerprint"] or "-"),
+        ]
+        if report["chain"] is not None:
+            rows.append(("root chain", _chain_row(report)))
+        rows += [("certificate", _certificate_row(c)) for c in report["certificates"]]
+        rows += [
             ("state", report["state"] + ("" if report["signature_valid"] else " (unverified)")),
             ("kind", report["kind"]),
             ("licence", claims["lic"]),
@@ -614,6 +835,13 @@ def cmd_inspect(args) -> int:
         if "batch" in claims:
             rows.append(("batch", f"{claims['batch']['id']} ({claims['batch']['units']} units)"))
         output.fields(rows)
+    if report["chain"] is not None and not report["chain"]["trusted"]:
+        print(
+            f"svcctl: error: signing key {report['kid']} does not chain to a given root: "
+            f"{report['chain']['error']} ({report['chain']['code']})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     if not report["signature_valid"]:
         print(
             f"svcctl: error: signature does not verify with key {report['key_fingerprint']}",
@@ -623,17 +851,75 @@ def cmd_inspect(args) -> int:
     return EXIT_OK
 
 
-def cmd_keygen(args) -> int:
-    result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
-    if args.json:
-        output.print_json(result)
-        return EXIT_OK
-    print(f"private key: {result['private_key']} (mode 600)")
+def _print_new_key(result: dict, *, what: str) -> None:
+    print(f"{what}: {result['private_key']} (mode 600)")
     if result["public_key_file"]:
         print(f"public key file: {result['public_key_file']}")
     print(f"public key (base64url): {result['public_key']}")
     print(result["public_key_pem"].rstrip())
+    print(f"kid: {result['kid']}")
     print(f"fingerprint (sha256): {result['fingerprint']}")
+
+
+def cmd_keygen(args) -> int:
+    result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
+    if args.json:
+        output.print_json(result)
+    else:
+        _print_new_key(result, what="private key")
+    return EXIT_OK
+
+
+def cmd_root_keygen(args) -> int:
+    result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
+    if args.json:
+        output.print_json(result)
+    else:
+        _print_new_key(result, what="root key")
+    print(
+        f"svcctl: warning: {args.out} is a ROOT key: keep it on an offline machine (or "
+        "offline media), never on the server; it only signs key certificates "
+        "(svcctl certify). Firmware compiles in its public key "
+        "(python -m devices vendor --root).",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def cmd_certify(args) -> int:
+    now = int(time.time())
+    try:
+        not_before, not_after = certs.window(
+            now=now, not_before=args.not_before, not_after=args.not_after, days=args.days
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    info = certs.certify(
+        root_file=args.root,
+        key_file=args.key,
+        out=args.out,
+        use=args.use,
+        not_before=not_before,
+        not_after=not_after,
+        issuer=args.issuer,
+        now=now,
+        force=args.force,
+    )
+    if args.json:
+        output.print_json({"certificate": args.out, **info.as_dict()})
+        return EXIT_OK
+    output.fields(
+        [
+            ("certificate", args.out),
+            ("kid", info.kid),
+            ("fingerprint", codec.key_fingerprint(info.key)),
+            ("use", info.use),
+            ("root", info.root),
+            ("valid from", output.when(info.not_before)),
+            ("valid until", output.when(info.not_after, zero="no end")),
+            ("issuer", info.issuer),
+        ]
+    )
     return EXIT_OK
 
 
@@ -649,7 +935,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"svcctl: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ApiError, offline.OfflineError) as exc:
+    except (ApiError, OfflineError) as exc:
         print(f"svcctl: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -1,116 +1,57 @@
-"""The offline operator tools: mint an air-gapped licence, inspect a token, create a
-signing key. Files only: no service, no database, no Django.
+"""The offline operator tools: mint an air-gapped licence, inspect a token or licence
+file, create a signing key. Files only: no service, no database, no Django.
 
 Tokens go through the one SVC1 codec (``devices.token``), keys through the one key-file
-module (``svccore.keyfile``, also behind ``manage.py keygen``), and SKU modules and
-caps come from a catalogue file (``svccore.catalogue``).
+module (``svccore.keyfile``, also behind ``manage.py keygen``), claims through the one
+builder (``svccore.claims``, SKU modules and caps from a catalogue file), licence files
+through ``svccore.licencefile``, and certificates through ``svcctl.certs``.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from devices import keys as devkeys
 from devices import token as codec
 from devices.errors import BadSignature
-from svccore import catalogue, ids
-from svccore.keyfile import KeyFileError, read_private_key, write_private_key
+from svccore import claims as claimbuilder
+from svccore import licencefile
+from svccore.claims import DAY, DEFAULT_ISSUER
+from svccore.keyfile import KeyFileError, write_private_key
+from svcctl import OfflineError
+from svcctl.certs import describe, read_signing_key
 
-DAY = 86400
-DEFAULT_ISSUER = "svc-licensing"
 
-
-class OfflineError(Exception):
-    """A mint, inspect or keygen that cannot be done; the message says why."""
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The shared modules' refusals as this tool's OfflineError (``manage.py mint``
+    catches that one too)."""
+    try:
+        yield
+    except (claimbuilder.ClaimsError, licencefile.LicenceFileError, KeyFileError) as exc:
+        raise OfflineError(str(exc)) from None
 
 
 # --- mint ------------------------------------------------------------------------------
 
 
 def catalogue_entry(sku: str, catalogue_file: Path | str | None = None) -> dict[str, Any]:
-    path = catalogue_file or catalogue.SEED_FILE
-    try:
-        entries = catalogue.load_entries(path)
-    except FileNotFoundError:
-        raise OfflineError(f"catalogue file {path} does not exist") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise OfflineError(f"catalogue file {path} is not a catalogue: {exc}") from None
-    for entry in entries:
-        if entry["sku"] == sku:
-            return entry
-    known = ", ".join(e["sku"] for e in entries)
-    raise OfflineError(f"unknown SKU {sku!r}; the catalogue {path} has {known}")
-
-
-def customer_id(value: str) -> str:
-    chosen = value.strip().upper()
-    return chosen if chosen.startswith("CUST-") else f"CUST-{chosen}"
-
-
-def mint_claims(
-    *,
-    entry: dict[str, Any],
-    customer: str,
-    device_id: str,
-    days: int | None = None,
-    issuer: str = DEFAULT_ISSUER,
-    max_streams: int | None = None,
-    api_quota: int | None = None,
-    now: int | None = None,
-) -> dict[str, Any]:
-    """Claims of an air-gapped licence: bound to ``device_id``, ``act`` = ``optional``,
-    entitlements and caps from the catalogue ``entry``; ``days`` 0 is perpetual."""
-    if not device_id or device_id == "*" or len(device_id) > 128:
-        raise OfflineError(
-            "an air-gapped licence must be bound to one device: give its fingerprint "
-            "(1-128 characters, not '*')"
-        )
-    term = entry["term_days"] if days is None else days
-    for name, value in (("days", term), ("quota", api_quota), ("streams", max_streams)):
-        if value is not None and value < (1 if name == "streams" else 0):
-            raise OfflineError(f"{name} must be >= {1 if name == 'streams' else 0}, not {value}")
-    issued = int(time.time()) if now is None else now
-    return {
-        "lic": ids.license_id(),
-        "sku": entry["sku"],
-        "sub": customer_id(customer),
-        "iss": issuer,
-        "dev": device_id,
-        "ent": catalogue.entitlements(entry["modules"]),
-        "lim": {
-            "max_streams": entry["max_streams"] if max_streams is None else max_streams,
-            "max_fps": entry["max_fps"],
-            "api_calls": entry["api_calls"] if api_quota is None else api_quota,
-        },
-        "iat": issued,
-        "nbf": issued,
-        "exp": 0 if term == 0 else issued + term * DAY,
-        "grace_days": entry["grace_days"],
-        "act": "optional",
-    }
+    with _refusals():
+        return claimbuilder.catalogue_entry(sku, catalogue_file)
 
 
 def load_signing_key(path: Path | str):
-    try:
-        return read_private_key(path)
-    except KeyFileError as exc:
-        raise OfflineError(str(exc)) from None
+    return read_signing_key(path)
 
 
 def write_token(path: Path | str, token: str, *, force: bool = False) -> None:
     """Write a token file; an existing file is replaced only with ``force``."""
-    path = Path(path)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except FileExistsError:
-        raise OfflineError(f"{path} already exists; pass --force to replace it") from None
-    except OSError as exc:
-        raise OfflineError(f"cannot write {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(token + "\n")
+    with _refusals():
+        licencefile.write(path, licencefile.LicenceFile(token), force=force)
 
 
 def mint(
@@ -126,54 +67,42 @@ def mint(
     api_quota: int | None = None,
     force: bool = False,
     now: int | None = None,
+    certificates: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]]:
-    """Sign an air-gapped licence with the key in ``key_file`` and write it to ``out``."""
+    """Sign an air-gapped licence with the key in ``key_file`` and write it to ``out``:
+    the token, then ``certificates`` (already checked to endorse this key,
+    :func:`svcctl.certs.certificates_for_key`), one per line. Returns the token and its
+    claims as signed (with ``kid``)."""
     key = load_signing_key(key_file)
-    claims = mint_claims(
-        entry=entry,
-        customer=customer,
-        device_id=device_id,
-        days=days,
-        issuer=issuer,
-        max_streams=max_streams,
-        api_quota=api_quota,
-        now=now,
-    )
-    token = codec.encode_token(claims, key)
-    write_token(out, token, force=force)
+    with _refusals():
+        claims = claimbuilder.mint_claims(
+            entry=entry,
+            customer=customer,
+            device_id=device_id,
+            days=days,
+            issuer=issuer,
+            max_streams=max_streams,
+            api_quota=api_quota,
+            now=now,
+        )
+        claims = codec.with_kid(claims, key)  # as signed: naming the key
+        token = codec.encode_token(claims, key)
+        licencefile.write(out, licencefile.LicenceFile(token, tuple(certificates)), force=force)
     return token, claims
 
 
 # --- inspect ---------------------------------------------------------------------------
 
 
-def read_token(path: Path | str) -> str:
-    try:
-        text = Path(path).read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        raise OfflineError(f"token file {path} does not exist") from None
-    except (UnicodeDecodeError, OSError) as exc:
-        raise OfflineError(f"cannot read token file {path}: {exc}") from None
-    return text
+def read_licence(path: Path | str) -> licencefile.LicenceFile:
+    """A token file or a licence file (token, then certificate lines)."""
+    with _refusals():
+        return licencefile.read(path)
 
 
-def read_public_key(value: str):
-    """A public key from a file (PEM or base64url), or given inline as base64url."""
-    path = Path(value)
-    if path.is_file():
-        text = path.read_text(encoding="ascii", errors="replace")
-        if "PRIVATE KEY" in text:
-            raise OfflineError(f"{value} is a private key; give the public key (keygen prints it)")
-    else:
-        text = value
-    try:
-        return codec.load_public_key(text)
-    except ValueError as exc:
-        if not path.exists() and not text.startswith("-----"):
-            raise OfflineError(f"public key file {value} does not exist") from None
-        raise OfflineError(
-            f"{value} is not an Ed25519 public key (PEM or base64url): {exc}"
-        ) from None
+def parse_licence(text: str, *, source: str = "stdin") -> licencefile.LicenceFile:
+    with _refusals():
+        return licencefile.parse(text, source=source)
 
 
 def licence_state(claims: dict[str, Any], now: int) -> str:
@@ -187,25 +116,95 @@ def licence_state(claims: dict[str, Any], now: int) -> str:
     return "expired"
 
 
-def inspect(token: str, public_key: Any, *, now: int | None = None) -> dict[str, Any]:
-    """What a token says, whether ``public_key`` signed it, and its state at ``now``.
-    Raises :class:`OfflineError` only when the token cannot be decoded at all."""
+def _certificate_report(text: str, roots: dict[str, Any]) -> dict[str, Any]:
+    """One certificate line of a licence file: what it says and, with roots, whether a
+    device trusting them would take it."""
+    try:
+        entry: dict[str, Any] = describe(text).as_dict()
+    except OfflineError as exc:
+        return {"readable": False, "verified": False, "error": str(exc), "code": ""}
+    entry.update(readable=True, verified=None, error="", code="")
+    if roots:
+        try:
+            devkeys.parse_certificate(text, roots)
+            entry["verified"] = True
+        except devkeys.KeyNotTrusted as exc:
+            entry.update(verified=False, error=str(exc), code=exc.code)
+    return entry
+
+
+def _chain(
+    claims: dict[str, Any], roots: dict[str, Any], certificates: Sequence[str]
+) -> tuple[dict[str, Any], Any]:
+    """Whether the key the token names chains to ``roots`` through the certificates the
+    file carries, as a device with those roots compiled in decides it; and that key."""
+    keyring = devkeys.Keyring(roots=roots.values())
+    refused: dict[Any, devkeys.KeyNotTrusted] = {}
+    for text in certificates:
+        try:
+            keyring.add(text)
+        except devkeys.KeyNotTrusted as exc:
+            refused[devkeys.unverified_payload(text).get("kid")] = exc
+    result: dict[str, Any] = {"roots": sorted(roots), "trusted": False, "root": None, "use": None}
+    try:
+        key = keyring.resolve(claims)
+    except devkeys.KeyNotTrusted as exc:
+        if exc.code == "KEY_UNKNOWN" and claims.get("kid") in refused:
+            exc = refused[claims["kid"]]  # the file has its certificate, but it was refused
+        return {**result, "code": exc.code, "error": str(exc)}, None
+    cert = keyring.certificates[claims["kid"]]
+    return {
+        **result,
+        "trusted": True,
+        "root": cert.root,
+        "use": cert.use,
+        "code": "",
+        "error": "",
+    }, key
+
+
+def inspect(
+    token: str,
+    public_key: Any = None,
+    *,
+    now: int | None = None,
+    roots: Sequence[Any] = (),
+    certificates: Sequence[str] = (),
+) -> dict[str, Any]:
+    """What a token says, whether it verifies, and its state at ``now``.
+
+    The signature is checked with ``public_key`` when given, and with ``roots`` the
+    token's ``kid`` is followed through ``certificates`` (the licence file's) to a root,
+    then the signature is checked with the certified key. Raises :class:`OfflineError`
+    only when the token cannot be decoded at all, or when neither key nor root is given.
+    """
+    if public_key is None and not roots:
+        raise OfflineError("give the key to verify with: --pubkey, --root, or both")
     now = int(time.time()) if now is None else now
     try:
         claims = codec.decode_unverified(token)
     except BadSignature as exc:
         raise OfflineError(f"not a licence token: {exc}") from None
-    try:
-        codec.verify_token(token, public_key)
-        verified, problem = True, ""
-    except BadSignature as exc:
-        verified, problem = False, str(exc)
+    root_keys = {codec.key_id(key): codec.load_public_key(key) for key in roots}
+    chain, chained_key = _chain(claims, root_keys, certificates) if root_keys else (None, None)
+    checked_with = public_key if public_key is not None else chained_key
+    if checked_with is None:
+        verified, problem = False, f"signing key not trusted: {chain['error']}"
+    else:
+        try:
+            codec.verify_token(token, checked_with)
+            verified, problem = True, ""
+        except BadSignature as exc:
+            verified, problem = False, str(exc)
     grace_until = claims["exp"] + claims["grace_days"] * DAY if claims["exp"] else 0
     return {
         "claims": claims,
+        "kid": claims.get("kid"),
         "signature_valid": verified,
         "signature_error": problem,
-        "key_fingerprint": codec.key_fingerprint(public_key),
+        "key_fingerprint": codec.key_fingerprint(checked_with) if checked_with else "",
+        "chain": chain,
+        "certificates": [_certificate_report(text, root_keys) for text in certificates],
         "state": licence_state(claims, now),
         "at": now,
         "not_before": claims["nbf"],
@@ -239,4 +238,5 @@ def keygen(
         "public_key": codec.public_key_b64url(public),
         "public_key_pem": pem,
         "fingerprint": codec.key_fingerprint(public),
+        "kid": codec.key_id(public),
     }

@@ -21,6 +21,7 @@ def test_healthz_reports_signing_key_fingerprint(client, signing_key):
     )
     assert body["ok"] is True
     assert body["public_key"] == hashlib.sha256(raw).hexdigest()
+    assert body["kid"] == body["public_key"][:16]  # the key id tokens name
     assert abs(body["time"] - time.time()) < 5
 
 
@@ -29,6 +30,7 @@ def test_healthz_is_503_when_the_signing_key_is_unusable(client, settings, tmp_p
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["ok"] is False
+    assert "signing key unavailable" in response.json()["detail"]
 
 
 def test_index_names_host_and_device_endpoints_only(client, settings):

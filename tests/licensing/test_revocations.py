@@ -43,6 +43,10 @@ def fingerprint16() -> str:
     return signing.public_key_fingerprint()[:16]
 
 
+def keys_version() -> int:
+    return revocations.head_get().keys
+
+
 def head() -> int:
     return revocations.head_get().seq
 
@@ -199,7 +203,7 @@ def test_device_at_head_gets_304_without_a_body_until_a_new_revocation(
     license_revoke(license_id=issue().id)
     current = head()
     first = fetch(device_api, current)
-    etag = f'"{fingerprint16}-{current}"'
+    etag = f'"{fingerprint16}-{current}-k{keys_version()}"'
     assert first["ETag"] == etag
     assert first["Cache-Control"] == "no-cache" and first["Vary"] == "Accept-Encoding"
     doc = page(first, signing_key)
@@ -216,14 +220,15 @@ def test_device_at_head_gets_304_without_a_body_until_a_new_revocation(
     license_revoke(license_id=newly.id)
     changed = fetch(device_api, current, HTTP_IF_NONE_MATCH=etag)
     doc = page(changed, signing_key)
-    assert changed["ETag"] == f'"{fingerprint16}-{current + 1}"'
+    assert changed["ETag"] == f'"{fingerprint16}-{current + 1}-k{keys_version()}"'
     assert (doc.seq, doc.revoked) == (current + 1, ((newly.id, usable_until(newly)),))
 
 
 def test_matching_etag_behind_the_head_still_gets_the_page(device_api, issue, fingerprint16):
     start = head()
     license_revoke(license_id=issue().id)
-    response = fetch(device_api, start, HTTP_IF_NONE_MATCH=f'"{fingerprint16}-{start}"')
+    stale = f'"{fingerprint16}-{start}-k{keys_version()}"'
+    response = fetch(device_api, start, HTTP_IF_NONE_MATCH=stale)
     assert response.status_code == 200 and response.json()["seq"] == start + 1
 
 
@@ -281,12 +286,12 @@ def test_without_since_the_answer_is_every_listed_id_plus_the_first_page(
         license_revoke(license_id=license_id)
     response = fetch(device_api)
     body = response.json()
-    assert set(body) == {"revoked", "as_of", "seq", "revocations"}
+    assert set(body) == {"revoked", "as_of", "seq", "revocations", "certificates"}
     assert body["revoked"][-3:] == ids and body["seq"] == head()
     doc = parse_revocation_page(body["revocations"], signing_key.public_key())
     assert (doc.start, doc.seq, doc.issued_at) == (0, head(), body["as_of"])
     assert [license_id for license_id, _ in doc.revoked] == body["revoked"]
-    etag = f'"{fingerprint16}-full-{head()}"'
+    etag = f'"{fingerprint16}-full-{head()}-k{keys_version()}"'
     assert response["ETag"] == etag
     unchanged = fetch(device_api, HTTP_IF_NONE_MATCH=f'"other", {etag}')
     assert unchanged.status_code == 304 and unchanged.content == b""

@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
@@ -235,7 +235,8 @@ def test_help_of_every_subcommand_reads_well():
     assert top.returncode == 0
     commands = [
         "customer", "batch", "license", "revoke", "fleet", "batch-status", "usage",
-        "invoice", "catalogue", "mint", "inspect", "keygen",
+        "invoice", "catalogue", "register", "mint", "inspect", "keygen", "root-keygen",
+        "certify",
     ]  # fmt: skip
     for command in commands:
         assert f"\n  {command} " in top.stdout
@@ -250,7 +251,8 @@ def test_help_of_every_subcommand_reads_well():
 
 def test_svcctl_never_imports_django():
     code = (
-        "import sys, svcctl.cli, svcctl.offline, svcctl.client; "
+        "import sys, svcctl.cli, svcctl.offline, svcctl.certs, svcctl.client, "
+        "svccore.claims, svccore.licencefile; "
         "sys.exit(any(m == 'django' or m.startswith('django.') for m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "SVC_"))}
@@ -264,6 +266,7 @@ def test_keygen_writes_mode_600_and_refuses_to_overwrite(tmp_path):
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert codec.key_fingerprint(pub.read_text()) == info["fingerprint"]
     assert codec.key_fingerprint(info["public_key"]) == info["fingerprint"]
+    assert info["kid"] == codec.key_id(pub.read_text()) == info["fingerprint"][:16]
     assert "PRIVATE" not in created.stdout
     before = key.read_bytes()
 
@@ -295,8 +298,9 @@ def test_mint_signs_an_air_gapped_device_bound_licence_from_the_seeded_catalogue
     minted = _json(result)
     token = out.read_text().strip()
     claims = codec.verify_token(token, pub.read_text())
-    assert claims.pop("kid") == codec.key_id(pub.read_text())
     assert claims == minted["claims"]
+    assert claims["kid"] == minted["kid"] == codec.key_id(pub.read_text())
+    assert minted["certificate"] is None and "KEY_UNKNOWN" in result.stderr  # uncertified key
     seeded = {e["sku"]: e for e in catalogue.load_entries()}["VISION-PRO"]
     assert claims["sub"] == "CUST-ACME"
     assert (claims["dev"], claims["act"], claims["iss"]) == ("cam-42", "optional", "svc-licensing")
@@ -371,6 +375,7 @@ def test_inspect_prints_claims_window_state_and_fingerprint(tmp_path, keypair):
     assert human.returncode == 0
     for text in (
         "signature        valid",
+        f"kid              {fingerprint[:16]}",
         f"key fingerprint  {fingerprint}",
         "state            active",
         f"licence          {minted['lic']}",
@@ -449,20 +454,28 @@ def test_export_catalogue_writes_the_live_catalogue_svcctl_mint_reads(tmp_path, 
 
 
 @pytest.mark.django_db
-def test_manage_py_mint_uses_the_servers_key_issuer_and_live_catalogue(
-    tmp_path, signing_key, settings
+def test_manage_py_mint_issues_a_stored_licence_file_with_the_servers_key(
+    tmp_path, signing_key, settings, customer
 ):
+    """manage.py mint is the server-side twin: the licence service, the server's key and
+    live catalogue, stored (so revocable); svcctl mint is the offline path."""
     Sku.objects.filter(pk="VISION-PRO").update(max_fps=12)
     out = tmp_path / "cam.lic"
     stdout = io.StringIO()
     call_command(
-        "mint", "--sku", "VISION-PRO", "--customer", "acme", "--device", "cam-9", "--days", "0",
-        "--out", str(out), stdout=stdout,
+        "mint", "--sku", "VISION-PRO", "--customer", customer.id, "--device", "cam-9",
+        "--days", "0", "--out", str(out), stdout=stdout,
     )  # fmt: skip
-    claims = codec.verify_token(out.read_text().strip(), signing_key.public_key())
+    token = out.read_text().splitlines()[0]
+    claims = codec.verify_token(token, signing_key.public_key())
     assert (claims["iss"], claims["lim"]["max_fps"], claims["exp"]) == (settings.SVC_ISSUER, 12, 0)
     assert "written to" in stdout.getvalue()
-    assert not License.objects.exists()  # offline: nothing stored
+    assert License.objects.get(pk=claims["lic"]).device_id == "cam-9"
+    with pytest.raises(CommandError, match="svcctl mint"):
+        call_command(
+            "mint", "--sku", "VISION-PRO", "--customer", customer.id, "--device", "cam-9",
+            "--out", str(tmp_path / "other.lic"), "--key", "airgap.pem",
+        )  # fmt: skip
 
 
 @pytest.mark.django_db

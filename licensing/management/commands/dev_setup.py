@@ -5,10 +5,19 @@ import secrets
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
+from audit.context import acting_from_cli
+from config.errors import ServiceError
 from devices import token as codec
+from devices.keys import KeyNotTrusted, parse_certificate, sign_certificate
+from licensing.models import SigningKey, unix
+from licensing.services import signing_key_install
 from svccore.keyfile import read_private_key, write_private_key
+
+ROOT_KEY = "root-key.pem"
+ROOT_PUBLIC = "root-key.pub"
 
 
 def _secret_file(path: Path, nbytes: int) -> str:
@@ -21,10 +30,22 @@ def _secret_file(path: Path, nbytes: int) -> str:
     return path.read_text().strip()
 
 
+def _public_file(path: Path, text: str) -> None:
+    """Write a public file (mode 644) unless it already holds ``text``."""
+    if path.exists() and path.read_text() == text:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
 class Command(BaseCommand):
     help = (
-        "Development set-up used by `make run`: create the signing key, admin key and "
-        "secret key under var/ if missing (mode 600) and print what an operator needs."
+        "Development set-up used by `make run` (after migrate): create the signing key, a "
+        "development root key (var/root-key.pem and .pub), admin key and secret key under "
+        "var/ if missing (secrets mode 600), certify the signing key with that root and "
+        "install the certificate, and print what an operator needs. A real root key lives "
+        "offline, never on a server."
     )
 
     def add_arguments(self, parser):
@@ -33,11 +54,23 @@ class Command(BaseCommand):
 
     def handle(self, *args, var="var", url="http://127.0.0.1:8000", **options):
         var_dir = Path(var)
+        var_dir.mkdir(parents=True, exist_ok=True)
         key_path = settings.SVC_SIGNING_KEY_FILE
         if not key_path.exists():
             write_private_key(key_path)
             self.stdout.write(f"created signing key {key_path} (mode 600)")
-        public = read_private_key(key_path).public_key()
+        signing = read_private_key(key_path)
+        public = signing.public_key()
+        root_path = var_dir / ROOT_KEY
+        if not root_path.exists():
+            write_private_key(root_path)
+            self.stdout.write(
+                f"created development root key {root_path} (mode 600); a real root key is "
+                "kept offline and only certifies signing keys, never on a server"
+            )
+        root = read_private_key(root_path)
+        _public_file(var_dir / ROOT_PUBLIC, codec.public_key_pem(root.public_key()))
+        installed = self._certify(signing, root)
         _secret_file(var_dir / "secret-key", 48)
         admin_key = settings.SVC_ADMIN_KEY or _secret_file(var_dir / "admin-key", 32)
         self.stdout.write(
@@ -50,9 +83,41 @@ class Command(BaseCommand):
                     f"  admin API      {url}/v1/admin/...  header X-Admin-Key",
                     f"  admin key      {admin_key}",
                     f"  signing key    {key_path}",
+                    f"  key id (kid)   {codec.key_id(public)}{installed}",
                     f"  key fingerprint {codec.key_fingerprint(public)}",
                     f"  public key     {codec.public_key_b64url(public)}",
+                    f"  root key       {var_dir / ROOT_PUBLIC} (SVC_ROOT_KEYS; development only)",
                     "",
                 ]
             )
         )
+
+    def _certify(self, signing, root) -> str:
+        """Install a certificate of the signing key by the development root, unless one
+        that verifies under it is installed already. Returns a note for the summary."""
+        roots = {codec.key_id(root.public_key()): root.public_key()}
+        kid = codec.key_id(signing.public_key())
+        current = SigningKey.objects.filter(pk=kid).values_list("certificate", flat=True).first()
+        if current:
+            try:
+                parse_certificate(current, roots)
+                return ""
+            except KeyNotTrusted:
+                pass  # certified by another root: certify it by this one
+        certificate = sign_certificate(
+            root,
+            signing.public_key(),
+            issued_at=unix(timezone.now()),
+            not_before=0,  # development: covers every token this key ever signed
+            not_after=0,
+            use="online",
+            issuer=settings.SVC_ISSUER,
+        )
+        with acting_from_cli():
+            try:
+                signing_key_install(
+                    certificate=certificate, roots=[codec.public_key_b64url(root.public_key())]
+                )
+            except ServiceError as exc:
+                raise CommandError(exc.detail) from None
+        return " (certificate installed)"

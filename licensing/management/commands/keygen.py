@@ -12,7 +12,9 @@ from svccore.keyfile import KeyFileError, write_private_key
 class Command(BaseCommand):
     help = (
         "Create a new Ed25519 signing key (PKCS#8 PEM, mode 600) at SVC_SIGNING_KEY_FILE or "
-        "--out, and print its public key and fingerprint. Refuses to overwrite without --force."
+        "--out, and print its key id (kid), public key and fingerprint. Refuses to overwrite "
+        "without --force. With SVC_ROOT_KEYS set, the key signs only once a root has "
+        "certified it offline and `manage.py key_install CERT` has installed the certificate."
     )
 
     def add_arguments(self, parser):
@@ -34,3 +36,4 @@ class Command(BaseCommand):
         self.stdout.write(f"public key (base64url): {codec.public_key_b64url(public)}")
         self.stdout.write(codec.public_key_pem(public).rstrip())
         self.stdout.write(f"fingerprint (sha256): {codec.key_fingerprint(public)}")
+        self.stdout.write(f"key id (kid): {codec.key_id(public)}")

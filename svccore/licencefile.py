@@ -1,0 +1,78 @@
+"""The licence file: what an offline-minted licence travels as.
+
+One ASCII line per item: the SVC1 token first, then the key certificates (``SVCK1``,
+``devices.keys``) a device needs to trust the key that signed it. A file holding only
+the token (every older licence and token file) is a licence file with no certificates.
+Blank lines and surrounding whitespace are ignored. Free of Django: ``svcctl`` writes
+and reads it, and the server can share it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from devices import keys
+
+CERT_PREFIX = keys.CERT_PREFIX + "."
+
+
+class LicenceFileError(ValueError):
+    """A file that is not a licence file, or that cannot be read or written."""
+
+
+@dataclass(frozen=True)
+class LicenceFile:
+    token: str
+    certificates: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in (self.token, *self.certificates))
+
+
+def parse(text: str, *, source: str = "licence file") -> LicenceFile:
+    """Split a licence file into its token and certificate lines (not verified).
+
+    The first line is taken as the token whatever it holds, so the token codec reports
+    what is wrong with it; only the lines after it must be certificates."""
+    token, rest = keys.split_licence_file(text)
+    if not token:
+        raise LicenceFileError(f"{source} is empty")
+    strays = [n for n, line in enumerate(rest, start=2) if not line.startswith(CERT_PREFIX)]
+    if strays:
+        raise LicenceFileError(
+            f"{source}: line {strays[0]} is not a key certificate ({CERT_PREFIX}...); a "
+            "licence file holds the token, then certificates, one per line"
+        )
+    return LicenceFile(token=token, certificates=tuple(rest))
+
+
+def read(path: Path | str) -> LicenceFile:
+    try:
+        text = Path(path).read_text(encoding="ascii")
+    except FileNotFoundError:
+        raise LicenceFileError(f"token file {path} does not exist") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise LicenceFileError(f"cannot read token file {path}: {exc}") from None
+    return parse(text, source=str(path))
+
+
+def write(path: Path | str, licence: LicenceFile, *, force: bool = False) -> None:
+    """Write a licence file (mode 644: it holds no secret); an existing file is replaced
+    only with ``force``."""
+    write_text(path, licence.text(), force=force)
+
+
+def write_text(path: Path | str, text: str, *, force: bool = False) -> None:
+    """Write a small public file (token, certificate); never silently overwrite."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        raise LicenceFileError(f"{path} already exists; pass --force to replace it") from None
+    except OSError as exc:
+        raise LicenceFileError(f"cannot write {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(text)

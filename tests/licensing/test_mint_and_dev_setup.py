@@ -1,0 +1,155 @@
+"""``manage.py mint`` issues through the licence service (stored, audited, revocable) and
+writes a licence file; ``manage.py dev_setup`` certifies the development signing key
+with a development root; ``SVC_ROOT_KEYS`` is parsed at start-up."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
+
+from audit.models import AuditEntry
+from config.settings import _root_keys
+from devices import token as codec
+from devices.keys import parse_certificate
+from licensing.models import License, SigningKey
+from svccore.keyfile import read_private_key, write_private_key
+from tests.licensing.key_support import certificate, install
+
+pytestmark = pytest.mark.django_db
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def mint(customer_id: str, out: Path, *extra: str) -> str:
+    stdout = io.StringIO()
+    call_command(
+        "mint", "--sku", "DETECT-STD", "--customer", customer_id, "--device", "cam-42",
+        "--out", str(out), *extra, stdout=stdout,
+    )  # fmt: skip
+    return stdout.getvalue()
+
+
+def test_mint_stores_an_audited_licence_and_writes_token_then_certificate(
+    customer, with_roots, signing_key, tmp_path
+):
+    cert = certificate(with_roots, signing_key)
+    install(tmp_path, cert)
+    out = tmp_path / "cam-42.lic"
+    printed = mint(customer.id, out, "--days", "30", "--streams", "2")
+    lines = out.read_text().splitlines()
+    assert lines[1:] == [cert]
+    lic = License.objects.get(token=lines[0])
+    assert (lic.kind, lic.device_id, lic.activation) == ("direct", "cam-42", "optional")
+    assert lic.claims["lim"]["max_streams"] == 2 and lic.customer_id == customer.id
+    assert f"licence {lic.id}" in printed and "with its key certificate" in printed
+    assert stat.S_IMODE(out.stat().st_mode) & 0o644 == 0o644
+    entry = AuditEntry.objects.get(action="license.issue")
+    assert (entry.target, entry.actor_kind) == (lic.id, "cli")
+
+
+def test_mint_without_roots_writes_the_token_alone(customer, tmp_path, signing_key):
+    out = tmp_path / "cam.lic"
+    mint(customer.id.removeprefix("CUST-").lower(), out)
+    (token,) = out.read_text().splitlines()
+    assert codec.verify_token(token, signing_key.public_key())["sub"] == customer.id
+
+
+def test_mint_refuses_an_unknown_customer_and_writes_nothing(tmp_path):
+    out = tmp_path / "cam.lic"
+    with pytest.raises(CommandError, match="customer CUST-NOBODY does not exist"):
+        mint("CUST-NOBODY", out)
+    assert not out.exists() and not License.objects.exists()
+
+
+def test_mint_never_overwrites_without_force(customer, tmp_path):
+    out = tmp_path / "cam.lic"
+    out.write_text("keep me\n")
+    with pytest.raises(CommandError, match="--force"):
+        mint(customer.id, out)
+    assert out.read_text() == "keep me\n" and not License.objects.exists()
+    mint(customer.id, out, "--force")
+    assert out.read_text().startswith("SVC1.")
+
+
+def test_mint_points_other_keys_to_svcctl(customer, tmp_path):
+    with pytest.raises(CommandError, match="svcctl mint"):
+        mint(customer.id, tmp_path / "x.lic", "--key", str(tmp_path / "k.pem"))
+
+
+def test_dev_setup_certifies_the_signing_key_with_a_development_root(settings, tmp_path):
+    settings.SVC_SIGNING_KEY_FILE = tmp_path / "signing-key.pem"
+    var = tmp_path / "var"
+    out = io.StringIO()
+    call_command("dev_setup", var=str(var), stdout=out)
+    root_file, public_file = var / "root-key.pem", var / "root-key.pub"
+    assert stat.S_IMODE(root_file.stat().st_mode) == 0o600
+    assert "offline" in out.getvalue()
+    key = read_private_key(settings.SVC_SIGNING_KEY_FILE)
+    root = read_private_key(root_file)
+    (root_b64,) = _root_keys(str(public_file))
+    assert root_b64 == codec.public_key_b64url(root.public_key())
+    row = SigningKey.objects.get(pk=codec.key_id(key.public_key()))
+    cert = parse_certificate(row.certificate, {codec.key_id(root): root.public_key()})
+    assert (cert.use, cert.not_before, cert.not_after) == ("online", 0, 0)
+    # Run again (every `make run`): nothing new to install.
+    call_command("dev_setup", var=str(var), stdout=io.StringIO())
+    assert AuditEntry.objects.filter(action="signing_key.install").count() == 1
+    settings.SVC_ROOT_KEYS = [root_b64]
+    from licensing import signing
+
+    assert signing.active_key_problem() == ""
+
+
+# --- SVC_ROOT_KEYS ---------------------------------------------------------------------
+
+
+def test_root_keys_are_files_or_raw_keys(tmp_path, root):
+    raw = codec.public_key_b64url(root.public_key())
+    pem = tmp_path / "root.pub"
+    pem.write_text(codec.public_key_pem(root.public_key()))
+    b64 = tmp_path / "root.b64"
+    b64.write_text(raw + "\n")
+    assert _root_keys(f"{pem}, {b64} ,{raw},") == [raw, raw, raw]
+    assert _root_keys("") == []
+
+
+@pytest.mark.parametrize("case", ["missing file", "private key", "garbage"])
+def test_an_unusable_root_key_fails_naming_the_variable(tmp_path, case):
+    private = tmp_path / "root.pem"
+    write_private_key(private)
+    garbage = tmp_path / "garbage"
+    garbage.write_text("hello")
+    value = {
+        "missing file": str(tmp_path / "absent.pub"),
+        "private key": str(private),
+        "garbage": str(garbage),
+    }[case]
+    with pytest.raises(ImproperlyConfigured, match="SVC_ROOT_KEYS"):
+        _root_keys(value)
+
+
+def test_the_service_does_not_start_with_an_unusable_root_key(tmp_path):
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO,
+        env={
+            **clean,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "SVC_DEBUG": "1",
+            "SVC_ROOT_KEYS": str(tmp_path / "absent.pub"),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "SVC_ROOT_KEYS" in result.stderr and "absent.pub" in result.stderr
