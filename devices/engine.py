@@ -617,7 +617,10 @@ class Engine:
             now = self._clock()
             if self._claims is not None and now >= self._period_end:
                 self._advance(now)
-            token = self._token or self._read_token_file().strip()
+            token = self._token
+            if token is None:  # not started: the licence file, token and certificates
+                token, certificates = split_licence_file(self._read_token_file())
+                self._learn_certificates(certificates)
         license_id = decode_unverified(token)["lic"]
         summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
         errors: list[LicenseError] = []

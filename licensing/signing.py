@@ -47,6 +47,7 @@ from licensing.models import SigningKey, unix
 from svccore.keyfile import KeyFileError, read_private_key
 
 REFRESH_SECONDS = 5.0
+MISS_RELOAD_SECONDS = 0.2  # an unknown kid re-reads the registry at most this often
 INSTALL_COMMAND = "python manage.py key_install CERT"
 
 _lock = threading.Lock()
@@ -320,6 +321,8 @@ def verify(token: str) -> dict[str, Any]:
         return _verify_without_kid(token, registry)
     if not isinstance(kid, str):
         raise BadSignature("claim 'kid' must be a string")
+    if kid not in registry.trusted and kid not in registry.revoked:
+        registry = _reload_after_miss(registry)
     if kid in registry.revoked:
         raise BadSignature(
             f"token is signed by key {kid}, which was {registry.revoked[kid]}: nothing it "
@@ -339,6 +342,17 @@ def verify(token: str) -> dict[str, Any]:
             f"validity {trusted.not_before}..{trusted.not_after or 'no end'}"
         )
     return claims
+
+
+def _reload_after_miss(registry: Registry) -> Registry:
+    """A key this process does not know may have been installed a moment ago (an
+    operator installs a certificate, then registers a licence it signed): read the
+    registry again instead of refusing for up to REFRESH_SECONDS. At most one reload per
+    MISS_RELOAD_SECONDS, so tokens naming made-up keys cannot turn into a query each."""
+    if time.monotonic() - registry.loaded_at < MISS_RELOAD_SECONDS:
+        return registry
+    keys_changed()
+    return _usable()
 
 
 def _verify_without_kid(token: str, registry: Registry) -> dict[str, Any]:
