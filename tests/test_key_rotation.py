@@ -1,0 +1,217 @@
+"""Signing-key rotation end to end, as the README's runbook does it, with real parts:
+``svcctl`` makes the root and certificates offline, ``manage.py`` installs, retires and
+revokes keys, gunicorn is restarted on the new key, and the cameras run a copy of the
+device module vendored with the root BEFORE the rotation, in a fresh interpreter that
+sees nothing but that copy, the standard library and ``cryptography``.
+
+Old devices keep working without a firmware update, new tokens carry the new key id,
+the retired key's tokens keep verifying, the revoked key's stop, and a licence minted
+fully offline with an air-gap key is registered, then revoked through the signed list.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cryptography
+import pytest
+from django.core.management import call_command
+
+from devices import token as codec
+from licensing import signing
+from svccore.keyfile import read_private_key
+from tests.conftest import REPO, start_gunicorn, stop_gunicorn
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+CRYPTOGRAPHY_SITE = str(Path(cryptography.__file__).resolve().parents[1])
+
+# Runs in `python -I` with only the vendored copy, the standard library and cryptography.
+DEVICE = """
+import json, sys
+vendored, crypto_site, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sys.path[:] = [p for p in sys.path if "-packages" not in p] + [vendored, crypto_site]
+import devices
+assert devices.__file__.startswith(vendored)
+state, device, url = args["state"], args["device"], args["url"]
+out = {}
+
+def attempt(name, call):
+    try:
+        out[name] = call()
+    except devices.LicenseError as exc:
+        out[name] = exc.code
+        out[name + ":detail"] = str(exc)
+
+def engine():
+    return devices.Engine(state, device_id=device)
+
+for step in args["steps"]:
+    kind = step.split("#")[0]  # "start#2": a second start in the same run
+    if kind == "activate":
+        attempt(step, lambda: devices.activate(url, args["batch_token"], state,
+                                                device_id=device, allow_http=True)[:4])
+    elif kind == "install":
+        open(state + "/license.token", "w").write(open(args["licence_file"]).read())
+        out[step] = "ok"
+    elif kind == "start":
+        def start():
+            e = engine()
+            try:
+                return e.start()
+            finally:
+                e.close()
+        attempt(step, start)
+    elif kind == "count":
+        def count():
+            e = engine()
+            try:
+                e.start()
+                e.count(inferences=5)
+                return e.claims["kid"]
+            finally:
+                e.close()
+        attempt(step, count)
+    elif kind == "sync":
+        def sync():
+            e = engine()
+            try:
+                return e.sync(url, allow_http=True)["list_seq"]
+            finally:
+                e.close()
+        attempt(step, sync)
+print(json.dumps(out))
+"""
+
+
+def device(vendored: Path, state: Path, name: str, url: str, *steps: str, **extra) -> dict:
+    state.mkdir(exist_ok=True)
+    args = {"state": str(state), "device": name, "url": url, "steps": steps, **extra}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", DEVICE, str(vendored), CRYPTOGRAPHY_SITE, json.dumps(args)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def tool(*args: str, **env: str) -> str:
+    """``svcctl`` (offline or online) or ``python -m devices`` as an operator runs it."""
+    done = subprocess.run(
+        [sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=60,
+        check=False, env={"PATH": "/usr/bin:/bin", **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def manage(command: str, *args: str, **options) -> str:
+    out = io.StringIO()
+    call_command(command, *args, stdout=out, **options)
+    signing.keys_changed()
+    return out.getvalue()
+
+
+def healthz(service) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{service.url}/healthz", timeout=10) as response:
+        return json.load(response)
+
+
+def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signing_key):
+    root = tmp_path / "root.pem"
+    tool("-m", "svcctl", "root-keygen", "--out", str(root), "--public-out", f"{root}.pub")
+    settings.SVC_ROOT_KEYS = [Path(f"{root}.pub").read_text().strip()]
+    roots_env = {"SVC_ROOT_KEYS": f"{root}.pub"}
+
+    # Key 1 (the running key) is certified by the root and installed.
+    first_cert = tmp_path / "key1.cert"
+    tool("-m", "svcctl", "certify", "--root", str(root), "--key", str(signing_key_file),
+         "--out", str(first_cert), "--not-before", "2020-01-01")  # fmt: skip
+    manage("key_install", str(first_cert))
+    kid1 = codec.key_id(signing_key.public_key())
+
+    # Firmware is vendored with the root compiled in, before any rotation.
+    vendored = tmp_path / "firmware"
+    tool("-m", "devices", "vendor", "--root", f"{root}.pub", "--out", str(vendored))
+
+    service = start_gunicorn(tmp_path, **roots_env)
+    try:
+        assert healthz(service)["kid"] == kid1
+        batch = service.admin(
+            "POST",
+            "/v1/admin/batches",
+            {"customer_id": customer.id, "sku": "VISION-PRO", "units": 5},
+        )
+        steps = ("activate", "start", "count", "sync")
+        old = device(
+            vendored, tmp_path / "old", "cam-old", service.url, *steps,
+            batch_token=batch["batch_token"],
+        )  # fmt: skip
+        assert (old["activate"], old["start"], old["count"]) == ("SVC1", "active", kid1), old
+        assert isinstance(old["sync"], int), old
+    finally:
+        stop_gunicorn(service)
+
+    # Rotation: a new key, certified offline by the root, installed, deployed.
+    second = tmp_path / "key2.pem"
+    manage("keygen", "--out", str(second))
+    second_cert = tmp_path / "key2.cert"
+    tool("-m", "svcctl", "certify", "--root", str(root), "--key", str(second),
+         "--out", str(second_cert))  # fmt: skip
+    manage("key_install", str(second_cert))
+    kid2 = codec.key_id(read_private_key(second).public_key())
+    service = start_gunicorn(tmp_path, SVC_SIGNING_KEY_FILE=str(second), **roots_env)
+    try:
+        assert healthz(service)["kid"] == kid2
+        # The camera vendored before the rotation keeps working: it learns key 2's
+        # certificate from the answers and still runs its key-1 licence.
+        after = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start", "count")
+        assert (after["start"], after["count"]) == ("active", kid1), after
+        assert isinstance(after["sync"], int), after
+        # A camera activated now gets a key-2 licence, and also runs on the old firmware.
+        new = device(vendored, tmp_path / "new", "cam-new", service.url,
+                     "activate", "start", "count", batch_token=batch["batch_token"])  # fmt: skip
+        assert (new["start"], new["count"]) == ("active", kid2), new
+
+        # Retire key 1: its licences keep verifying on devices and on the service.
+        manage("key_retire", kid1)
+        retired = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start")
+        assert retired["start"] == "active" and isinstance(retired["sync"], int), retired
+
+        # An air-gap key mints a licence fully offline; it is registered, then revoked.
+        airgap = tmp_path / "airgap.pem"
+        tool("-m", "svcctl", "keygen", "--out", str(airgap), "--public-out", f"{airgap}.pub")
+        airgap_cert = tmp_path / "airgap.cert"
+        tool("-m", "svcctl", "certify", "--root", str(root), "--key", str(airgap),
+             "--use", "offline", "--out", str(airgap_cert))  # fmt: skip
+        manage("key_install", str(airgap_cert))
+        licence = tmp_path / "cam-air.lic"
+        tool("-m", "svcctl", "mint", "--sku", "DETECT-STD", "--customer", customer.id,
+             "--device", "cam-air", "--days", "30", "--key", str(airgap),
+             "--cert", str(airgap_cert), "--out", str(licence))  # fmt: skip
+        token = licence.read_text().splitlines()[0]
+        license_id = codec.decode_unverified(token)["lic"]
+        online = {"SVC_URL": service.url, "SVC_ADMIN_KEY": service.admin_key}
+        tool("-m", "svcctl", "register", str(licence), **online)
+        air = device(vendored, tmp_path / "air", "cam-air", service.url,
+                     "install", "start", "sync", "start#2", licence_file=str(licence))  # fmt: skip
+        assert air["start"] == "SYNC_REQUIRED", air  # an online device looks it up first
+        assert air["start#2"] == "active", air
+        tool("-m", "svcctl", "revoke", license_id, "--reason", "stolen", **online)
+        air = device(vendored, tmp_path / "air", "cam-air", service.url, "sync", "start")
+        assert air["start"] == "LICENSE_REVOKED", air
+
+        # Revoke key 1 (a leaked key): its licences stop at the devices' next sync.
+        manage("key_revoke", kid1, reason="leaked")
+        revoked = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start")
+        assert revoked["start"] == "KEY_REVOKED", revoked
+        still = device(vendored, tmp_path / "new", "cam-new", service.url, "sync", "start")
+        assert still["start"] == "active", still
+    finally:
+        stop_gunicorn(service)
