@@ -78,6 +78,14 @@ def load(now: dt.datetime) -> str:
         license_issue(customer_id=customer.id, sku="DETECT-STD", device_id=f"rate-direct-{n}")
     last_hour = int(now.timestamp()) // 3600 * 3600
     first = last_hour - RECORDS_PER_DEVICE * 3600
+    from billing.limits import month_start, next_month
+    from billing.partitions import partitions_ensure
+
+    months, month = [], month_start(dt.datetime.fromtimestamp(first, tz=dt.UTC).date())
+    while month <= now.date():
+        months.append(month)
+        month = next_month(month)
+    partitions_ensure(months)  # the monthly partitions the records go to
     with connection.cursor() as cursor:
         cursor.execute(
             """

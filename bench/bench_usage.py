@@ -7,6 +7,9 @@ Creates its own database (``svc_bench_usage``), activates a fleet of cameras, th
 3. floor: the same number of rows inserted by raw SQL (one process, one connection,
    1000-row ``INSERT ... ON CONFLICT DO NOTHING`` statements, one commit each).
 
+On PostgreSQL the records table is partitioned by month (billing.partitions); the
+bench creates the partitions of the months its records use.
+
 Run from the repository root: ``python bench/bench_usage.py`` (or ``make bench``).
 Settings: BENCH_PG (server URL without database), BENCH_WORKERS, BENCH_THREADS,
 BENCH_CLIENTS, BENCH_CALLS.
@@ -14,6 +17,7 @@ BENCH_CLIENTS, BENCH_CALLS.
 
 from __future__ import annotations
 
+import datetime as dt
 import http.client
 import json
 import os
@@ -32,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = "svc_bench_usage"
+DB_NAME = os.environ.get("BENCH_USAGE_DB", "svc_bench_usage")
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "6"))
@@ -79,9 +83,18 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
     import django
 
     django.setup()
+    from billing.limits import month_start, next_month
+    from billing.partitions import partitions_ensure
     from customers.services import customer_create
     from licensing.services import batch_issue, unit_activate
 
+    # The records below span years from T0; give each month its partition, as the
+    # monthly maintenance (prune_usage) does in production, instead of the default one.
+    months, month = [], month_start(dt.date(2026, 1, 1))
+    while month < dt.date(2031, 1, 1):
+        months.append(month)
+        month = next_month(month)
+    partitions_ensure(months)
     customer = customer_create(name="Bench fleet", kind="oem", id="BENCH")
     batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=DEVICES + 1)
     fleet = []
@@ -226,7 +239,9 @@ def raw_sql(total_records: int) -> float:
         )
         batches = []
         for k in range(total_records // rows_per):
-            base = T0 + k * rows_per * 3600
+            # The keys the HTTP run used, on devices of their own: fresh rows in the
+            # same months (partitions).
+            base = T0 + (k // DEVICES) * rows_per * 3600
             starts = [base + i * 3600 for i in range(rows_per)]
             batches.append(
                 (

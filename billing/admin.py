@@ -1,5 +1,6 @@
-"""Issued invoices, their lines and usage in the Django admin: read-only views, plus the
-finance CSV of selected invoices as an action."""
+"""Issued invoices and credit notes, their lines, usage meters and ledger entries, and
+usage in the Django admin: read-only views, plus the finance CSV of selected documents
+as an action. Corrections are credit notes (``manage.py credit_note``), never edits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from django.http import HttpResponse
 from django.utils import timezone
 
 from billing import exports
-from billing.models import Invoice, InvoiceLine, UsageDaily, UsageRecord
+from billing.models import (
+    Invoice,
+    InvoiceLine,
+    InvoiceUsage,
+    LedgerEntry,
+    PrunedUsageMonth,
+    UsageDaily,
+    UsageRecord,
+)
 from config.adminbase import ReadOnlyAdmin
 
 
@@ -28,25 +37,46 @@ class InvoiceLineInline(admin.TabularInline):
         return False
 
 
+class InvoiceUsageInline(admin.TabularInline):
+    model = InvoiceUsage
+    fields = ("sku", "units", "allowance", "inferences", "records", "late_inferences",
+              "late_records")  # fmt: skip
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "metered usage billed (basis of the overage lines)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.action(description="Download selected invoices as CSV (one row per line)")
 def download_csv(modeladmin, request, queryset):
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="invoices-{stamp}.csv"'
-    exports.write_csv(exports.invoice_rows(queryset.order_by("year", "seq")), response)
+    exports.write_csv(exports.invoice_rows(queryset.order_by("issued_at", "id")), response)
     return response
 
 
 @admin.register(Invoice)
 class InvoiceAdmin(ReadOnlyAdmin):
-    list_display = ("number", "customer", "period_start", "period_end", "period_days",
-                    "currency", "total", "issued_at")  # fmt: skip
-    list_filter = ("year", "currency")
+    list_display = ("number", "kind", "customer", "period_start", "period_end", "period_days",
+                    "currency", "total", "issued_at", "credits", "credited_by")  # fmt: skip
+    list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
-    list_select_related = ("customer",)
-    inlines = [InvoiceLineInline]
+    list_select_related = ("customer", "credits", "credit_note")
+    inlines = [InvoiceLineInline, InvoiceUsageInline]
     actions = [download_csv]
+
+    @admin.display(description="credited by")
+    def credited_by(self, obj: Invoice) -> str:
+        note = getattr(obj, "credit_note", None)
+        return note.number if note else ""
 
 
 @admin.register(InvoiceLine)
@@ -79,3 +109,20 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     list_select_related = ("license",)
     show_full_result_count = False
     ordering = ("-id",)
+
+
+@admin.register(LedgerEntry)
+class LedgerEntryAdmin(ReadOnlyAdmin):
+    """Which document billed (or, negative, returned) which bucket or event."""
+
+    list_display = ("document", "kind", "customer_id", "sku", "license_id", "day", "batch_id",
+                    "late", "records", "quantity")  # fmt: skip
+    list_filter = ("kind", "late", "sku")
+    search_fields = ("=document__number", "=license__id", "=customer__id")
+    show_full_result_count = False
+    ordering = ("-id",)
+
+
+@admin.register(PrunedUsageMonth)
+class PrunedUsageMonthAdmin(ReadOnlyAdmin):
+    list_display = ("month", "records", "inferences", "pruned_at")

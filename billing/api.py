@@ -1,13 +1,16 @@
-"""The /v1 billing endpoints: usage upload (devices) and usage and invoice reads
+"""The /v1 billing endpoints: usage upload (devices); usage and invoice reads, issuing
+the next invoice (409 naming the invoice a period conflicts with) and credit notes
 (operators). One view per operation: parse, call one service or selector, render."""
 
 from __future__ import annotations
 
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing import selectors, serializers, services
 from config.errors import InvalidInput
+from licensing import signing
 
 
 def _bearer(request) -> str | None:
@@ -29,7 +32,9 @@ class UsageUploadApi(APIView):
             records=body.get("records"),
             nonce=body.get("nonce"),
         )
-        return Response(result)
+        # The receipt's signing key, for devices that have not seen its certificate yet.
+        certificate = signing.active_certificate()
+        return Response({**result, "certificates": [certificate] if certificate else []})
 
 
 class LicenseUsageApi(APIView):
@@ -45,3 +50,24 @@ class InvoiceApi(APIView):
             customer_id=customer_id, period_days=query.validated_data["period_days"]
         )
         return Response(rated)
+
+
+class InvoiceIssueApi(APIView):
+    def post(self, request):
+        query = serializers.InvoiceIssueIn(data=request.data)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        invoice = services.invoice_issue(
+            customer_id=data["customer_id"],
+            period_days=data["period_days"],
+            end=data.get("period_end"),
+        )
+        return Response(serializers.invoice_out(invoice), status=status.HTTP_201_CREATED)
+
+
+class CreditNoteApi(APIView):
+    def post(self, request, number: str):
+        query = serializers.CreditNoteIn(data=request.data)
+        query.is_valid(raise_exception=True)
+        note = services.credit_note_issue(number=number, reason=query.validated_data["reason"])
+        return Response(serializers.invoice_out(note), status=status.HTTP_201_CREATED)

@@ -1,5 +1,6 @@
-"""Finance exports of invoice lines: one row per line, as CSV or JSON. The CSV format
-itself lives in :mod:`svccore.csvformat` (shared with ``svcctl``)."""
+"""Finance exports of issued documents' lines: one row per line, as CSV or JSON. Credit
+notes (``CN-...``) are rows like any invoice's, with negative quantities and amounts. The
+CSV format itself lives in :mod:`svccore.csvformat` (shared with ``svcctl``)."""
 
 from __future__ import annotations
 

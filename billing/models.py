@@ -5,8 +5,15 @@ licence, customer and SKU the verified token named (denormalised, because a lice
 changes owner or SKU and rating must not join a million rows). Deduplication is the
 unique (device_id, period_start, period_end) constraint, never a check-then-insert.
 
-Rollups (:class:`UsageDaily`) are written in the same transaction as the records they
-sum, so rating reads a few thousand rollup rows instead of every record.
+Rollups (:class:`UsageDaily`) are written in the same statement as the records they
+sum, so rating reads a few thousand rollup rows instead of every record. On PostgreSQL
+the records table is partitioned by month (:mod:`billing.partitions`); the model is the
+same on both databases.
+
+Issued documents (invoices and credit notes), their lines, their usage meters and their
+ledger entries are written once: guarded here for the ORM, and on PostgreSQL by
+triggers that reject UPDATE and DELETE (migration 0003). :mod:`billing.ledger` explains
+how every billable event lands on exactly one issued invoice.
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ class UsageRecord(models.Model):
     class Meta:
         verbose_name = "usage record"
         constraints = [
+            # On PostgreSQL the table is partitioned by month of period_start, and a unique
+            # key on a partitioned table must contain the partition key: this one does, so
+            # a record can live in one partition only and the key (and ON CONFLICT on it)
+            # holds across all of them.
             models.UniqueConstraint(
                 fields=["device_id", "period_start", "period_end"], name="usage_record_once"
             ),
@@ -84,6 +95,11 @@ class UsageDaily(models.Model):
     frames = models.BigIntegerField(default=0)
     stream_seconds = models.BigIntegerField(default=0)
     events = models.BigIntegerField(default=0)
+    # What issued invoices have billed of this bucket so far: the sum of its ledger
+    # entries, kept here so "not yet billed" is a comparison on the row. Ingestion never
+    # writes these (the database default fills them), issuing and credit notes do.
+    billed_records = models.BigIntegerField(default=0, db_default=0)
+    billed_inferences = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name = "daily usage"
@@ -126,19 +142,36 @@ class _Immutable(models.Model):
         raise ImmutableError(f"{self._meta.verbose_name} {self.pk} is issued and immutable")
 
 
-class InvoiceSequence(models.Model):
-    """Last invoice number used in a year; locked while an invoice is issued so numbers
-    are gapless (a rolled-back issue rolls the counter back with it)."""
+class DocumentSequence(models.Model):
+    """Last number used in a year of a series (``INV`` invoices, ``CN`` credit notes);
+    locked while a document is issued so numbers are gapless (a rolled-back issue rolls
+    the counter back with it)."""
 
-    year = models.PositiveIntegerField(primary_key=True)
+    series = models.CharField(max_length=8)
+    year = models.PositiveIntegerField()
     last = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["series", "year"], name="document_sequence_once"),
+        ]
+
     def __str__(self) -> str:
-        return f"{self.year}: {self.last}"
+        return f"{self.series}-{self.year}: {self.last}"
 
 
 class Invoice(_Immutable):
-    number = models.CharField(max_length=32, unique=True, help_text="INV-<year>-<seq>.")
+    """An issued invoice, or a credit note reversing one (negative quantities, amounts
+    and total, its own gapless series)."""
+
+    class Kind(models.TextChoices):
+        INVOICE = "invoice", "Invoice"
+        CREDIT_NOTE = "credit_note", "Credit note"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INVOICE)
+    number = models.CharField(
+        max_length=32, unique=True, help_text="INV-<year>-<seq>, or CN-<year>-<seq>."
+    )
     year = models.PositiveIntegerField()
     seq = models.PositiveIntegerField()
     customer = models.ForeignKey(
@@ -150,16 +183,39 @@ class Invoice(_Immutable):
     currency = models.CharField(max_length=3)
     total = models.DecimalField(max_digits=16, decimal_places=2)
     issued_at = models.DateTimeField(db_index=True)
+    credits = models.OneToOneField(
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="credit_note",
+        help_text="The invoice a credit note reverses.",
+    )
+    revision = models.PositiveIntegerField(
+        default=0,
+        help_text="Credited invoices of the customer that started at the same period_start "
+        "before this one (0 for the first).",
+    )
+    reason = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["-year", "-seq"]
         constraints = [
+            # Issuing derives a period's start from the previous one under a lock; two
+            # issuers that raced past it would compute the same start and revision.
             models.UniqueConstraint(
-                fields=["customer", "period_start", "period_end"], name="invoice_once_per_window"
+                fields=["customer", "period_start", "revision"],
+                condition=Q(kind="invoice"),
+                name="invoice_period_once",
             ),
-            models.UniqueConstraint(fields=["year", "seq"], name="invoice_seq_once"),
+            models.UniqueConstraint(fields=["kind", "year", "seq"], name="invoice_seq_once"),
             models.CheckConstraint(
                 condition=Q(period_end__gt=F("period_start")), name="invoice_window"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="invoice", credits__isnull=True)
+                | Q(kind="credit_note", credits__isnull=False),
+                name="invoice_credit_link",
             ),
         ]
 
@@ -172,6 +228,7 @@ class InvoiceLine(_Immutable):
         UNIT_ACTIVATION = "unit_activation", "Unit activations"
         DIRECT_LICENSE = "direct_license", "Direct licences"
         METERED_OVERAGE = "metered_overage", "Metered overage"
+        METERED_OVERAGE_LATE = "metered_overage_late", "Metered overage, late usage"
         MAINTENANCE = "maintenance", "Maintenance"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
@@ -193,3 +250,110 @@ class InvoiceLine(_Immutable):
 
     def __str__(self) -> str:
         return f"{self.invoice_id}/{self.position} {self.kind} {self.sku}"
+
+
+class InvoiceUsage(_Immutable):
+    """The metered usage of one SKU an invoice billed (the basis of its overage lines):
+    inferences and records of its period and of earlier periods (late), and the
+    allowance they were rated against. A credit note carries the negation."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="usage")
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    units = models.IntegerField()
+    allowance = models.DecimalField(max_digits=24, decimal_places=6)
+    inferences = models.BigIntegerField()
+    records = models.BigIntegerField()
+    late_inferences = models.BigIntegerField()
+    late_records = models.BigIntegerField()
+
+    class Meta:
+        verbose_name = "invoice usage"
+        verbose_name_plural = "invoice usage"
+        constraints = [
+            models.UniqueConstraint(fields=["invoice", "sku"], name="invoice_usage_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.invoice_id} {self.sku}"
+
+
+class LedgerEntry(_Immutable):
+    """One billable thing an issued document billed (+) or a credit note returned (-).
+
+    ``usage``: the part of a rollup bucket (licence x UTC day) billed, in records and
+    inferences; ``activation``: one unit's activation; ``direct``: one direct licence.
+    A thing is billed when the sum of its entries is positive (see billing.ledger).
+    """
+
+    class Kind(models.TextChoices):
+        USAGE = "usage", "Usage"
+        ACTIVATION = "activation", "Unit activation"
+        DIRECT = "direct", "Direct licence"
+
+    # By number, which is known before the (immutable) document row is written; the
+    # constraint is checked at commit.
+    document = models.ForeignKey(
+        Invoice, to_field="number", on_delete=models.PROTECT, related_name="entries"
+    )
+    # Copies of the billed thing's facts, written by INSERT ... SELECT from rows that
+    # exist (and are never deleted): no per-row referential check on the way in.
+    customer = models.ForeignKey(
+        "customers.Customer",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    license = models.ForeignKey(
+        "licensing.License",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+        verbose_name="licence",
+    )
+    bucket = models.ForeignKey(
+        UsageDaily,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
+    batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    late = models.BooleanField(default=False, help_text="Dated before the document's period.")
+    records = models.BigIntegerField(default=0)
+    quantity = models.BigIntegerField(help_text="Inferences (usage) or +1/-1 (one event).")
+
+    class Meta:
+        verbose_name = "ledger entry"
+        verbose_name_plural = "ledger entries"
+        indexes = [
+            models.Index(fields=["kind", "license"], name="ledger_event"),
+            models.Index(fields=["customer", "kind", "sku"], name="ledger_customer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document_id} {self.kind} {self.license_id} {self.quantity:+d}"
+
+
+class PrunedUsageMonth(models.Model):
+    """A month whose raw usage records were dropped (PostgreSQL) after every one was
+    billed and reconciled; its daily rollups remain."""
+
+    month = models.DateField(primary_key=True, help_text="First day of the month (UTC).")
+    records = models.BigIntegerField()
+    inferences = models.BigIntegerField()
+    pruned_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["month"]
+        verbose_name = "pruned usage month"
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m}"

@@ -46,6 +46,16 @@ def overage_by_tier(overage: Decimal, tiers: list[dict[str, Any]]) -> list[tuple
     return out
 
 
+def overage_between(
+    low: Decimal, high: Decimal, tiers: list[dict[str, Any]]
+) -> list[tuple[dict, Decimal]]:
+    """The overage inferences from ``low`` up to ``high`` split over graduated tiers:
+    (tier, inferences in it) for every tier, in tier order. Late usage of an invoice is
+    the overage above the period's own, so it is priced where the period's left off."""
+    below, upto = overage_by_tier(low, tiers), overage_by_tier(high, tiers)
+    return [(tier, top - bottom) for (tier, bottom), (_, top) in zip(below, upto, strict=True)]
+
+
 def thousands(inferences: Decimal) -> Decimal:
     """Quantity of a metered line: inferences / 1000 to at most three decimals."""
     return (inferences / THOUSAND).quantize(MILLI, rounding=ROUND_HALF_UP)

@@ -10,17 +10,13 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from billing.models import UsageDaily, UsageRecord
+from billing.limits import DAY, month_start
+from billing.limits import date_of as _date
+from billing.models import PrunedUsageMonth, UsageDaily, UsageRecord
 from config.errors import NotFound
 from licensing.models import License
 
-DAY = 86_400
-EPOCH = dt.date(1970, 1, 1)
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
-
-
-def _date(day_number: int) -> dt.date:
-    return EPOCH + dt.timedelta(days=day_number)
 
 
 def license_usage(*, license_id: str) -> dict[str, Any]:
@@ -56,6 +52,19 @@ def inferences_by_sku(*, customer_id: str, start: int, end: int) -> dict[str, in
     else:
         edges = [(start, end)]
     edges = [(low, high) for low, high in edges if low < high]
+    pruned = _pruned_days(edges)
+    if pruned:
+        # The raw records of a pruned month are gone: a partial edge day there counts
+        # whole, from its rollup (only previews reaching back past the pruning do this).
+        edges = [(low, high) for low, high in edges if low // DAY not in pruned]
+        rollups = (
+            UsageDaily.objects.filter(customer_id=customer_id, day__in=[_date(d) for d in pruned])
+            .values("sku")
+            .annotate(n=Sum("inferences"))
+            .order_by()
+        )
+        for row in rollups:
+            totals[row["sku"]] = totals.get(row["sku"], 0) + row["n"]
     if edges:
         window = Q()
         for low, high in edges:
@@ -69,6 +78,14 @@ def inferences_by_sku(*, customer_id: str, start: int, end: int) -> dict[str, in
         for row in records:
             totals[row["sku"]] = totals.get(row["sku"], 0) + row["n"]
     return {sku: n for sku, n in totals.items() if n}
+
+
+def _pruned_days(edges: list[tuple[int, int]]) -> set[int]:
+    """The days of ``edges`` whose month's raw records were pruned."""
+    days = {low // DAY for low, _ in edges}
+    months = {month_start(_date(day)) for day in days}
+    gone = set(PrunedUsageMonth.objects.filter(month__in=months).values_list("month", flat=True))
+    return {day for day in days if month_start(_date(day)) in gone}
 
 
 def _units(customer_id: str):

@@ -1,14 +1,18 @@
-"""Input of the billing admin endpoints. The usage upload is validated in
+"""Input and output of the billing admin endpoints. The usage upload is validated in
 :func:`billing.services.usage_ingest` with plain Python: a serializer per record would
 cost more than storing it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from typing import Any
 
 from rest_framework import serializers
 
-from billing.services import PERIOD_DAYS_MAX
+from billing.limits import PERIOD_DAYS_MAX, unix
+from billing.models import Invoice
+from config.fields import StrictCharField, StrictIntegerField
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -35,3 +39,52 @@ class PeriodDaysField(serializers.Field):
 
 class InvoiceQuery(serializers.Serializer):
     period_days = PeriodDaysField(required=False, default=30)
+
+
+class InvoiceIssueIn(serializers.Serializer):
+    customer_id = StrictCharField()
+    period_days = StrictIntegerField(required=False, default=30)
+    period_end = StrictIntegerField(
+        required=False, help_text="Unix seconds of a 00:00 UTC; default: today, once due."
+    )
+
+    def validate_period_end(self, value: int) -> dt.datetime:
+        try:
+            return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            raise serializers.ValidationError(f"{value} is not a time") from None
+
+
+class CreditNoteIn(serializers.Serializer):
+    reason = StrictCharField(max_length=500)
+
+
+def invoice_out(invoice: Invoice) -> dict[str, Any]:
+    """An issued invoice or credit note as the admin API renders it (spec §2.7 plus its
+    number and ledger facts)."""
+    return {
+        "number": invoice.number,
+        "kind": invoice.kind,
+        "customer_id": invoice.customer_id,
+        "period_start": unix(invoice.period_start),
+        "period_end": unix(invoice.period_end),
+        "period_days": invoice.period_days,
+        "issued_at": unix(invoice.issued_at),
+        "credits": invoice.credits.number if invoice.credits_id else None,
+        "reason": invoice.reason,
+        "currency": invoice.currency,
+        "lines": [
+            {
+                "kind": line.kind,
+                "sku": line.sku,
+                "description": line.description,
+                "quantity": line.quantity,
+                "unit": line.unit,
+                "unit_price": line.unit_price,
+                "amount": line.amount,
+            }
+            | ({"batch_id": line.batch_id} if line.batch_id else {})
+            for line in invoice.lines.order_by("position")
+        ],
+        "total": invoice.total,
+    }

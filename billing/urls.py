@@ -10,4 +10,10 @@ urlpatterns = [
     path("usage", api.UsageUploadApi.as_view(), name="usage"),
     path("admin/usage/<str:license_id>", api.LicenseUsageApi.as_view(), name="admin-license-usage"),
     path("admin/invoice/<str:customer_id>", api.InvoiceApi.as_view(), name="admin-invoice"),
+    path("admin/invoices", api.InvoiceIssueApi.as_view(), name="admin-invoices"),
+    path(
+        "admin/invoices/<str:number>/credit-note",
+        api.CreditNoteApi.as_view(),
+        name="admin-credit-note",
+    ),
 ]

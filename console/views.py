@@ -1,7 +1,8 @@
 """Operator dashboard and invoice preview: staff-only pages inside the admin site.
 
-Thin views: the numbers come from selectors (``console.selectors``, ``billing.selectors``)
-and the invoice from ``billing.services.invoice_rate``; issuing goes through
+Thin views: the numbers come from selectors (``console.selectors``, ``billing.selectors``,
+and ``billing.reconciliation`` for the ledger totals ``manage.py reconcile`` prints) and
+the invoice from ``billing.services.invoice_rate``; issuing goes through
 ``billing.services.invoice_issue``, the audited service.
 """
 
@@ -16,23 +17,35 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from billing import selectors as billing_selectors
+from billing import services as billing_services
+from billing.exports import preview_csv
+from billing.reconciliation import ledger_reconcile
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
 
 DASHBOARD_DAYS = 30
+LEDGER_ROWS = 50
 
 
 def _context(request: HttpRequest, title: str) -> dict:
     return {**admin.site.each_context(request), "title": title}
 
 
-def dashboard(request: HttpRequest) -> HttpResponse:
-    from billing import selectors as billing_selectors
+def _ledger_cells(row, *, label: str | None = None) -> list[str]:
+    """One row of the ledger table, numbers grouped as ``manage.py reconcile`` prints them."""
+    numbers = (row.inferences, row.billed, row.waiting, row.unbillable, row.activations,
+               row.activations_billed, row.licences, row.licences_billed)  # fmt: skip
+    name = label or f"{row.customer_name} ({row.customer_id})"
+    return [name, row.sku, *(f"{n:,}" for n in numbers)]
 
+
+def dashboard(request: HttpRequest) -> HttpResponse:
     activations = selectors.activations_per_day(days=DASHBOARD_DAYS)
     inferences = billing_selectors.inferences_per_day(days=DASHBOARD_DAYS)
     top = billing_selectors.top_customers_by_usage(days=DASHBOARD_DAYS, limit=10)
+    ledger = ledger_reconcile()
     context = {
         **_context(request, "Operator dashboard"),
         "days": DASHBOARD_DAYS,
@@ -52,6 +65,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "near_exhaustion": selectors.batches_near_exhaustion(),
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
+        "ledger": ledger,
+        "ledger_rows": [_ledger_cells(row) for row in ledger.rows[:LEDGER_ROWS]],
+        "ledger_total": _ledger_cells(ledger.totals(), label="All customers"),
     }
     return TemplateResponse(request, "console/dashboard.html", context)
 
@@ -73,8 +89,6 @@ def _window(rated: dict) -> tuple[dt.datetime, dt.datetime]:
 def invoice_preview(request: HttpRequest) -> HttpResponse:
     """Rate a customer's invoice for a period (nothing stored); download it as CSV; or
     issue it (stored, numbered, audited)."""
-    from billing import services as billing_services
-
     data = request.POST if request.method == "POST" else request.GET
     form = InvoicePreviewForm(data if "customer" in data else None, initial={"period_days": 30})
     rated = None
@@ -105,8 +119,6 @@ def invoice_preview(request: HttpRequest) -> HttpResponse:
             form.add_error(None, exc.detail)
         else:
             if request.GET.get("format") == "csv":
-                from billing.exports import preview_csv
-
                 response = HttpResponse(
                     preview_csv(rated, customer_name=form.cleaned_data["customer"].name),
                     content_type="text/csv; charset=utf-8",

@@ -11,10 +11,11 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from billing import exports
-from billing.models import ImmutableError, Invoice, InvoiceLine, InvoiceSequence
+from billing.models import DocumentSequence, ImmutableError, Invoice, InvoiceLine, LedgerEntry
 from billing.services import InvoiceAlreadyIssued, NothingToInvoice, invoice_issue, invoice_rate
 from tests.billing.conftest import hour, record
 from tests.factories import CustomerFactory
@@ -72,20 +73,24 @@ def test_issuing_again_never_invoices_the_same_window_twice(billed):
     assert "0 invoice(s) issued" in output and "already invoiced" in output
     assert Invoice.objects.count() == 1
     with pytest.raises(InvoiceAlreadyIssued):
-        invoice_issue(customer_id=billed.id, period_days=30, now=END)
+        invoice_issue(customer_id=billed.id, period_days=30, end=END)
 
 
 def test_numbers_are_gapless_and_sequential(billed, make_batch, activate):
     second = CustomerFactory()
-    activate(make_batch(units=1, sku="DETECT-STD", owner=second), "cam-x", at=IN)
+    batch = make_batch(units=2, sku="DETECT-STD", owner=second)
+    activate(batch, "cam-x", at=IN)
     nobody = CustomerFactory()
     with pytest.raises(NothingToInvoice):  # a rolled-back issue gives its number back
-        invoice_issue(customer_id=nobody.id, period_days=30, now=END)
+        invoice_issue(customer_id=nobody.id, period_days=30, end=END)
     issue("--period-days", "30", "--end", "2026-05-01")
-    issue("--period-days", "20", "--end", "2026-05-01")  # a different window: new invoices
+    activate(batch, "cam-y", at=END + dt.timedelta(days=3))
+    # The next period of each customer starts on May 1st; only the second owes anything.
+    output = issue("--period-days", "30", "--end", "2026-06-01")
+    assert "1 invoice(s) issued" in output
     numbers = sorted(Invoice.objects.values_list("seq", flat=True))
-    assert numbers == [1, 2, 3, 4]
-    assert InvoiceSequence.objects.get(year=YEAR).last == 4
+    assert numbers == [1, 2, 3]
+    assert DocumentSequence.objects.get(series="INV", year=YEAR).last == 3
     assert set(Invoice.objects.values_list("number", flat=True)) == {
         f"INV-{YEAR}-{n:06d}" for n in numbers
     }
@@ -169,7 +174,7 @@ def test_export_rejects_bad_date(tmp_path):
 def test_csv_cells_cannot_start_a_formula(make_batch, activate, tmp_path):
     evil = CustomerFactory(name='=HYPERLINK("http://x")')
     activate(make_batch(units=1, sku="DETECT-STD", owner=evil), "cam-e", at=IN)
-    invoice_issue(customer_id=evil.id, period_days=30, now=END)
+    invoice_issue(customer_id=evil.id, period_days=30, end=END)
     buffer = io.StringIO(newline="")
     exports.write_csv(exports.invoice_rows(Invoice.objects.all()), buffer)
     row = next(csv.DictReader(io.StringIO(buffer.getvalue().lstrip("\ufeff"))))
@@ -189,11 +194,14 @@ def test_admin_shows_invoices_lines_and_usage_read_only(billed, admin_client):
     invoice = Invoice.objects.get()
     for url in ("/admin/billing/invoice/", f"/admin/billing/invoice/{invoice.pk}/change/",
                 "/admin/billing/invoiceline/", "/admin/billing/usagedaily/",
-                "/admin/billing/usagerecord/", "/admin/billing/usagerecord/?q=m-1"):  # fmt: skip
+                "/admin/billing/usagerecord/", "/admin/billing/usagerecord/?q=m-1",
+                "/admin/billing/ledgerentry/", f"/admin/billing/ledgerentry/?q={invoice.number}",
+                "/admin/billing/prunedusagemonth/"):  # fmt: skip
         response = admin_client.get(url)
         assert response.status_code == 200, url
     page = admin_client.get(f"/admin/billing/invoice/{invoice.pk}/change/").content.decode()
     assert invoice.number in page and "1200.00" in page and 'name="_save"' not in page
+    assert "metered usage billed" in page.lower() and "1510000" in page
     assert admin_client.get("/admin/billing/invoice/add/").status_code == 403
     response = admin_client.post(f"/admin/billing/invoice/{invoice.pk}/delete/", {"post": "yes"})
     assert response.status_code == 403
@@ -214,3 +222,25 @@ def test_admin_action_downloads_the_same_csv(billed, admin_client, tmp_path):
     call_command("export_invoices", "--format", "csv", "--out", str(out), stderr=io.StringIO())
     assert response.content == out.read_bytes()
     assert InvoiceLine.objects.count() == 4
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="database triggers: PostgreSQL")
+def test_database_refuses_to_change_an_issued_invoice(billed):
+    """Bulk updates and raw SQL bypass save()/delete(); the triggers do not let them."""
+    issue("--period-days", "30", "--end", "2026-05-01")
+    invoice = Invoice.objects.get()
+    table = connection.ops.quote_name(Invoice._meta.db_table)
+    attempts = [
+        lambda: Invoice.objects.filter(pk=invoice.pk).update(total=Decimal("1.00")),
+        lambda: InvoiceLine.objects.filter(invoice=invoice).update(amount=0),
+        lambda: InvoiceLine.objects.filter(invoice=invoice)._raw_delete(using="default"),
+        lambda: LedgerEntry.objects.filter(document=invoice).update(quantity=0),
+        lambda: connection.cursor().execute(f"UPDATE {table} SET total = 0"),  # noqa: S608
+        lambda: connection.cursor().execute(f"DELETE FROM {table}"),  # noqa: S608
+    ]
+    for attempt in attempts:
+        with pytest.raises(IntegrityError, match="issued billing documents are immutable"):
+            with transaction.atomic():
+                attempt()
+    invoice.refresh_from_db()
+    assert invoice.total == Decimal("1795.00") and invoice.lines.count() == 4

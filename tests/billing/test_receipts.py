@@ -58,7 +58,7 @@ def test_receipt_verifies_and_names_device_licence_nonce_and_issuer(unit, upload
     assert before <= receipt.issued_at <= int(time.time())
     payload = verify_document(RECEIPT_PREFIX, response.json()["receipt"], signing_key.public_key())
     assert (payload["typ"], payload["iss"]) == (RECEIPT_TYPE, settings.SVC_ISSUER)
-    assert set(response.json()) == {"accepted", "duplicates", "receipt"}
+    assert set(response.json()) == {"accepted", "duplicates", "receipt", "certificates"}
 
 
 def test_receipt_covers_new_and_already_stored_records(unit, upload, signing_key):

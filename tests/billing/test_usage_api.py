@@ -9,6 +9,7 @@ import pytest
 from billing.models import UsageDaily, UsageRecord
 from devices.documents import RECEIPT_PREFIX
 from licensing import signing
+from licensing.models import License, token_digest
 from licensing.services import license_revoke
 from tests.billing.conftest import record
 
@@ -22,6 +23,7 @@ def counts(response) -> dict:
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body.pop("receipt").startswith(f"{RECEIPT_PREFIX}.")
+    assert isinstance(body.pop("certificates"), list)  # of the receipt's key, when certified
     return body
 
 
@@ -119,6 +121,8 @@ def test_expired_but_valid_token_may_still_upload(direct, upload):
     lic = direct("API-METERED", "cam-9", term_days=30)
     long_ago = lic.claims | {"iat": T0 - 90 * 86400, "nbf": T0 - 90 * 86400, "exp": T0 - 60 * 86400}
     expired = signing.sign(long_ago)  # past term and grace: usage that happened is billed
+    # Issued long ago: the stored token is this one (an edited token would be refused).
+    License.objects.filter(pk=lic.pk).update(token=expired, token_sha256=token_digest(expired))
     response = upload(lic, [record(T0, inferences=3)], token=expired)
     assert counts(response) == {"accepted": 1, "duplicates": 0}
 
@@ -212,3 +216,18 @@ def test_usage_of_licence_without_records_is_zero(unit, admin_api):
 
 def test_admin_usage_needs_admin_key(unit, device_api):
     assert device_api.get(f"/v1/admin/usage/{unit.id}").status_code == 401
+
+
+def test_validly_signed_variant_of_a_unit_token_is_403_and_audited(unit, upload):
+    """A unit token re-signed with the authority's key but other claims (a bigger quota)
+    is not the token issued: refused, and recorded as a possible key compromise."""
+    from audit.models import AuditEntry
+
+    bigger = unit.claims | {"lim": unit.claims["lim"] | {"api_calls": 10**9}}
+    response = upload(unit, [record(T0, inferences=3)], token=signing.sign(bigger))
+    assert response.status_code == 403
+    assert "not the token this authority issued" in response.json()["detail"]
+    entry = AuditEntry.objects.get(action="key.compromise_suspected")
+    assert (entry.target, entry.result) == (unit.id, "refused")
+    assert not UsageRecord.objects.exists()
+    assert upload(unit, [record(T0, inferences=3)]).status_code == 200  # the real one works

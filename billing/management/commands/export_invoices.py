@@ -12,8 +12,9 @@ from billing.models import Invoice
 
 class Command(BaseCommand):
     help = (
-        "Export issued invoices, one row per invoice line (number, customer, period, "
-        "currency, kind, SKU, quantity, unit price, amount), as CSV or JSON."
+        "Export issued invoices and credit notes (CN-..., negative), one row per line "
+        "(number, customer, period, currency, kind, SKU, quantity, unit price, amount), "
+        "as CSV or JSON, in the order they were issued."
     )
 
     def add_arguments(self, parser):
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, format: str, out: str, since: str | None, **options):
-        invoices = Invoice.objects.order_by("year", "seq")
+        invoices = Invoice.objects.order_by("issued_at", "id")  # credit notes in turn
         if since is not None:
             try:
                 day = dt.date.fromisoformat(since)

@@ -22,22 +22,27 @@ def _end(text: str | None) -> dt.datetime | None:
 
 class Command(BaseCommand):
     help = (
-        "Rate and issue invoices for every customer with a non-zero total (or one customer) "
-        "for the N days ending at the start of today (UTC). A customer and window is never "
-        "invoiced twice, so the command is safe to re-run."
+        "Issue the next invoice of every customer that owes something (or of one "
+        "customer). A customer's invoices cover contiguous periods: each starts where the "
+        "last one ended (the first N days before its end). Without --end the period ends "
+        "at 00:00 UTC today and is issued once it is N days long, so a daily run issues "
+        "every N days; --end DATE (no later than today) ends it at 00:00 UTC of DATE. "
+        "Nothing is ever invoiced twice, so the command is safe to re-run."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--period-days", type=int, required=True, metavar="N")
         parser.add_argument("--customer", metavar="ID", help="only this customer")
         parser.add_argument(
-            "--end", metavar="DATE", help="window ends at 00:00 UTC of DATE (default: today)"
+            "--end",
+            metavar="DATE",
+            help="period ends at 00:00 UTC of DATE, today or earlier (default: today, once due)",
         )
 
     def handle(self, *args, period_days: int, customer: str | None, end: str | None, **options):
         try:
             results = services.invoice_issue_all(
-                period_days=period_days, now=_end(end), customer_id=customer
+                period_days=period_days, end=_end(end), customer_id=customer
             )
         except ServiceError as exc:
             raise CommandError(exc.detail) from None

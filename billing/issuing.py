@@ -1,0 +1,329 @@
+"""Issuing invoices and credit notes: contiguous periods per customer, gapless numbers,
+and the ledger (:mod:`billing.ledger`) deciding what each invoice bills.
+
+Periods
+    A customer's invoices cover contiguous, non-overlapping periods: each starts where
+    the customer's latest invoice that no credit note reverses ended; the first starts
+    ``period_days`` before its end. An end is 00:00 UTC of a day no later than today, so
+    a period is invoiced only once it is over. Without an explicit end (a scheduled
+    run) the period ends today and is issued only once it is ``period_days`` long, so a
+    daily job with ``--period-days 30`` issues every 30 days. Anything else is refused
+    naming the invoice it conflicts with. The customer's row lock serialises issuers of
+    one customer; the unique (customer, period_start, revision) constraint backs it.
+
+Credit notes
+    ``CN-<year>-<seq>`` reverses an invoice: negated lines and total, and its events go
+    back to waiting for the next invoice. When the credited invoice was the latest, the
+    next invoice starts where it started (a re-issue, ``revision`` + 1).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import transaction
+
+from audit.services import audited
+from billing import ledger, limits, rating
+from billing.limits import is_midnight, start_of_day
+from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage
+from config.errors import Conflict, InvalidInput, NotFound
+from customers.models import Customer
+from customers.services import customer_get
+
+SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
+
+
+class InvoiceAlreadyIssued(Conflict):
+    """The period asked for is (partly) covered by an issued invoice."""
+
+
+class InvoiceNotDue(Conflict):
+    """A scheduled run found the customer's open period shorter than ``period_days``."""
+
+
+class PeriodNotOver(Conflict):
+    """The period would end after today: what happens later in it could not be billed."""
+
+
+class NothingToInvoice(InvalidInput):
+    pass
+
+
+class AlreadyCredited(Conflict):
+    pass
+
+
+def _day(moment: dt.datetime) -> str:
+    return f"{moment:%Y-%m-%d}"
+
+
+def _next_number(series: str, year: int) -> int:
+    """Take the next number of ``series`` in ``year`` under a row lock held until commit:
+    issues queue here, and a rolled-back issue gives its number back (gapless)."""
+    DocumentSequence.objects.bulk_create(
+        [DocumentSequence(series=series, year=year, last=0)], ignore_conflicts=True
+    )
+    sequence = DocumentSequence.objects.select_for_update().get(series=series, year=year)
+    sequence.last += 1
+    sequence.save(update_fields=["last"])
+    return sequence.last
+
+
+def _locked_customer(customer_id: str) -> Customer:
+    """The customer, row-locked until commit: issuing and crediting of one customer run
+    one at a time, each seeing what the previous one committed.
+
+    ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: uploads check their rollups' foreign key
+    to the customer (``FOR KEY SHARE``) at commit, and must not wait for an issuer that
+    is itself waiting for their rollup rows (a deadlock)."""
+    customer = customer_get(customer_id=customer_id)
+    return Customer.objects.select_for_update(no_key=True).get(pk=customer.pk)
+
+
+def open_invoice(*, customer_id: str) -> Invoice | None:
+    """The customer's latest invoice that no credit note reverses: the next period
+    starts where it ends."""
+    return (
+        Invoice.objects.filter(
+            customer_id=customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
+        )
+        .order_by("-period_end", "-issued_at")
+        .first()
+    )
+
+
+def check_period_end(end: dt.datetime, *, now: dt.datetime) -> None:
+    """An invoice period ends at 00:00 UTC of a day no later than today."""
+    if end.tzinfo is None or not is_midnight(end):
+        raise InvalidInput(
+            f"an invoice period ends at 00:00 UTC of a day; {end.isoformat()} is not one"
+        )
+    today = start_of_day(now)
+    if end > today:
+        raise PeriodNotOver(
+            f"a period ending {_day(end)} is not over (today is {_day(today)} UTC); "
+            "usage and activations later in it could never be billed"
+        )
+
+
+def invoice_period(
+    *, customer_id: str, period_days: int, end: dt.datetime | None, now: dt.datetime
+) -> tuple[dt.datetime, dt.datetime]:
+    """(start, end) of the customer's next invoice, or the reason there is none."""
+    scheduled = end is None
+    end = start_of_day(now) if end is None else end
+    check_period_end(end, now=now)
+    previous = open_invoice(customer_id=customer_id)
+    if previous is None:
+        return end - dt.timedelta(days=period_days), end
+    start = previous.period_end
+    covered = (
+        f"{previous.number} covers {_day(previous.period_start)} to {_day(previous.period_end)}"
+    )
+    if end <= start:
+        raise InvoiceAlreadyIssued(
+            f"customer {customer_id} was already invoiced up to {_day(start)} 00:00 UTC "
+            f"({covered}); the next invoice starts there and must end after it"
+        )
+    if scheduled and end - start < dt.timedelta(days=period_days):
+        raise InvoiceNotDue(
+            f"customer {customer_id}'s next {period_days}-day invoice is due on "
+            f"{_day(start + dt.timedelta(days=period_days))} ({covered})"
+        )
+    return start, end
+
+
+def _store_lines(invoice: Invoice, lines: list[dict[str, Any]]) -> None:
+    InvoiceLine.objects.bulk_create(
+        InvoiceLine(
+            invoice=invoice,
+            position=position,
+            kind=line["kind"],
+            sku=line["sku"],
+            batch_id=line.get("batch_id", ""),
+            description=line["description"][:300],
+            quantity=line["quantity"],
+            unit=line["unit"],
+            unit_price=line["unit_price"],
+            amount=line["amount"],
+        )
+        for position, line in enumerate(lines, start=1)
+    )
+
+
+@audited("invoice.issue")
+@transaction.atomic
+def invoice_issue(
+    *,
+    customer_id: str,
+    period_days: int = 30,
+    end: dt.datetime | None = None,
+    now: dt.datetime | None = None,
+) -> Invoice:
+    """Issue the customer's next invoice: the period from where the last one ended (the
+    first: ``period_days`` before ``end``) to ``end`` (default: today 00:00 UTC, once
+    the period is ``period_days`` long), billing every event the ledger attributes to
+    it, numbered ``INV-<year>-<seq>`` without gaps.
+
+    Refused: an end that is not 00:00 UTC (InvalidInput), after today (PeriodNotOver),
+    not after the last invoice's end (InvoiceAlreadyIssued), a scheduled period not yet
+    due (InvoiceNotDue), a zero total (NothingToInvoice; the events keep waiting).
+    """
+    now = now or limits.now()
+    period_days = rating.check_period_days(period_days)
+    customer = _locked_customer(customer_id)
+    start, end = invoice_period(customer_id=customer.id, period_days=period_days, end=end, now=now)
+    revision = Invoice.objects.filter(
+        customer=customer, kind=Invoice.Kind.INVOICE, period_start=start
+    ).count()
+    year = now.astimezone(dt.UTC).year
+    seq = _next_number(SERIES[Invoice.Kind.INVOICE], year)
+    number = f"INV-{year}-{seq:06d}"
+    taken = ledger.take(document=number, customer_id=customer.id, start=start, end=end)
+    rated = rating.rated(
+        customer_id=customer.id,
+        start=start,
+        end=end,
+        activations=taken.activations,
+        directs=taken.directs,
+        meters=taken.meters,
+        entries=rating.catalogue_entries(),
+    )
+    if not rated["total"]:
+        raise NothingToInvoice(
+            f"customer {customer.id} owes nothing for {_day(start)} to {_day(end)} UTC; "
+            "no invoice issued"
+        )
+    invoice = Invoice.objects.create(
+        kind=Invoice.Kind.INVOICE,
+        number=number,
+        year=year,
+        seq=seq,
+        customer=customer,
+        period_start=start,
+        period_end=end,
+        period_days=(end - start).days,
+        currency=rated["currency"],
+        total=rated["total"],
+        issued_at=now,
+        revision=revision,
+    )
+    _store_lines(invoice, rated["lines"])
+    InvoiceUsage.objects.bulk_create(
+        InvoiceUsage(
+            invoice=invoice,
+            sku=meter.sku,
+            units=meter.units,
+            allowance=meter.allowance,
+            inferences=meter.inferences,
+            records=meter.records,
+            late_inferences=meter.late_inferences,
+            late_records=meter.late_records,
+        )
+        for meter in taken.meters.values()
+    )
+    return invoice
+
+
+def invoice_issue_all(
+    *,
+    period_days: int,
+    end: dt.datetime | None = None,
+    customer_id: str | None = None,
+    now: dt.datetime | None = None,
+) -> list[tuple[str, Invoice | None, str]]:
+    """Issue the next invoice of every customer (or one) that owes something. Returns
+    (customer id, invoice or None, note) per customer considered; each invoice commits
+    on its own, so one refusal does not undo the others. An end that no customer could
+    be invoiced to is refused before any is tried."""
+    now = now or limits.now()
+    if end is not None:
+        check_period_end(end, now=now)
+    rating.check_period_days(period_days)
+    ids = (
+        [customer_id]
+        if customer_id
+        else Customer.objects.order_by("id").values_list("id", flat=True)
+    )
+    out: list[tuple[str, Invoice | None, str]] = []
+    for cid in ids:
+        try:
+            invoice = invoice_issue(customer_id=cid, period_days=period_days, end=end, now=now)
+        except (InvoiceAlreadyIssued, InvoiceNotDue, NothingToInvoice) as exc:
+            out.append((cid, None, exc.detail))
+        else:
+            out.append((cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}"))
+    return out
+
+
+@audited("invoice.credit")
+@transaction.atomic
+def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = None) -> Invoice:
+    """Reverse issued invoice ``number`` with a credit note ``CN-<year>-<seq>`` (its own
+    gapless series): the same lines with negated quantities and amounts, and every event
+    the invoice billed back to waiting for the customer's next invoice."""
+    reason = reason.strip() if isinstance(reason, str) else ""
+    if not reason:
+        raise InvalidInput("a credit note needs a reason (--reason), for the customer and audit")
+    invoice = Invoice.objects.filter(number=number).first()
+    if invoice is None:
+        raise NotFound(f"invoice {number} does not exist")
+    if invoice.kind != Invoice.Kind.INVOICE:
+        raise InvalidInput(f"{number} is a credit note; only invoices can be credited")
+    _locked_customer(invoice.customer_id)
+    existing = Invoice.objects.filter(credits=invoice).first()
+    if existing is not None:
+        raise AlreadyCredited(f"invoice {number} was already credited by {existing.number}")
+    now = now or limits.now()
+    year = now.astimezone(dt.UTC).year
+    seq = _next_number(SERIES[Invoice.Kind.CREDIT_NOTE], year)
+    note_number = f"CN-{year}-{seq:06d}"
+    ledger.reverse(credit_note=note_number, invoice=invoice.number)
+    note = Invoice.objects.create(
+        kind=Invoice.Kind.CREDIT_NOTE,
+        number=note_number,
+        year=year,
+        seq=seq,
+        customer_id=invoice.customer_id,
+        period_start=invoice.period_start,
+        period_end=invoice.period_end,
+        period_days=invoice.period_days,
+        currency=invoice.currency,
+        total=-invoice.total,
+        issued_at=now,
+        credits=invoice,
+        revision=invoice.revision,
+        reason=reason[:500],
+    )
+    _store_lines(
+        note,
+        [
+            {
+                "kind": line.kind,
+                "sku": line.sku,
+                "batch_id": line.batch_id,
+                "description": f"Credit of {invoice.number}: {line.description}",
+                "quantity": -line.quantity,
+                "unit": line.unit,
+                "unit_price": line.unit_price,
+                "amount": -line.amount,
+            }
+            for line in invoice.lines.order_by("position")
+        ],
+    )
+    InvoiceUsage.objects.bulk_create(
+        InvoiceUsage(
+            invoice=note,
+            sku=usage.sku,
+            units=usage.units,
+            allowance=usage.allowance,
+            inferences=-usage.inferences,
+            records=-usage.records,
+            late_inferences=-usage.late_inferences,
+            late_records=-usage.late_records,
+        )
+        for usage in invoice.usage.all()
+    )
+    return note

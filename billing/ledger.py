@@ -1,0 +1,223 @@
+"""The billing ledger: which issued document billed which event, so that every usage
+record, activation and direct licence is billed on exactly one issued invoice.
+
+What is attributed
+    * Usage is attributed per **rollup bucket** (one licence's records whose
+      ``period_start`` falls on one UTC day, :class:`~billing.models.UsageDaily`), not per
+      record: an invoice period starts and ends at 00:00 UTC, so a bucket lies wholly in
+      or wholly out of it. Each bucket carries ``billed_records`` / ``billed_inferences``,
+      the sum of its ledger entries. Records of a bucket only ever arrive (ingestion
+      adds to ``records`` in the statement that stores them, and the unique key makes
+      each record count once), so the billed counters are a received-order watermark
+      per bucket: the first ``billed_records`` records the bucket received are billed,
+      and what arrives later waits for the next invoice. That is how a late record
+      lands on the next invoice, once, and a month of 10^7 records is a few hundred
+      thousand bucket rows to compare, never the records themselves.
+    * An activation or a direct licence is attributed as itself (+1), and is billed
+      while the sum of its entries is positive.
+
+Taking (:func:`take`, one issue)
+    Under the customer's row lock (taken by :mod:`billing.issuing`, so issuers and
+    credit notes of one customer run one at a time), one ``INSERT ... SELECT`` writes an
+    entry for every bucket of the customer dated before the period end whose counters
+    are behind its sums, with the difference; a second statement locks those buckets
+    in (licence, day) order, the order ingestion locks them in, and adds each entry to
+    its bucket's counters. A record committed by a concurrent upload is either in the
+    bucket row the insert read (billed now) or not (the counters only grow by what the
+    entry says, so it stays behind and waits): never both, never neither. Activations
+    and direct licences dated before the period end whose entries sum to zero are
+    taken the same way.
+
+Reversing (:func:`reverse`, a credit note)
+    Writes the negation of every entry of the credited invoice and subtracts it from the
+    counters: the events are "waiting" again, for the next invoice.
+
+Entries reference their document by number (a deferred foreign key), so they can be
+written before the immutable invoice row they belong to, once its total is known.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db import connection
+from django.db.models import Sum
+
+from billing.models import LedgerEntry, UsageDaily
+from billing.rating import ActivationRow, DirectRow, Meter
+from licensing.models import Activation, Batch, License
+
+_COLUMNS = (
+    "document_id, customer_id, kind, sku, license_id, bucket_id, day, batch_id, unit_price, "
+    "currency, late, records, quantity"
+)
+
+
+@dataclass
+class Taken:
+    """What one document billed, summed for rating."""
+
+    activations: list[ActivationRow] = field(default_factory=list)
+    directs: list[DirectRow] = field(default_factory=list)
+    meters: dict[str, Meter] = field(default_factory=dict)
+
+
+def _tables() -> dict[str, str]:
+    quote = connection.ops.quote_name
+    return {
+        "ledger": quote(LedgerEntry._meta.db_table),
+        "daily": quote(UsageDaily._meta.db_table),
+        "activation": quote(Activation._meta.db_table),
+        "batch": quote(Batch._meta.db_table),
+        "license": quote(License._meta.db_table),
+    }
+
+
+def _date(value: dt.date):
+    return connection.ops.adapt_datefield_value(value)
+
+
+def _moment(value: dt.datetime):
+    return connection.ops.adapt_datetimefield_value(value)
+
+
+def _apply_to_buckets(cursor, tables: dict[str, str], document: str) -> None:
+    """Add the usage entries of ``document`` to their buckets' billed counters."""
+    ledger, daily = tables["ledger"], tables["daily"]
+    if connection.features.has_select_for_update:
+        # The order uploads lock rollups in (one licence, ascending days): no deadlock.
+        cursor.execute(
+            f"""
+            SELECT 1 FROM {daily} WHERE id IN (
+                SELECT bucket_id FROM {ledger} WHERE document_id = %s AND kind = 'usage')
+            ORDER BY license_id, day FOR UPDATE
+            """,  # noqa: S608 - identifiers from the models, values as parameters
+            [document],
+        )
+    cursor.execute(
+        f"""
+        UPDATE {daily} SET billed_records = {daily}.billed_records + e.records,
+            billed_inferences = {daily}.billed_inferences + e.quantity
+        FROM {ledger} e
+        WHERE e.document_id = %s AND e.kind = 'usage' AND e.bucket_id = {daily}.id
+        """,  # noqa: S608
+        [document],
+    )
+
+
+def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetime) -> Taken:
+    """Attribute to ``document`` every event of the customer dated before ``end`` that
+    no issued document bills yet (those before ``start`` are marked late); returns
+    their sums. The caller holds the customer's lock and commits or rolls back."""
+    tables = _tables()
+    ledger, daily = tables["ledger"], tables["daily"]
+    end_day, start_day = _date(end.date()), _date(start.date())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {ledger} ({_COLUMNS})
+            SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
+                day < %s, records - billed_records, inferences - billed_inferences
+            FROM {daily}
+            WHERE customer_id = %s AND day < %s
+                AND (records <> billed_records OR inferences <> billed_inferences)
+            """,  # noqa: S608
+            [document, start_day, customer_id, end_day],
+        )
+        _apply_to_buckets(cursor, tables, document)
+        for kind, events in (
+            (
+                LedgerEntry.Kind.ACTIVATION,
+                f"""SELECT b.customer_id, b.sku, a.license_id, a.batch_id, b.unit_price,
+                        b.currency, a.activated_at AS at
+                    FROM {tables["activation"]} a JOIN {tables["batch"]} b ON b.id = a.batch_id
+                    WHERE b.customer_id = %s""",  # noqa: S608
+            ),
+            (
+                LedgerEntry.Kind.DIRECT,
+                f"""SELECT customer_id, sku, id AS license_id, '' AS batch_id, unit_price,
+                        currency, issued_at AS at
+                    FROM {tables["license"]}
+                    WHERE customer_id = %s AND kind = 'direct' AND device_id <> '*'""",  # noqa: S608
+            ),
+        ):
+            cursor.execute(
+                f"""
+                INSERT INTO {ledger} ({_COLUMNS})
+                SELECT %s, customer_id, %s, sku, license_id, NULL, NULL, batch_id,
+                    unit_price, currency, at < %s, 0, 1
+                FROM ({events}) event
+                WHERE at < %s AND NOT EXISTS (
+                    SELECT 1 FROM {ledger} e WHERE e.kind = %s
+                        AND e.license_id = event.license_id
+                    GROUP BY e.license_id HAVING SUM(e.quantity) > 0)
+                """,  # noqa: S608
+                [
+                    document,
+                    kind.value,
+                    _moment(start),
+                    customer_id,
+                    _moment(end),
+                    kind.value,
+                ],
+            )
+    return taken_by(document)
+
+
+def reverse(*, credit_note: str, invoice: str) -> None:
+    """Write the negation of every entry of ``invoice`` under ``credit_note`` and take
+    it off the buckets' billed counters: the invoice's events wait again."""
+    tables = _tables()
+    ledger = tables["ledger"]
+    negated = _COLUMNS.replace("records, quantity", "-records, -quantity").replace(
+        "document_id, ", "%s, ", 1
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ledger} ({_COLUMNS}) SELECT {negated} FROM {ledger} "  # noqa: S608
+            "WHERE document_id = %s",
+            [credit_note, invoice],
+        )
+        _apply_to_buckets(cursor, tables, credit_note)
+
+
+def taken_by(document: str) -> Taken:
+    """The entries of ``document`` summed into rating rows."""
+    rows = (
+        LedgerEntry.objects.filter(document_id=document)
+        .values("kind", "sku", "batch_id", "unit_price", "currency", "late")
+        .annotate(quantity=Sum("quantity"), records=Sum("records"))
+        .order_by()
+    )
+    activations: dict[str, ActivationRow] = {}
+    directs: dict[tuple[str, Decimal], DirectRow] = {}
+    meters: dict[str, Meter] = defaultdict(lambda: Meter(sku=""))
+    for row in rows:
+        late = row["quantity"] if row["late"] else 0
+        if row["kind"] == LedgerEntry.Kind.ACTIVATION:
+            item = activations.setdefault(
+                row["batch_id"],
+                ActivationRow(row["batch_id"], row["sku"], row["unit_price"], row["currency"], 0),
+            )
+            item.units += row["quantity"]
+            item.late += late
+        elif row["kind"] == LedgerEntry.Kind.DIRECT:
+            key = (row["sku"], row["unit_price"])
+            direct = directs.setdefault(
+                key, DirectRow(row["sku"], row["unit_price"], row["currency"], 0)
+            )
+            direct.licences += row["quantity"]
+            direct.late += late
+        else:
+            meter = meters[row["sku"]]
+            meter.sku = row["sku"]
+            if row["late"]:
+                meter.late_inferences += row["quantity"]
+                meter.late_records += row["records"]
+            else:
+                meter.inferences += row["quantity"]
+                meter.records += row["records"]
+    return Taken(list(activations.values()), list(directs.values()), dict(meters))

@@ -1,0 +1,87 @@
+"""The one home of billing's limits and day arithmetic.
+
+Usage records carry Unix seconds; rollups, invoice periods and partitions are UTC days
+(and months). Every conversion between them, and every bound a request or a period must
+respect, is defined here once and imported wherever it is needed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+# The device-id limit is the licensing rule (a device id is bound into every unit
+# licence); billing checks uploads against the very same number.
+from licensing.services import DEVICE_ID_MAX
+
+__all__ = [
+    "DAY",
+    "DEVICE_ID_MAX",
+    "EPOCH",
+    "MAX_COUNTER",
+    "MAX_RECORDS_PER_CALL",
+    "MAX_TIMESTAMP",
+    "PERIOD_DAYS_MAX",
+    "date_of",
+    "day_number",
+    "is_midnight",
+    "midnight",
+    "month_start",
+    "next_month",
+    "now",
+    "start_of_day",
+    "unix",
+]
+
+DAY = 86_400
+EPOCH = dt.date(1970, 1, 1)
+# Records per upload call; the rest of a body comes back as ``deferred`` (contract §7).
+MAX_RECORDS_PER_CALL = 1000
+# Bounds that keep every value and every daily sum inside a 64-bit column and every
+# timestamp inside a calendar date: far beyond what a camera can count in one period.
+MAX_COUNTER = 10**12
+MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z
+# The longest rating window of GET /v1/admin/invoice and the longest first period.
+PERIOD_DAYS_MAX = 3660
+
+
+def now() -> dt.datetime:
+    """The clock every billing service reads (aware, UTC)."""
+    return timezone.now()
+
+
+def unix(moment: dt.datetime) -> int:
+    return int(moment.timestamp())
+
+
+def day_number(seconds: int) -> int:
+    """The UTC day (days since 1970-01-01) that Unix second ``seconds`` falls on."""
+    return seconds // DAY
+
+
+def date_of(day: int) -> dt.date:
+    return EPOCH + dt.timedelta(days=day)
+
+
+def midnight(day: dt.date) -> dt.datetime:
+    """00:00 UTC of ``day``."""
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def start_of_day(moment: dt.datetime | None = None) -> dt.datetime:
+    """00:00 UTC of the day of ``moment`` (default: today)."""
+    return midnight((moment or now()).astimezone(dt.UTC).date())
+
+
+def is_midnight(moment: dt.datetime) -> bool:
+    return moment == start_of_day(moment)
+
+
+def month_start(day: dt.date) -> dt.date:
+    return day.replace(day=1)
+
+
+def next_month(day: dt.date) -> dt.date:
+    """The first day of the month after ``day``'s."""
+    return (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)

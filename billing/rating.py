@@ -1,0 +1,373 @@
+"""Invoice rating (contract §6): the lines of an invoice from the events it bills.
+
+Two callers share the line builders below:
+
+* :func:`invoice_rate` rates a rolling window of P days ending now, for
+  ``GET /v1/admin/invoice`` and the console preview; nothing is stored.
+* :mod:`billing.issuing` rates the events the ledger (:mod:`billing.ledger`) attributed
+  to an invoice: the events of its period plus the late ones of earlier periods, which
+  get lines of their own (``metered_overage_late``) priced in this period's tiers.
+
+Money is ``Decimal`` end to end; each line is rounded half-up to the cent once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count
+
+from billing import limits, pricing, selectors
+from billing.limits import PERIOD_DAYS_MAX, unix
+from billing.models import InvoiceLine
+from config.errors import InvalidInput, MisconfiguredService
+from customers.services import customer_get
+from licensing.models import Activation, License, Sku
+
+KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
+
+
+@dataclass
+class ActivationRow:
+    """Units of one batch billed on an invoice; ``late`` of them before its period."""
+
+    batch_id: str
+    sku: str
+    unit_price: Decimal
+    currency: str
+    units: int
+    late: int = 0
+
+
+@dataclass
+class DirectRow:
+    """Direct licences of one SKU and price billed on an invoice."""
+
+    sku: str
+    unit_price: Decimal
+    currency: str
+    licences: int
+    late: int = 0
+
+
+@dataclass
+class Meter:
+    """Metered usage of one SKU on an invoice: ``inferences`` of the period and
+    ``late_inferences`` of earlier periods received after those were invoiced, against
+    the allowance of ``units`` units for the period."""
+
+    sku: str
+    inferences: int = 0
+    records: int = 0
+    late_inferences: int = 0
+    late_records: int = 0
+    units: int = 0
+    allowance: Decimal = field(default_factory=Decimal)
+
+
+def check_period_days(period_days: Any) -> int:
+    if type(period_days) is not int or not 1 <= period_days <= PERIOD_DAYS_MAX:
+        raise InvalidInput(
+            f"period_days must be an integer 1..{PERIOD_DAYS_MAX}, not {period_days!r}"
+        )
+    return period_days
+
+
+def catalogue_entries() -> dict[str, dict[str, Any]]:
+    return {sku.code: sku.entry() for sku in Sku.objects.all()}
+
+
+def _line(
+    *,
+    kind: str,
+    sku: str,
+    description: str,
+    quantity: Decimal | int,
+    unit: str,
+    unit_price: Decimal,
+    currency: str,
+    batch_id: str | None = None,
+) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "kind": kind,
+        "sku": sku,
+        "description": description,
+        "quantity": quantity,
+        "unit": unit,
+        "unit_price": unit_price,
+        "amount": pricing.line_amount(quantity, unit_price),
+    }
+    if batch_id is not None:
+        line["batch_id"] = batch_id
+    line["_currency"] = currency
+    return line
+
+
+def _late_note(late: int, what: str) -> str:
+    return f" ({late} {what} before this period, not billed until now)" if late else ""
+
+
+def activation_lines(rows: list[ActivationRow]) -> list[dict]:
+    return [
+        _line(
+            kind=InvoiceLine.Kind.UNIT_ACTIVATION.value,
+            sku=row.sku,
+            description=f"{row.sku} units activated from batch {row.batch_id}"
+            + _late_note(row.late, "activated"),
+            quantity=row.units,
+            unit="unit",
+            unit_price=row.unit_price,
+            currency=row.currency,
+            batch_id=row.batch_id,
+        )
+        for row in sorted(rows, key=lambda r: (r.sku, r.batch_id))
+    ]
+
+
+def direct_lines(rows: list[DirectRow]) -> list[dict]:
+    return [
+        _line(
+            kind=InvoiceLine.Kind.DIRECT_LICENSE.value,
+            sku=row.sku,
+            description=f"{row.sku} direct licences at {row.unit_price} each"
+            + _late_note(row.late, "issued"),
+            quantity=row.licences,
+            unit="licence",
+            unit_price=row.unit_price,
+            currency=row.currency,
+        )
+        for row in sorted(rows, key=lambda r: (r.sku, r.unit_price))
+    ]
+
+
+def meter_lines(
+    meters: dict[str, Meter],
+    *,
+    customer_id: str,
+    period_days: int,
+    units: dict[str, int],
+    entries: dict[str, dict[str, Any]],
+) -> list[dict]:
+    """Overage lines per SKU and tier (contract §6.3); fills each meter's ``units`` and
+    ``allowance``. The period's own usage takes the allowance and the first tiers; late
+    usage is priced from where the period's overage ends (so an invoice costs the same
+    as if every record had been on time in this period)."""
+    lines, late_lines = [], []
+    for sku in sorted(meters):
+        meter = meters[sku]
+        entry = entries.get(sku)
+        if entry is None:
+            raise MisconfiguredService(
+                f"customer {customer_id} has usage of SKU {sku}, which is not in the catalogue; "
+                "restore the catalogue entry to rate this invoice"
+            )
+        meter.units = units.get(sku, 0)
+        meter.allowance = pricing.allowance(
+            units=meter.units,
+            allowance_per_unit=entry["allowance_per_unit"],
+            period_days=period_days,
+        )
+        included = meter.allowance.quantize(Decimal(1))
+        on_time = max(Decimal(0), Decimal(meter.inferences) - meter.allowance)
+        overall = max(
+            Decimal(0), Decimal(meter.inferences + meter.late_inferences) - meter.allowance
+        )
+        for tier, inferences in pricing.overage_by_tier(on_time, entry["overage_tiers"]):
+            lines.append(
+                _line(
+                    kind=InvoiceLine.Kind.METERED_OVERAGE.value,
+                    sku=sku,
+                    description=(
+                        f"{sku} inferences over the pooled allowance ({meter.inferences} used, "
+                        f"{included} included for {meter.units} units over {period_days} "
+                        f"days), tier from {tier['from_inferences']} inferences"
+                    ),
+                    quantity=pricing.thousands(inferences),
+                    unit="1000 inferences",
+                    unit_price=tier["price_per_1000"],
+                    currency=entry["currency"],
+                )
+            )
+        for tier, inferences in pricing.overage_between(on_time, overall, entry["overage_tiers"]):
+            late_lines.append(
+                _line(
+                    kind=InvoiceLine.Kind.METERED_OVERAGE_LATE.value,
+                    sku=sku,
+                    description=(
+                        f"{sku} inferences of earlier periods uploaded after they were "
+                        f"invoiced ({meter.late_inferences} in {meter.late_records} records), "
+                        f"priced in this period's tier from {tier['from_inferences']} inferences"
+                    ),
+                    quantity=pricing.thousands(inferences),
+                    unit="1000 inferences",
+                    unit_price=tier["price_per_1000"],
+                    currency=entry["currency"],
+                )
+            )
+    return lines + late_lines
+
+
+def maintenance_lines(
+    customer_id: str, end: dt.datetime, entries: dict[str, dict[str, Any]]
+) -> list[dict]:
+    lines = []
+    for sku, base_price, currency, count in selectors.perpetual_units(
+        customer_id=customer_id, end=end
+    ):
+        entry = entries.get(sku)
+        rate = entry["maintenance_rate"] if entry else Decimal(0)
+        if not rate or base_price is None:
+            continue  # not a perpetual SKU of the catalogue: nothing to maintain
+        lines.append(
+            _line(
+                kind=InvoiceLine.Kind.MAINTENANCE.value,
+                sku=sku,
+                description=f"{sku} annual maintenance, {rate * 100:g}% of {base_price}",
+                quantity=count,
+                unit="unit-year",
+                unit_price=pricing.money(rate * base_price),
+                currency=currency,
+            )
+        )
+    return lines
+
+
+def _currency(customer_id: str, lines: list[dict], entries: dict[str, dict]) -> str:
+    found = {line["_currency"] for line in lines if line["_currency"]}
+    if not found:
+        found = set(
+            License.objects.filter(customer_id=customer_id)
+            .exclude(currency="")
+            .values_list("currency", flat=True)
+            .distinct()
+        ) or {entry["currency"] for entry in entries.values()}
+    if len(found) > 1:
+        raise MisconfiguredService(
+            f"customer {customer_id} is billed in {', '.join(sorted(found))}; an invoice "
+            "carries one currency"
+        )
+    return found.pop() if found else "EUR"
+
+
+def rated(
+    *,
+    customer_id: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    activations: list[ActivationRow],
+    directs: list[DirectRow],
+    meters: dict[str, Meter],
+    entries: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The invoice of these events for the period [start, end): spec §2.7 with Decimal
+    money. The allowance counts the period's actual length in days; maintenance is
+    charged when that length is 365 days or more."""
+    period_days = (end - start) // dt.timedelta(days=1)
+    units = selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end)
+    lines = (
+        activation_lines(activations)
+        + direct_lines(directs)
+        + meter_lines(
+            meters, customer_id=customer_id, period_days=period_days, units=units, entries=entries
+        )
+        + (maintenance_lines(customer_id, end, entries) if period_days >= 365 else [])
+    )
+    lines = [line for line in lines if line["quantity"]]
+    currency = _currency(customer_id, lines, entries)
+    for line in lines:
+        del line["_currency"]
+    return {
+        "customer_id": customer_id,
+        "period_start": unix(start),
+        "period_end": unix(end),
+        "currency": currency,
+        "lines": lines,
+        "total": sum((line["amount"] for line in lines), Decimal("0.00")),
+    }
+
+
+# --- a rolling window (contract §6) -----------------------------------------------------
+
+
+def _window_activations(customer_id: str, start: dt.datetime, end: dt.datetime):
+    rows = (
+        Activation.objects.filter(
+            batch__customer_id=customer_id, activated_at__gte=start, activated_at__lt=end
+        )
+        .values("batch_id", "batch__sku", "batch__unit_price", "batch__currency")
+        .annotate(units=Count("id"))
+        .order_by()
+    )
+    return [
+        ActivationRow(
+            batch_id=row["batch_id"],
+            sku=row["batch__sku"],
+            unit_price=row["batch__unit_price"],
+            currency=row["batch__currency"],
+            units=row["units"],
+        )
+        for row in rows
+    ]
+
+
+def _window_directs(customer_id: str, start: dt.datetime, end: dt.datetime):
+    rows = (
+        License.objects.filter(
+            customer_id=customer_id,
+            kind=License.Kind.DIRECT,
+            issued_at__gte=start,
+            issued_at__lt=end,
+        )
+        .exclude(device_id="*")
+        .values("sku", "unit_price", "currency")
+        .annotate(licences=Count("id"))
+        .order_by()
+    )
+    return [
+        DirectRow(
+            sku=row["sku"],
+            unit_price=row["unit_price"],
+            currency=row["currency"],
+            licences=row["licences"],
+        )
+        for row in rows
+    ]
+
+
+def _whole_second_after(moment: dt.datetime) -> dt.datetime:
+    """``moment`` rounded up to the second. Events are stamped to the microsecond; a
+    window ending there counts everything that happened before ``moment`` and is reported
+    exactly in Unix seconds."""
+    if moment.microsecond:
+        moment = moment.replace(microsecond=0) + dt.timedelta(seconds=1)
+    return moment
+
+
+def invoice_rate(
+    *, customer_id: str, period_days: int = 30, now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """Rate a customer's invoice for the ``period_days`` before ``now`` (contract §6).
+
+    Returns spec §2.7 with Decimal money: ``{customer_id, period_start, period_end,
+    currency, lines, total}``; each line carries ``kind``, ``sku``, ``description``,
+    ``quantity``, ``unit``, ``unit_price`` and ``amount`` (rounded half-up to the cent),
+    plus ``batch_id`` on unit activation lines. Nothing is stored, and the window ignores
+    what issued invoices have billed: it is a preview of the window, not of the ledger.
+    """
+    customer = customer_get(customer_id=customer_id)
+    period_days = check_period_days(period_days)
+    end = _whole_second_after(now or limits.now())
+    start = end - dt.timedelta(days=period_days)
+    usage = selectors.inferences_by_sku(customer_id=customer.id, start=unix(start), end=unix(end))
+    return rated(
+        customer_id=customer.id,
+        start=start,
+        end=end,
+        activations=_window_activations(customer.id, start, end),
+        directs=_window_directs(customer.id, start, end),
+        meters={sku: Meter(sku=sku, inferences=n) for sku, n in usage.items()},
+        entries=catalogue_entries(),
+    )

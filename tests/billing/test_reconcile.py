@@ -1,0 +1,125 @@
+"""``manage.py reconcile`` and the dashboard's ledger totals (issue 10): stored, billed,
+waiting and unbillable per customer and SKU; exit 1 on a double bill or an invoice that
+does not match its records."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from decimal import Decimal
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from billing.models import Invoice, InvoiceLine, LedgerEntry, UsageDaily
+from billing.reconciliation import ledger_reconcile
+from tests.billing.conftest import hour, record
+
+pytestmark = pytest.mark.django_db
+
+JAN, FEB = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2))
+FUTURE = hour(dt.datetime(2090, 1, 1, tzinfo=dt.UTC))
+
+
+def reconcile(*args: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("reconcile", *args, stdout=out, stderr=err)
+    except CommandError as exc:
+        return out.getvalue(), err.getvalue() + f"\nERROR {exc}"
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def ledger(customer, make_batch, activate, direct, upload):
+    """January invoiced (1 unit, 1 direct licence, 40 000 inferences); then 5000
+    inferences of January arrive late, 7000 are dated 2090, and one more unit is
+    activated on February 3rd."""
+    lic = direct("API-METERED", "m-1", at=JAN + dt.timedelta(days=4))
+    batch = make_batch(units=3, sku="API-METERED")
+    activate(batch, "u-1", at=JAN + dt.timedelta(days=6))
+    upload(lic, [record(hour(JAN) + 9 * 86400, inferences=40_000)])
+    call_command(
+        "issue_invoices", "--period-days", "31", "--end", "2026-02-01", stdout=io.StringIO()
+    )
+    upload(lic, [record(hour(JAN) + 19 * 86400, inferences=5_000)])
+    upload(lic, [record(FUTURE, inferences=7_000)])
+    activate(batch, "u-2", at=FEB + dt.timedelta(days=2))
+    return customer
+
+
+def test_reconcile_prints_stored_billed_waiting_and_unbillable(ledger):
+    out, err = reconcile("--customer", ledger.id)
+    assert err == ""
+    row = next(line for line in out.splitlines() if line.startswith(ledger.id))
+    assert row.split() == [ledger.id, "API-METERED", "52,000", "40,000", "5,000", "7,000",
+                           "2", "1", "1", "1"]  # fmt: skip
+    assert "1 of 3 usage records billed, 1 waiting for the next invoice" in out
+    assert "OK: nothing is billed twice" in out
+    totals = ledger_reconcile(customer_id=ledger.id).totals()
+    assert (totals.inferences, totals.billed, totals.waiting, totals.unbillable) == (
+        52_000, 40_000, 5_000, 7_000,
+    )  # fmt: skip
+
+
+def test_reconcile_catches_a_planted_double_bill(ledger):
+    invoice = Invoice.objects.get()
+    billed = LedgerEntry.objects.filter(document=invoice, kind="usage").first()
+    # A second copy of the bucket's entry, as a faulty issuer would have written it.
+    LedgerEntry.objects.bulk_create([LedgerEntry(
+        document=invoice, customer_id=billed.customer_id, kind="usage", sku=billed.sku,
+        license_id=billed.license_id, bucket_id=billed.bucket_id, day=billed.day,
+        records=billed.records, quantity=billed.quantity,
+    )])  # fmt: skip
+    out, err = reconcile()
+    assert f"usage of {billed.license_id} on 2026-01-10: billed more than once" in err
+    assert "ERROR" in err and "problem(s) found" in err
+
+
+def test_reconcile_catches_an_activation_billed_twice(ledger):
+    invoice = Invoice.objects.get()
+    unit = LedgerEntry.objects.get(document=invoice, kind="activation")
+    unit.pk = None
+    unit._state.adding = True
+    unit.save()
+    _, err = reconcile("--customer", ledger.id)
+    assert f"activation {unit.license_id} is billed 2 times" in err
+
+
+def test_reconcile_catches_counters_and_lines_that_do_not_match(ledger):
+    # Raw SQL on the rollups (not an issued document): the counters lose a record.
+    table = connection.ops.quote_name(UsageDaily._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET billed_inferences = billed_inferences - 1 "  # noqa: S608
+                       "WHERE billed_records > 0")  # fmt: skip
+    invoice = Invoice.objects.get()
+    InvoiceLine.objects.create(
+        invoice=invoice, position=99, kind="unit_activation", sku="API-METERED",
+        batch_id="B-X", description="planted", quantity=1, unit="unit",
+        unit_price=Decimal("15.00"), amount=Decimal("15.00"),
+    )  # fmt: skip
+    _, err = reconcile()
+    assert "billed quantity does not match its records" in err
+    assert f"{invoice.number} bills 1 units of batch B-X but its ledger entries hold 0" in err
+
+
+def test_deep_reconcile_compares_rollups_with_records(ledger):
+    assert "OK" in reconcile("--deep")[0]
+    table = connection.ops.quote_name(UsageDaily._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET inferences = inferences + 1, "  # noqa: S608
+            "billed_inferences = billed_inferences + 1 WHERE billed_records > 0"
+        )
+    _, err = reconcile("--deep")
+    assert "sums 1 records / 40001 inferences, the records hold 1 / 40000" in err
+
+
+def test_dashboard_shows_the_same_totals(ledger, admin_client):
+    page = admin_client.get("/admin/dashboard/").content.decode()
+    assert 'id="ledger"' in page
+    totals = ledger_reconcile().totals()
+    for figure in (totals.inferences, totals.billed, totals.waiting, totals.unbillable):
+        assert f">{figure:,}<" in page
+    assert "No ledger problems" in page
