@@ -13,7 +13,7 @@ from django.utils import timezone
 
 # The device-id limit is the licensing rule (a device id is bound into every unit
 # licence); billing checks uploads against the very same number.
-from licensing.services import DEVICE_ID_MAX
+from svccore.claims import DEVICE_ID_MAX
 
 __all__ = [
     "DAY",

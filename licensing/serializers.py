@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from config.fields import StrictBooleanField, StrictCharField, StrictIntegerField
 from licensing.models import Activation, Batch, License, unix
-from licensing.services import DEVICE_ID_MAX
+from svccore.claims import DEVICE_ID_MAX
 
 
 class UnixField(serializers.Field):

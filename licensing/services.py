@@ -44,10 +44,10 @@ from licensing.models import (
     unix,
 )
 from svccore import catalogue, ids
+from svccore.claims import DEVICE_ID_MAX
 
 log = logging.getLogger(__name__)
 
-DEVICE_ID_MAX = 128
 LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a date can hold
 
 
