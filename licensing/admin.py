@@ -506,12 +506,10 @@ class SigningKeyAdmin(ReadOnlyAdmin):
 
     list_display = [
         "kid",
-        "use",
+        "use_short",
         "state",
-        "fingerprint",
         "valid_from",
         "valid_until",
-        "created_at",
         "retired_at",
         "revoked_at",
     ]
@@ -541,9 +539,15 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     def state(self, key: SigningKey) -> str:
         return key.state
 
+    @admin.display(description="use", ordering="use")
+    def use_short(self, key: SigningKey) -> str:
+        return key.use
+
     @admin.display(description="valid from", ordering="not_before")
     def valid_from(self, key: SigningKey) -> str:
-        return _moment(key.not_before) if key.certificate else "-"
+        if not key.certificate:
+            return "not certified"
+        return _moment(key.not_before) if key.not_before else "any time"
 
     @admin.display(description="valid until", ordering="not_after")
     def valid_until(self, key: SigningKey) -> str:
