@@ -97,6 +97,7 @@ def revoke_with_reason(
         "app_label": opts.app_label,
         "title": f"Revoke {what}",
         "rows": [(row, license_id_of(row)) for row in queryset],
+        "selected": [row.pk for row in queryset],
         "form": form,
         "action_name": action_name,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,

@@ -597,6 +597,7 @@ class SigningKeyAdmin(ReadOnlyAdmin):
             "app_label": opts.app_label,
             "title": "Revoke signing keys",
             "keys": list(queryset),
+            "selected": [key.pk for key in queryset],
             "form": form,
             "action_name": "revoke_keys",
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
