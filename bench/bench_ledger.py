@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +31,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import _support  # noqa: E402 - bench/_support.py, beside this script
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_LEDGER_DB", "svc_bench_ledger")
@@ -44,34 +44,11 @@ RECORDS_PER_CALL = 1000
 
 
 def recreate_database(*, create: bool = True) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {DB_NAME}")
+    _support.recreate_database(PG, DB_NAME, create=create)
 
 
 def configure(tmp: Path) -> None:
-    from svccore.keyfile import write_private_key
-
-    key = tmp / "signing-key.pem"
-    write_private_key(key)
-    os.environ.update(
-        DATABASE_URL=f"{PG}/{DB_NAME}",
-        SVC_SECRET_KEY=secrets.token_urlsafe(32),
-        SVC_ADMIN_KEY=secrets.token_urlsafe(16),
-        SVC_SIGNING_KEY_FILE=str(key),
-        SVC_DEBUG="0",
-        SVC_LOG_LEVEL="WARNING",
-        DJANGO_SETTINGS_MODULE="config.settings",
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, check=True
-    )
-    import django
-
-    django.setup()
+    _support.configure_django(tmp, PG, DB_NAME)
 
 
 def fleet(first_hour: int) -> list[tuple[str, list]]:

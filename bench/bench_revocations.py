@@ -36,11 +36,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import _support  # noqa: E402 - bench/_support.py, beside this script
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = "svc_bench_revocations"
@@ -56,12 +57,7 @@ FAR_FUTURE = 4_102_444_800  # 2100-01-01: usable_until of entries that stay list
 
 
 def recreate_database(*, create: bool = True) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {DB_NAME}")
+    _support.recreate_database(PG, DB_NAME, create=create)
 
 
 def free_port() -> int:
@@ -137,25 +133,7 @@ def fill(entries: int) -> float:
 
 
 def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
-    command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread",
-        "--keep-alive", "30", "--timeout", "120",
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return process
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            sys.exit(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.1)
+    return _support.start_gunicorn(env, port, log, workers=WORKERS, threads=THREADS, timeout=120)
 
 
 def get(

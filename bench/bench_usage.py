@@ -29,11 +29,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import _support  # noqa: E402 - bench/_support.py, beside this script
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_USAGE_DB", "svc_bench_usage")
@@ -48,12 +49,7 @@ T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
 def recreate_database(*, create: bool = True) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {DB_NAME}")
+    _support.recreate_database(PG, DB_NAME, create=create)
 
 
 def environment(tmp: Path) -> dict[str, str]:
@@ -138,26 +134,8 @@ def free_port() -> int:
 
 
 def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
-    command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(WORKERS), "--threads", str(THREADS), "--worker-class", "gthread",
-        "--keep-alive", "30", "--timeout", "60",
-    ]  # fmt: skip
     env = env | {"SVC_DB_CONN_MAX_AGE": "600"}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return process
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            sys.exit(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.1)
+    return _support.start_gunicorn(env, port, log, workers=WORKERS, threads=THREADS, timeout=60)
 
 
 def post(conn: http.client.HTTPConnection, token: str, body: bytes) -> dict:

@@ -247,6 +247,15 @@ def test_a_retired_key_configured_as_active_refuses_to_sign(
     assert health.status_code == 503 and "retired" in health.json()["detail"]
 
 
+def test_revoking_the_configured_key_warns_that_the_server_stops_signing(settings, new_key):
+    path, key = new_key()
+    settings.SVC_SIGNING_KEY_FILE = path
+    signing.certificates()  # loading the registry registers the configured key
+    err = io.StringIO()
+    call_command("key_revoke", kid_of(key), "--reason", "leaked", stdout=io.StringIO(), stderr=err)
+    assert f"warning: {kid_of(key)} is this host's SVC_SIGNING_KEY_FILE key" in err.getvalue()
+
+
 # --- rotation ----------------------------------------------------------------------------
 
 

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing import signing
+from licensing.management.commands._keys import warn_if_configured
 from licensing.services import signing_key_revoke
 
 
@@ -30,12 +29,4 @@ class Command(BaseCommand):
             except ServiceError as exc:
                 raise CommandError(exc.detail) from None
         self.stdout.write(f"signing key {key.kid} revoked ({key.revoke_reason})")
-        try:
-            configured = signing.active_kid()
-        except ImproperlyConfigured:
-            configured = ""
-        if key.kid == configured:
-            self.stderr.write(
-                f"warning: {key.kid} is this host's SVC_SIGNING_KEY_FILE key: the server refuses "
-                "to sign until SVC_SIGNING_KEY_FILE names another certified key"
-            )
+        warn_if_configured(self, key.kid)

@@ -1,0 +1,76 @@
+"""Set-up shared by the PostgreSQL benchmarks: a database of their own, Django configured
+on it with a throwaway signing key, and a gunicorn serving it. (Named with a leading
+underscore so ``make bench``, which runs ``bench_*.py``, does not take it for one.)"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def recreate_database(pg: str, name: str, *, create: bool = True) -> None:
+    """Drop database ``name`` on the server ``pg`` (a URL without database) and, unless
+    ``create`` is false, create it empty."""
+    import psycopg
+
+    with psycopg.connect(f"{pg}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if create:
+            conn.execute(f"CREATE DATABASE {name}")
+
+
+def configure_django(tmp: Path, pg: str, name: str) -> None:
+    """Point this process's settings at database ``name`` with a new signing key in
+    ``tmp``, migrate it, and set Django up."""
+    from svccore.keyfile import write_private_key
+
+    key = tmp / "signing-key.pem"
+    write_private_key(key)
+    os.environ.update(
+        DATABASE_URL=f"{pg}/{name}",
+        SVC_SECRET_KEY=secrets.token_urlsafe(32),
+        SVC_ADMIN_KEY=secrets.token_urlsafe(16),
+        SVC_SIGNING_KEY_FILE=str(key),
+        SVC_DEBUG="0",
+        SVC_LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="config.settings",
+    )
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, check=True
+    )
+    import django
+
+    django.setup()
+
+
+def start_gunicorn(
+    env: dict[str, str], port: int, log: Path, *, workers: int, threads: int, timeout: int
+) -> subprocess.Popen:
+    """gunicorn (gthread) on 127.0.0.1:``port`` with ``env``; returns once /healthz
+    answers 200, or exits with the end of its log."""
+    command = [
+        sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+        "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
+        "--keep-alive", "30", "--timeout", str(timeout),
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=out)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            sys.exit(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)
