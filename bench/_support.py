@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -50,14 +52,50 @@ def configure_django(tmp: Path, pg: str, name: str) -> None:
     django.setup()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_redis() -> tuple[subprocess.Popen | None, str]:
+    """A private Redis for the shared cache (``CACHE_URL``, as in production), or
+    (None, a local-memory cache URL) when ``redis-server`` is not installed."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        return None, "locmemcache://svc"
+    port = free_port()
+    command = [
+        binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, f"redis://127.0.0.1:{port}/0"
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                return None, "locmemcache://svc"
+            time.sleep(0.05)
+
+
 def start_gunicorn(
-    env: dict[str, str], port: int, log: Path, *, workers: int, threads: int, timeout: int
+    env: dict[str, str],
+    port: int,
+    log: Path,
+    *,
+    workers: int,
+    threads: int,
+    timeout: int,
+    worker_class: str = "gthread",
 ) -> subprocess.Popen:
-    """gunicorn (gthread) on 127.0.0.1:``port`` with ``env``; returns once /healthz
-    answers 200, or exits with the end of its log."""
+    """gunicorn on 127.0.0.1:``port`` with ``env``; returns once /healthz answers 200,
+    or exits with the end of its log."""
     command = [
         sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--threads", str(threads), "--worker-class", "gthread",
+        "--workers", str(workers), "--threads", str(threads), "--worker-class", worker_class,
         "--keep-alive", "30", "--timeout", str(timeout),
     ]  # fmt: skip
     with open(log, "wb") as out:

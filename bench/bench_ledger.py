@@ -57,16 +57,17 @@ def fleet(first_hour: int) -> list[tuple[str, list]]:
     from django.db import connection
 
     from customers.services import customer_create
-    from licensing.services import batch_issue, unit_activate
+    from licensing.activation import unit_activate
+    from licensing.models import License
+    from licensing.services import batch_issue
 
     out = []
     for c in range(CUSTOMERS):
         customer = customer_create(name=f"Fleet {c}", kind="oem", id=f"FLEET{c:02d}")
         batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=DEVICES)
-        units = [
-            unit_activate(batch_token=batch.license.token, device_id=f"c{c}-cam-{n:04d}").license
-            for n in range(DEVICES)
-        ]
+        for n in range(DEVICES):
+            unit_activate(batch_token=batch.license.token, device_id=f"c{c}-cam-{n:04d}")
+        units = list(License.objects.filter(batch_id=batch.id).order_by("device_id"))
         out.append((customer.id, units))
     activated = dt.datetime.fromtimestamp(first_hour - 86_400, tz=dt.UTC)
     with connection.cursor() as cursor:

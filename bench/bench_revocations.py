@@ -29,8 +29,6 @@ import http.client
 import json
 import os
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,34 +56,6 @@ FAR_FUTURE = 4_102_444_800  # 2100-01-01: usable_until of entries that stay list
 
 def recreate_database(*, create: bool = True) -> None:
     _support.recreate_database(PG, DB_NAME, create=create)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_redis() -> tuple[subprocess.Popen | None, str]:
-    """A private Redis for the shared cache, or (None, locmem) when it is not installed."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        return None, "locmemcache://svc"
-    port = free_port()
-    command = [
-        binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process, f"redis://127.0.0.1:{port}/0"
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                return None, "locmemcache://svc"
-            time.sleep(0.05)
 
 
 def environment(tmp: Path, cache_url: str) -> dict[str, str]:
@@ -240,7 +210,7 @@ def measure(port: int, entries: int, public_key) -> dict:
 def main() -> int:
     started = time.monotonic()
     recreate_database()
-    redis, cache_url = start_redis()
+    redis, cache_url = _support.start_redis()
     with tempfile.TemporaryDirectory() as tmp:
         env = environment(Path(tmp), cache_url)
         subprocess.run(
@@ -253,7 +223,7 @@ def main() -> int:
 
         key = load_pem_private_key(Path(env["SVC_SIGNING_KEY_FILE"]).read_bytes(), None)
         public_key = key.public_key()
-        port = free_port()
+        port = _support.free_port()
         server = start_gunicorn(env, port, Path(tmp) / "gunicorn.log")
         results, fills = {}, {}
         try:

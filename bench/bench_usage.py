@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -82,7 +81,8 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
     from billing.limits import month_start, next_month
     from billing.partitions import partitions_ensure
     from customers.services import customer_create
-    from licensing.services import batch_issue, unit_activate
+    from licensing.activation import unit_activate
+    from licensing.services import batch_issue
 
     # The records below span years from T0; give each month its partition, as the
     # monthly maintenance (prune_usage) does in production, instead of the default one.
@@ -96,7 +96,7 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
     fleet = []
     for n in range(DEVICES):
         device_id = f"bench-cam-{n:04d}"
-        unit = unit_activate(batch_token=batch.license.token, device_id=device_id).license
+        unit = unit_activate(batch_token=batch.license.token, device_id=device_id)
         fleet.append((device_id, unit.token))
     from django.db import connection
 
@@ -125,12 +125,6 @@ def bodies(fleet: list[tuple[str, str]], calls: int, offset: int) -> list[tuple[
         body = {"device_id": device_id, "license_id": "ignored", "records": records}
         out.append((token, json.dumps(body).encode()))
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
@@ -254,7 +248,7 @@ def main() -> int:
         load = bodies(fleet, CALLS, offset=offset)
         offset += CALLS // len(fleet) + 1
         single = bodies(fleet, LATENCY_CALLS, offset=offset)
-        port = free_port()
+        port = _support.free_port()
         server = start_gunicorn(env, port, Path(tmp) / "gunicorn.log")
         try:
             run_clients(port, warmup, CLIENTS)

@@ -33,8 +33,8 @@ from config.errors import Forbidden, InvalidInput, Unauthorized
 from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
 from licensing import signing
+from licensing.exact_tokens import token_check_issued
 from licensing.models import License, token_digest, unix
-from licensing.services import token_check_issued
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
 _NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import InvalidInput
-from licensing import revocations, selectors, serializers, services, signing
+from licensing import activation, revocations, selectors, serializers, services, signing
 from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
 
 
@@ -37,17 +37,17 @@ class ActivateApi(APIView):
 
     def post(self, request):
         data = _valid(serializers.ActivateIn, request.data)
-        result = services.unit_activate(**data, client_ip=client_ip(request) or None)
+        result = activation.unit_activate(**data, client_ip=client_ip(request) or None)
         body = {
-            "unit_token": result.license.token,
-            "license_id": result.license.id,
+            "unit_token": result.token,
+            "license_id": result.license_id,
             "reactivated": result.reactivated,
         }
         if not result.reactivated:
             body["batch_units_remaining"] = result.batch_units_remaining
         # A freshly activated device holds a verified list position without a second call,
         # and the certificates that chain the authority's keys to its compiled-in roots.
-        body["revocations"] = revocations.head_document()
+        body["revocations"] = revocations.head_document(result.revocations)
         body["certificates"] = signing.certificates()
         return Response(body)
 

@@ -9,6 +9,8 @@ to fresh keys, a new key (``keygen --force``) never serves documents signed by t
 one, a key install, retirement or revocation never serves stale certificates, and
 caches in different processes can never disagree. The cached bytes (plain and gzip,
 compressed once when built) expire after ``CACHE_SECONDS`` so that pruning catches up.
+Each process also holds the answers it served last (:data:`HELD_ANSWERS`), so a request
+for a page it holds costs the head read and nothing else.
 
 Every answer carries ``certificates``: the key certificates of the authority's keys
 that are not revoked (devices verify each against their compiled-in roots), and every
@@ -19,6 +21,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +45,11 @@ PAGE_ENTRIES = LIST_PAGE_ENTRIES
 CACHE_SECONDS = 3600
 GZIP_LEVEL = 6
 HEAD_SQL = "SELECT seq, epoch, keys_version FROM licensing_revocationhead WHERE id = 1"
+HELD_ANSWERS = 32  # answers each process keeps in memory, besides the shared cache
 # Answers built by this process: a test asserts that a repeated request builds nothing.
 BUILDS = 0
+_held: OrderedDict[str, Answer] = OrderedDict()
+_held_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class Answer:
 
     etag: str
     body: bytes
+    built_at: float = 0.0  # Unix time
 
 
 def head_get() -> Head:
@@ -90,20 +99,36 @@ def _cache_key(kind: str, since: int | str, head: Head) -> str:
 def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped: bool) -> Answer:
     """The answer under ``key`` in the coding asked for; when absent, build it once and
     cache both codings, apart, so a request fetches only the bytes it sends."""
-    coding = "gzip" if zipped else "plain"
-    answer = cache.get(f"{key}:{coding}")
+    name = f"{key}:{'gzip' if zipped else 'plain'}"
+    answer = _held.get(name)
+    if answer is not None and time.time() - answer.built_at < CACHE_SECONDS:
+        return answer
+    answer = cache.get(name)
     if answer is None:
         global BUILDS
         etag, body = build()
         plain = json.dumps(body, separators=(",", ":")).encode()
+        built_at = time.time()
         both = {
-            f"{key}:plain": Answer(etag, plain),
-            f"{key}:gzip": Answer(etag, gzip.compress(plain, GZIP_LEVEL, mtime=0)),
+            f"{key}:plain": Answer(etag, plain, built_at),
+            f"{key}:gzip": Answer(etag, gzip.compress(plain, GZIP_LEVEL, mtime=0), built_at),
         }
         BUILDS += 1
         cache.set_many(both, CACHE_SECONDS)
-        answer = both[f"{key}:{coding}"]
+        answer = both[name]
+    with _held_lock:
+        _held[name] = answer
+        while len(_held) > HELD_ANSWERS:
+            _held.popitem(last=False)
     return answer
+
+
+def answers_forget() -> None:
+    """Drop every answer this process holds and the shared cache's too (tests; an
+    operator who must have every page rebuilt at once)."""
+    with _held_lock:
+        _held.clear()
+    cache.clear()
 
 
 def _listed(head: Head, issued_at: int) -> QuerySet[Revocation]:
@@ -192,9 +217,10 @@ def revocation_full(*, head: Head, zipped: bool = False) -> Answer:
     return _cached(_cache_key("full", "", head), build, zipped=zipped)
 
 
-def head_document() -> str:
-    """The signed, empty page at the current head (``from`` = ``seq`` = H): handed out
-    with a licence so a freshly activated device holds a verified list position."""
-    head = head_get()
+def head_document(head: Head | None = None) -> str:
+    """The signed, empty page at ``head`` (default: read the head now; ``from`` = ``seq``
+    = H): handed out with a licence so a freshly activated device holds a verified list
+    position."""
+    head = head_get() if head is None else head
     answer = revocation_page(since=head.seq, head=head)
     return json.loads(answer.body)["revocations"]

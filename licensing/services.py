@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
-import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -16,24 +14,19 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from audit.models import AuditEntry
-from audit.services import audit_record, audited
+from audit.services import audited
 from config.errors import (
     Conflict,
     Forbidden,
     InvalidInput,
-    MisconfiguredService,
     NotFound,
-    PaymentRequired,
 )
-from customers.models import Customer
 from customers.services import customer_get
 from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
 from licensing import signing
 from licensing.models import (
-    Activation,
     Batch,
     License,
     Revocation,
@@ -63,31 +56,36 @@ def _expiry(issued_at: dt.datetime, term_days: int) -> dt.datetime | None:
     return None if term_days == 0 else issued_at + dt.timedelta(days=term_days)
 
 
-def _claims(
+def license_claims(
     *,
     license_id: str,
-    sku: Sku,
-    customer: Customer,
+    sku: str,
+    customer_id: str,
     device_id: str,
     activation: str,
     issued_at: dt.datetime,
     expires_at: dt.datetime | None,
+    entitlements: list[str],
     max_streams: int,
+    max_fps: int,
     api_calls: int,
+    grace_days: int,
     batch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The claims of a licence this authority issues (spec §2.1): the one place they
+    are put together, for batch keys, direct licences and unit licences."""
     claims: dict[str, Any] = {
         "lic": license_id,
-        "sku": sku.code,
-        "sub": customer.id,
+        "sku": sku,
+        "sub": customer_id,
         "iss": settings.SVC_ISSUER,
         "dev": device_id,
-        "ent": catalogue.entitlements(sku.modules),
-        "lim": {"max_streams": max_streams, "max_fps": sku.max_fps, "api_calls": api_calls},
+        "ent": entitlements,
+        "lim": {"max_streams": max_streams, "max_fps": max_fps, "api_calls": api_calls},
         "iat": unix(issued_at),
         "nbf": unix(issued_at),
         "exp": unix(expires_at),
-        "grace_days": sku.grace_days,
+        "grace_days": grace_days,
         "act": activation,
     }
     if batch is not None:
@@ -122,16 +120,19 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
     now = timezone.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
     batch_id = ids.batch_id(now.year)
-    claims = _claims(
+    claims = license_claims(
         license_id=ids.license_id(),
-        sku=entry,
-        customer=customer,
+        sku=entry.code,
+        customer_id=customer.id,
         device_id="*",
         activation=License.Activation.REQUIRED,
         issued_at=now,
         expires_at=expires_at,
+        entitlements=catalogue.entitlements(entry.modules),
         max_streams=entry.max_streams,
+        max_fps=entry.max_fps,
         api_calls=entry.api_calls,
+        grace_days=entry.grace_days,
         batch={"id": batch_id, "units": units},
     )
     key = _issue_license(
@@ -188,16 +189,19 @@ def license_issue(
     _check_positive("max_streams", max_streams)
     now = timezone.now().replace(microsecond=0)
     expires_at = _expiry(now, entry.term_days if term_days is None else term_days)
-    claims = _claims(
+    claims = license_claims(
         license_id=ids.license_id(),
-        sku=entry,
-        customer=customer,
+        sku=entry.code,
+        customer_id=customer.id,
         device_id=device_id,
         activation=activation,
         issued_at=now,
         expires_at=expires_at,
+        entitlements=catalogue.entitlements(entry.modules),
         max_streams=entry.max_streams if max_streams is None else max_streams,
+        max_fps=entry.max_fps,
         api_calls=entry.api_calls if api_quota is None else api_quota,
+        grace_days=entry.grace_days,
     )
     return _issue_license(
         claims=claims,
@@ -211,342 +215,6 @@ def license_issue(
         grace_days=entry.grace_days,
         unit_price=entry.unit_price_for(1),
         currency=entry.currency,
-    )
-
-
-@dataclass(frozen=True)
-class ActivationResult:
-    license: License
-    reactivated: bool
-    batch_units_remaining: int | None = None
-
-
-# --- exactly the token issued ----------------------------------------------------------
-
-COMPROMISE_ACTION = "key.compromise_suspected"
-_ABSENT = object()
-
-
-class TokenNotIssued(Forbidden):
-    """403: a token that verifies under one of the authority's keys but is not one the
-    authority issued. Nothing but a signing key can make one, so it is recorded in the
-    audit log as a possible key compromise.
-
-    The entry must outlive the transaction that refused the token (it rolls back):
-    :meth:`record` writes it, once, and is called where no such transaction is open."""
-
-    def __init__(self, detail: str, *, license_id: str, audit_detail: dict[str, Any]) -> None:
-        super().__init__(detail)
-        self.license_id = license_id
-        self.audit_detail = audit_detail
-        self.recorded = False
-
-    def record(self) -> None:
-        if self.recorded:
-            return
-        self.recorded = True
-        try:
-            with transaction.atomic():
-                audit_record(
-                    action=COMPROMISE_ACTION,
-                    result=AuditEntry.Result.REFUSED,
-                    target=self.license_id,
-                    detail=self.audit_detail,
-                    message=self.detail,
-                )
-        except Exception:
-            log.exception("could not record %s for %s", COMPROMISE_ACTION, self.license_id)
-
-
-def _differences(presented: Any, issued: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """(dotted claim name, presented value, issued value) of every claim that differs."""
-    if isinstance(presented, dict) and isinstance(issued, dict):
-        found = []
-        for name in sorted(set(presented) | set(issued)):
-            found += _differences(
-                presented.get(name, _ABSENT), issued.get(name, _ABSENT), f"{prefix}{name}."
-            )
-        return found
-    if presented is _ABSENT or issued is _ABSENT or json.dumps(presented) != json.dumps(issued):
-        name = prefix.rstrip(".")
-        return [
-            (
-                name,
-                None if presented is _ABSENT else presented,
-                None if issued is _ABSENT else issued,
-            )
-        ]
-    return []
-
-
-def _not_issued(
-    *, what: str, license_id: str, claims: dict[str, Any], issued: dict[str, Any] | None, why: str
-) -> TokenNotIssued:
-    kid = claims.get("kid") or signing.active_kid()
-    differs = _differences(claims, issued) if issued is not None else []
-    return TokenNotIssued(
-        f"{what} is validly signed (key {kid}) but is not the token this authority issued "
-        f"({why}); refused and recorded as a possible signing-key compromise",
-        license_id=license_id,
-        audit_detail={
-            "kid": kid,
-            "license_id": license_id,
-            "why": why,
-            "claims": claims,
-            "differs": {name: {"presented": a, "issued": b} for name, a, b in differs},
-        },
-    )
-
-
-def _issued_check(
-    *,
-    license_id: str,
-    token_sha256: str,
-    stored_sha256: str,
-    claims: dict[str, Any],
-    stored_claims: dict[str, Any] | None = None,
-    what: str = "",
-) -> TokenNotIssued | None:
-    if stored_sha256 and hmac.compare_digest(token_sha256, stored_sha256):
-        return None
-    if stored_claims is None:
-        stored_claims = (
-            License.objects.filter(pk=license_id).values_list("claims", flat=True).first() or {}
-        )
-    names = [name for name, _, _ in _differences(claims, stored_claims)]
-    why = f"claims differ: {', '.join(names)}" if names else "same claims, other bytes"
-    return _not_issued(
-        what=what or f"licence {license_id}",
-        license_id=license_id,
-        claims=claims,
-        issued=stored_claims,
-        why=why,
-    )
-
-
-def token_check_issued(
-    *,
-    license_id: str,
-    token_sha256: str,
-    stored_sha256: str,
-    claims: dict[str, Any],
-    stored_claims: dict[str, Any] | None = None,
-    what: str = "",
-) -> None:
-    """Refuse a validly signed token that is not byte for byte the one issued.
-
-    ``token_sha256`` is :func:`licensing.models.token_digest` of the presented token,
-    ``claims`` its verified claims; ``stored_sha256`` and ``stored_claims`` come from the
-    licence row (``License.token_sha256``, ``License.claims``; ``stored_claims`` None:
-    read from the row only when they differ). The hashes are compared in constant time.
-    On a mismatch: :class:`TokenNotIssued` (Forbidden, 403, naming the licence, the key
-    and the claims that differ), after recording ``key.compromise_suspected`` (result
-    ``refused``) in the audit log. Call it outside any transaction the refusal rolls
-    back; inside one, catch the exception after that transaction and call ``.record()``
-    again (it writes once)."""
-    refusal = _issued_check(
-        license_id=license_id,
-        token_sha256=token_sha256,
-        stored_sha256=stored_sha256,
-        claims=claims,
-        stored_claims=stored_claims,
-        what=what,
-    )
-    if refusal is not None:
-        refusal.record()
-        raise refusal
-
-
-# --- activation ------------------------------------------------------------------------
-
-
-def _batch_for_key(batch_token: str) -> Batch:
-    """The batch a presented key belongs to, or Forbidden. A key counts only when this
-    authority issued it: its batch row exists, names this very licence, and the token is
-    byte for byte the one issued (:class:`TokenNotIssued` otherwise, not yet recorded)."""
-    try:
-        claims = signing.verify(batch_token)
-    except BadSignature as exc:
-        raise Forbidden(f"batch key rejected: {exc}") from None
-    batch_claim = claims.get("batch")
-    if claims["dev"] != "*" or claims["act"] != "required" or batch_claim is None:
-        raise Forbidden(f"licence {claims['lic']} is not a batch key (dev '*', act 'required')")
-    batch = Batch.objects.select_related("license", "customer").filter(pk=batch_claim["id"]).first()
-    what = f"batch key {claims['lic']} for batch {batch_claim['id']}"
-    if batch is None or batch.license_id != claims["lic"] or batch.customer_id != claims["sub"]:
-        raise _not_issued(
-            what=what,
-            license_id=claims["lic"],
-            claims=claims,
-            issued=None if batch is None else batch.license.claims,
-            why="not issued by this authority: no such batch key is on file",
-        )
-    refusal = _issued_check(
-        license_id=batch.license_id,
-        token_sha256=token_digest(batch_token),
-        stored_sha256=batch.license.token_sha256,
-        claims=claims,
-        stored_claims=batch.license.claims,
-        what=what,
-    )
-    if refusal is not None:
-        raise refusal
-    now = timezone.now()
-    key = batch.license
-    if key.revoked_at is not None:
-        raise Forbidden(
-            f"batch key {key.id} of batch {batch.id} was revoked at {unix(key.revoked_at)}"
-            f" ({key.revoke_reason or 'no reason given'})"
-        )
-    if claims["nbf"] > unix(now):
-        raise Forbidden(f"batch key {key.id} is not valid before {claims['nbf']}")
-    if batch.expires_at is not None and now > batch.expires_at:
-        raise Forbidden(
-            f"batch key {key.id} of batch {batch.id} expired at {unix(batch.expires_at)}"
-        )
-    return batch
-
-
-def _existing(batch: Batch, device_id: str) -> ActivationResult | None:
-    record = (
-        Activation.objects.select_related("license")
-        .filter(batch=batch, device_id=device_id)
-        .first()
-    )
-    if record is None:
-        return None
-    if record.license.revoked_at is not None:
-        raise Forbidden(
-            f"device {device_id} is on file for batch {batch.id} with licence "
-            f"{record.license_id}, which was revoked at {unix(record.license.revoked_at)}"
-        )
-    return ActivationResult(license=record.license, reactivated=True)
-
-
-def unit_activate(
-    *,
-    batch_token: str,
-    device_id: str,
-    fingerprint_source: str = "",
-    weak_binding: bool = False,
-    sdk_version: str = "",
-    client_ip: str | None = None,
-) -> ActivationResult:
-    """Exchange a batch key for a licence bound to ``device_id``.
-
-    The seat is taken by one conditional UPDATE (``units_activated < units_purchased``),
-    never read-modify-write, so concurrent requests can neither oversell a batch nor lose
-    a count. The seat and the activation row commit together in a savepoint: when a
-    concurrent request for the same device wins the unique (batch, device_id) race, our
-    savepoint rolls back (returning the seat) and the winner's licence is returned.
-    """
-    if not device_id or len(device_id) > DEVICE_ID_MAX:
-        raise InvalidInput(
-            f"device_id must be 1-{DEVICE_ID_MAX} characters; got {len(device_id or '')}"
-        )
-    try:
-        return _activate(
-            batch_token=batch_token,
-            device_id=device_id,
-            fingerprint_source=fingerprint_source,
-            weak_binding=weak_binding,
-            sdk_version=sdk_version,
-            client_ip=client_ip,
-        )
-    except TokenNotIssued as refusal:
-        refusal.record()  # the activation's transaction has rolled back: the entry stays
-        raise
-
-
-def _activate(
-    *,
-    batch_token: str,
-    device_id: str,
-    fingerprint_source: str,
-    weak_binding: bool,
-    sdk_version: str,
-    client_ip: str | None,
-) -> ActivationResult:
-    with transaction.atomic():
-        batch = _batch_for_key(batch_token)
-        existing = _existing(batch, device_id)
-        if existing is not None:
-            return existing
-        try:
-            sku = Sku.objects.get(pk=batch.sku)
-        except Sku.DoesNotExist:
-            raise MisconfiguredService(
-                f"batch {batch.id} references SKU {batch.sku}, which is not in the catalogue; "
-                "restore the catalogue entry to resume activations"
-            ) from None
-        try:
-            with transaction.atomic():
-                taken = Batch.objects.filter(
-                    pk=batch.pk, units_activated__lt=F("units_purchased")
-                ).update(units_activated=F("units_activated") + 1)
-                if not taken:
-                    batch.refresh_from_db(fields=["units_activated", "units_purchased"])
-                    raise PaymentRequired(
-                        f"batch {batch.id} is exhausted: {batch.units_activated} of "
-                        f"{batch.units_purchased} units activated; buy more units to "
-                        f"activate device {device_id}"
-                    )
-                unit = _mint_unit(batch=batch, sku=sku, device_id=device_id)
-                Activation.objects.create(
-                    batch=batch,
-                    device_id=device_id,
-                    license=unit,
-                    fingerprint_source=fingerprint_source[:32],
-                    weak_binding=weak_binding,
-                    sdk_version=sdk_version[:64],
-                    activated_at=unit.issued_at,
-                    client_ip=client_ip,
-                )
-        except IntegrityError:
-            existing = _existing(batch, device_id)
-            if existing is None:
-                raise
-            return existing
-        purchased, activated = Batch.objects.values_list("units_purchased", "units_activated").get(
-            pk=batch.pk
-        )
-        return ActivationResult(
-            license=unit, reactivated=False, batch_units_remaining=purchased - activated
-        )
-
-
-def _mint_unit(*, batch: Batch, sku: Sku, device_id: str) -> License:
-    key_claims = batch.license.claims
-    now = timezone.now()
-    claims = _claims(
-        license_id=ids.license_id(),
-        sku=sku,
-        customer=batch.customer,
-        device_id=device_id,
-        activation=License.Activation.OPTIONAL,
-        issued_at=now,
-        expires_at=batch.expires_at,
-        max_streams=key_claims["lim"]["max_streams"],
-        api_calls=key_claims["lim"]["api_calls"],
-    )
-    # The unit carries the batch key's entitlements and grace, whatever the catalogue
-    # says today: the customer bought what the key says.
-    claims["ent"] = key_claims["ent"]
-    claims["lim"]["max_fps"] = key_claims["lim"]["max_fps"]
-    claims["grace_days"] = key_claims["grace_days"]
-    return _issue_license(
-        claims=claims,
-        kind=License.Kind.UNIT,
-        customer_id=batch.customer_id,
-        sku=batch.sku,
-        device_id=device_id,
-        activation=License.Activation.OPTIONAL,
-        batch=batch,
-        issued_at=now,
-        expires_at=batch.expires_at,
-        grace_days=claims["grace_days"],
-        unit_price=batch.unit_price,
-        currency=batch.currency,
     )
 
 

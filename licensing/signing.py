@@ -266,6 +266,13 @@ def _current() -> Registry:
     return registry
 
 
+def registry() -> Registry:
+    """This process's signing-key registry: the same object until the keys are read again
+    (every :data:`REFRESH_SECONDS`, and at once after a key change made here). What is
+    derived from it, such as a verified batch key, may be kept while it is current."""
+    return _current()
+
+
 def _usable() -> Registry:
     registry = _current()
     if registry.problem:

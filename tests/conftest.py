@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from licensing import revocations
 from licensing.services import batch_issue, catalogue_seed
 from svccore.keyfile import write_private_key
 from tests.factories import CustomerFactory
@@ -46,7 +46,7 @@ def _isolation(request, settings):
     otherwise; the cache (throttle counters) starts empty; and any test that touches the
     database sees the seeded catalogue, even after a transactional test flushed it."""
     settings.SVC_ACTIVATION_ALLOWLIST = ["127.0.0.0/8", "::1/128"]
-    cache.clear()
+    revocations.answers_forget()  # the shared cache too
     marker = request.node.get_closest_marker("django_db")
     names = set(request.fixturenames)
     if marker is not None or names & {"db", "transactional_db"}:

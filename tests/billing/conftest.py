@@ -7,8 +7,9 @@ import datetime as dt
 
 import pytest
 
+from licensing.activation import unit_activate
 from licensing.models import Activation, License
-from licensing.services import license_issue, unit_activate
+from licensing.services import license_issue
 
 
 def hour(moment: dt.datetime) -> int:
@@ -31,7 +32,9 @@ def activate():
     """Activate ``device_id`` from ``batch``; ``at`` moves the activation to that time."""
 
     def go(batch, device_id: str, at: dt.datetime | None = None) -> License:
-        unit = unit_activate(batch_token=batch.license.token, device_id=device_id).license
+        unit = License.objects.get(
+            pk=unit_activate(batch_token=batch.license.token, device_id=device_id).license_id
+        )
         if at is not None:
             Activation.objects.filter(license=unit).update(activated_at=at)
             License.objects.filter(pk=unit.pk).update(issued_at=at)

@@ -10,8 +10,8 @@ import pytest
 from django.utils import timezone
 
 from devices.token import verify_token
-from licensing.models import Activation, Batch, License, Sku
-from licensing.services import _mint_unit
+from licensing.activation import unit_activate
+from licensing.models import Activation, Batch, License
 from tests.factories import CustomerFactory
 
 pytestmark = pytest.mark.django_db
@@ -277,9 +277,7 @@ def test_fleet_lists_activation_records_most_recent_first(admin_api, device_api,
 
 def test_fleet_caps_at_1000_units(admin_api, make_batch):
     batch = make_batch(units=1001)
-    sku = Sku.objects.get(pk=batch.sku)
     for n in range(1001):
-        unit = _mint_unit(batch=batch, sku=sku, device_id=f"d{n}")
-        Activation.objects.create(batch=batch, device_id=f"d{n}", license=unit)
+        unit_activate(batch_token=batch.license.token, device_id=f"d{n}")
     body = admin_api.get("/v1/admin/fleet").json()
     assert body["count"] == len(body["units"]) == 1000

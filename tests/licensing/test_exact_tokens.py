@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from devices import token as codec
+from licensing.exact_tokens import TokenNotIssued, token_check_issued
 from licensing.models import Activation, Batch, License, token_digest
-from licensing.services import TokenNotIssued, license_issue, token_check_issued
+from licensing.services import license_issue
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 
 from devices.documents import LIST_PREFIX, parse_revocation_page, verify_document
@@ -168,7 +167,7 @@ def test_licence_past_expiry_and_grace_drops_out_perpetual_stays(
     assert doc.issued_at == until - 1
 
     # Cached answers live an hour; pruning shows once the cache has let them go.
-    cache.clear()
+    revocations.answers_forget()
     later(monkeypatch, dt.datetime.fromtimestamp(until, tz=dt.UTC))
     doc = page(fetch(device_api, start), signing_key)
     assert doc.revoked == ((perpetual.id, 0),)

@@ -21,8 +21,9 @@ from devices.documents import parse_revocation_page, sign_document
 from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate
 from licensing import revocations, signing
+from licensing.activation import unit_activate
 from licensing.models import License, Revocation, SigningKey
-from licensing.services import license_issue, signing_key_install, unit_activate
+from licensing.services import license_issue, signing_key_install
 from svccore.keyfile import read_private_key
 from tests.licensing.key_support import certificate, install, legacy_token
 
@@ -462,8 +463,8 @@ def test_unit_activation_under_a_new_key_still_verifies_units_of_the_old(
     path1, _ = new_key()
     settings.SVC_SIGNING_KEY_FILE = path1
     batch = make_batch()
-    first = unit_activate(batch_token=batch.license.token, device_id="cam-1").license
+    first = unit_activate(batch_token=batch.license.token, device_id="cam-1")
     settings.SVC_SIGNING_KEY_FILE = new_key()[0]
     again = unit_activate(batch_token=batch.license.token, device_id="cam-1")
-    assert again.reactivated and again.license.token == first.token
-    assert signing.verify(first.token)["lic"] == first.id
+    assert again.reactivated and again.token == first.token
+    assert signing.verify(first.token)["lic"] == first.license_id

@@ -13,8 +13,9 @@ from django.utils import timezone
 from audit.models import AuditEntry, OperatorKey
 from audit.services import operator_key_create
 from customers.models import Customer
+from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
-from licensing.services import license_issue, unit_activate
+from licensing.services import license_issue
 
 pytestmark = pytest.mark.django_db
 
@@ -349,8 +350,8 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
     batch = make_batch(units=5)
     record = unit_activate(batch_token=batch.license.token, device_id="cam-1")
     yesterday = timezone.now() - dt.timedelta(days=1)
-    License.objects.filter(pk=record.license.pk).update(issued_at=yesterday)
-    Activation.objects.filter(license=record.license).update(activated_at=yesterday)
+    License.objects.filter(pk=record.license_id).update(issued_at=yesterday)
+    Activation.objects.filter(license_id=record.license_id).update(activated_at=yesterday)
     url = reverse("console-invoice-preview")
     response = admin_client.post(url, {"customer": customer.pk, "period_days": 30})
     assert response.status_code == 302

@@ -25,8 +25,9 @@ from audit.models import AuditEntry
 from billing.exports import preview_csv
 from billing.services import invoice_rate
 from devices import token as codec
+from licensing.activation import unit_activate
 from licensing.models import Activation, License, Sku
-from licensing.services import license_issue, unit_activate
+from licensing.services import license_issue
 from svccore import catalogue
 from svcctl.output import invoice_csv
 

@@ -1,0 +1,320 @@
+"""Exchanging a batch key for a unit licence bound to one device (spec §2.3): the billing
+event of the per-camera model, and the hot path of a fleet's first boot and of every
+re-activation after it.
+
+What a request costs, on the database:
+
+- a device already on file: one indexed lookup (:data:`LOOKUP_SQL`) that reads just the
+  columns needed: the batch key's revocation, the device's licence and token, and the
+  revocation list's head;
+- a new device: that lookup, then one transaction with the seat taken by one
+  conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted.
+
+What a batch key says never changes, and proving it is the costly part (an Ed25519
+verification, the batch row, the exact-token check), so a verified key is kept per
+process, keyed by the token's hash, for as long as this process's signing-key registry
+(``licensing.signing``, re-read every few seconds and at once after a key change here).
+Its revocation is a licence row that the lookup reads on every request, so a revoked
+batch key is refused at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
+from devices.errors import BadSignature
+from licensing import revocations, signing
+from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
+from licensing.models import Activation, Batch, License, Sku, token_digest, unix
+from licensing.services import license_claims
+from svccore import ids
+from svccore.claims import DEVICE_ID_MAX
+
+# Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
+# with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
+LOOKUP_SQL = """
+SELECT k.revoked_at IS NOT NULL, a.license_id, u.token, u.revoked_at IS NOT NULL,
+    h.seq, h.epoch, h.keys_version
+FROM licensing_license k
+LEFT JOIN licensing_activation a ON a.batch_id = %s AND a.device_id = %s
+LEFT JOIN licensing_license u ON u.id = a.license_id
+LEFT JOIN licensing_revocationhead h ON h.id = 1
+WHERE k.id = %s
+"""
+# The seat: one statement that can neither oversell nor lose a count under concurrency,
+# and that sees a revocation of the batch key committed before it started.
+SEAT_SQL = """
+UPDATE licensing_batch SET units_activated = units_activated + 1
+WHERE id = %s AND units_activated < units_purchased
+    AND NOT EXISTS (
+        SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
+    )
+RETURNING units_purchased - units_activated
+"""
+KEYS_HELD = 4096  # verified batch keys kept per process; beyond, the cache starts over
+
+
+@dataclass(frozen=True)
+class ActivationResult:
+    license_id: str
+    token: str
+    reactivated: bool
+    batch_units_remaining: int | None = None
+    revocations: revocations.Head | None = None  # the list's head as the lookup read it
+
+
+@dataclass(frozen=True)
+class BatchKey:
+    """A verified batch key and the batch it sells: facts that never change."""
+
+    license_id: str
+    batch_id: str
+    customer_id: str
+    sku: str
+    claims: dict[str, Any]
+    expires_at: dt.datetime | None
+    unit_price: Decimal
+    currency: str
+
+
+_keys: dict[str, tuple[object, BatchKey]] = {}  # token SHA-256 -> (registry, key)
+_keys_lock = threading.Lock()
+
+
+def _verified(batch_token: str) -> BatchKey:
+    """The batch a presented key sells, or Forbidden. A key counts only when this
+    authority issued it: its batch row exists, names this very licence, and the token is
+    byte for byte the one issued (:class:`TokenNotIssued` otherwise, not yet recorded)."""
+    digest = token_digest(batch_token)
+    registry = signing.registry()
+    held = _keys.get(digest)
+    if held is not None and held[0] is registry:
+        return held[1]
+    key = _verify(batch_token, digest)
+    with _keys_lock:
+        if len(_keys) >= KEYS_HELD:
+            _keys.clear()
+        _keys[digest] = (registry, key)
+    return key
+
+
+def _verify(batch_token: str, digest: str) -> BatchKey:
+    try:
+        claims = signing.verify(batch_token)
+    except BadSignature as exc:
+        raise Forbidden(f"batch key rejected: {exc}") from None
+    batch_claim = claims.get("batch")
+    if claims["dev"] != "*" or claims["act"] != "required" or batch_claim is None:
+        raise Forbidden(f"licence {claims['lic']} is not a batch key (dev '*', act 'required')")
+    batch = Batch.objects.select_related("license").filter(pk=batch_claim["id"]).first()
+    what = f"batch key {claims['lic']} for batch {batch_claim['id']}"
+    if batch is None or batch.license_id != claims["lic"] or batch.customer_id != claims["sub"]:
+        raise not_issued(
+            what=what,
+            license_id=claims["lic"],
+            claims=claims,
+            issued=None if batch is None else batch.license.claims,
+            why="not issued by this authority: no such batch key is on file",
+        )
+    refusal = issued_check(
+        license_id=batch.license_id,
+        token_sha256=digest,
+        stored_sha256=batch.license.token_sha256,
+        claims=claims,
+        stored_claims=batch.license.claims,
+        what=what,
+    )
+    if refusal is not None:
+        raise refusal
+    if not Sku.objects.filter(pk=batch.sku).exists():
+        raise MisconfiguredService(
+            f"batch {batch.id} references SKU {batch.sku}, which is not in the catalogue; "
+            "restore the catalogue entry to resume activations"
+        )
+    return BatchKey(
+        license_id=batch.license_id,
+        batch_id=batch.id,
+        customer_id=batch.customer_id,
+        sku=batch.sku,
+        claims=batch.license.claims,
+        expires_at=batch.expires_at,
+        unit_price=batch.unit_price,
+        currency=batch.currency,
+    )
+
+
+def _key_revoked(key: BatchKey) -> Forbidden:
+    revoked_at, reason = License.objects.values_list("revoked_at", "revoke_reason").get(
+        pk=key.license_id
+    )
+    return Forbidden(
+        f"batch key {key.license_id} of batch {key.batch_id} was revoked at "
+        f"{unix(revoked_at)} ({reason or 'no reason given'})"
+    )
+
+
+def _unit_revoked(key: BatchKey, device_id: str, license_id: str) -> Forbidden:
+    revoked_at = License.objects.values_list("revoked_at", flat=True).get(pk=license_id)
+    return Forbidden(
+        f"device {device_id} is on file for batch {key.batch_id} with licence "
+        f"{license_id}, which was revoked at {unix(revoked_at)}"
+    )
+
+
+def _lookup(key: BatchKey, device_id: str) -> tuple[ActivationResult | None, revocations.Head]:
+    """The device's licence when it is on file (None otherwise), and the list's head;
+    Forbidden when the batch key or that licence is revoked."""
+    with connection.cursor() as cursor:
+        cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
+        key_revoked, license_id, token, unit_revoked, seq, epoch, keys = cursor.fetchone()
+    if key_revoked:
+        raise _key_revoked(key)
+    head = revocations.Head(seq=seq or 0, epoch=epoch or "", keys=keys or 0)
+    if license_id is None:
+        return None, head
+    if unit_revoked:
+        raise _unit_revoked(key, device_id, license_id)
+    return ActivationResult(license_id, token, reactivated=True, revocations=head), head
+
+
+def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
+    """Why the seat UPDATE changed nothing: the key was revoked meanwhile, or the batch
+    is exhausted."""
+    purchased, activated = Batch.objects.values_list("units_purchased", "units_activated").get(
+        pk=key.batch_id
+    )
+    if activated < purchased:
+        return _key_revoked(key)
+    return PaymentRequired(
+        f"batch {key.batch_id} is exhausted: {activated} of {purchased} units activated; "
+        f"buy more units to activate device {device_id}"
+    )
+
+
+def _unit_create(
+    key: BatchKey,
+    *,
+    device_id: str,
+    fingerprint_source: str,
+    weak_binding: bool,
+    sdk_version: str,
+    client_ip: str | None,
+) -> License:
+    """Sign the unit licence and write it with its activation record. The unit carries
+    the batch key's entitlements, caps and grace, whatever the catalogue says today: the
+    customer bought what the key says."""
+    now = timezone.now()
+    lim = key.claims["lim"]
+    claims = license_claims(
+        license_id=ids.license_id(),
+        sku=key.sku,
+        customer_id=key.customer_id,
+        device_id=device_id,
+        activation=License.Activation.OPTIONAL,
+        issued_at=now,
+        expires_at=key.expires_at,
+        entitlements=key.claims["ent"],
+        max_streams=lim["max_streams"],
+        max_fps=lim["max_fps"],
+        api_calls=lim["api_calls"],
+        grace_days=key.claims["grace_days"],
+    )
+    token, signed = signing.sign_claims(claims)
+    unit = License.objects.create(
+        id=signed["lic"],
+        kind=License.Kind.UNIT,
+        customer_id=key.customer_id,
+        sku=key.sku,
+        device_id=device_id,
+        activation=License.Activation.OPTIONAL,
+        batch_id=key.batch_id,
+        issued_at=now,
+        expires_at=key.expires_at,
+        grace_days=signed["grace_days"],
+        unit_price=key.unit_price,
+        currency=key.currency,
+        claims=signed,
+        token=token,
+        token_sha256=token_digest(token),
+    )
+    Activation.objects.create(
+        batch_id=key.batch_id,
+        device_id=device_id,
+        license=unit,
+        fingerprint_source=fingerprint_source[:32],
+        weak_binding=weak_binding,
+        sdk_version=sdk_version[:64],
+        activated_at=now,
+        client_ip=client_ip,
+    )
+    return unit
+
+
+def unit_activate(
+    *,
+    batch_token: str,
+    device_id: str,
+    fingerprint_source: str = "",
+    weak_binding: bool = False,
+    sdk_version: str = "",
+    client_ip: str | None = None,
+) -> ActivationResult:
+    """Exchange a batch key for a licence bound to ``device_id``; a device already on
+    file gets its licence again (``reactivated``), at no charge.
+
+    The seat is taken by one conditional UPDATE, never read-modify-write, so concurrent
+    requests can neither oversell a batch nor lose a count. The seat, the licence and the
+    activation commit together: when a concurrent request for the same device wins the
+    unique (batch, device_id) race, this transaction rolls back (returning the seat) and
+    the winner's licence is returned.
+    """
+    if not device_id or len(device_id) > DEVICE_ID_MAX:
+        raise InvalidInput(
+            f"device_id must be 1-{DEVICE_ID_MAX} characters; got {len(device_id or '')}"
+        )
+    try:
+        key = _verified(batch_token)
+    except TokenNotIssued as refusal:
+        refusal.record()
+        raise
+    now = timezone.now()
+    if key.claims["nbf"] > unix(now):
+        raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
+    if key.expires_at is not None and now > key.expires_at:
+        raise Forbidden(
+            f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(key.expires_at)}"
+        )
+    existing, head = _lookup(key, device_id)
+    if existing is not None:
+        return existing
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(SEAT_SQL, [key.batch_id, key.license_id])
+                seat = cursor.fetchone()
+            if seat is None:
+                raise _seat_refused(key, device_id)
+            unit = _unit_create(
+                key,
+                device_id=device_id,
+                fingerprint_source=fingerprint_source,
+                weak_binding=weak_binding,
+                sdk_version=sdk_version,
+                client_ip=client_ip,
+            )
+    except IntegrityError:
+        existing, _ = _lookup(key, device_id)
+        if existing is None:
+            raise
+        return existing
+    return ActivationResult(
+        unit.id, unit.token, reactivated=False, batch_units_remaining=seat[0], revocations=head
+    )
