@@ -17,14 +17,18 @@ progress line each), creates the monthly partitions they need first
 records it stored (the same sums ingestion keeps), then checks the rollups against the
 records and runs ``VACUUM ANALYZE``.
 
-It prints the machine, the load time of each step, and one row per step: records,
-rating median and max, the Django view's median, the naive SUM, the rating median
-relative to the first step's, and OK or OVER: whether the rating median is under the
-product's 50 ms target. Being over is reported, not a failure; a rated usage that
-differs from the naive SUM is (an assertion error, exit status 1).
+It prints the machine (CPUs, PostgreSQL version), progress and load time per step, and
+a table with one row per step: records, rating median and max, the Django view's median,
+the naive SUM, the rating median relative to the 10^4 step's, and OK or OVER: whether the
+rating median is under the product's 50 ms target. Under the table, what rating read at
+each step (rollup rows of the whole days, records of the partial days at the window's
+edges): its cost follows those, not the records stored, so the step from 10^4 (a window
+of 10 hours) to 10^6 (a full window) shows the window filling, and the step from 10^6 to
+10^7 the records growing. Being over the target is reported, not a failure; a rated usage
+that differs from the naive SUM is (an assertion error, exit status 1).
 
 Run from the repository root: ``python bench/bench_rating.py`` (or ``make bench``);
-about two to three minutes on two cores. Setting: BENCH_PG (server URL without database).
+under two minutes on two cores. Setting: BENCH_PG (server URL without database).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ DEVICES = 1000
 STEPS = (10_000, 1_000_000, 10_000_000)
 CHUNK = 1_000_000  # records per INSERT statement (and per progress line)
 HOUR = 3600
-RUNS = 25
+RUNS = 100
 TARGET_MS = 50.0
 WINDOW_DAYS = 30
 
@@ -62,6 +66,8 @@ class Row:
     http_median_ms: float
     naive_ms: float
     rated: dict
+    rollups_read: int
+    records_read: int
 
 
 def recreate_database(*, create: bool = True) -> None:
@@ -195,6 +201,32 @@ def naive_usage(customer_id: str, start: int, end: int) -> tuple[dict[str, int],
     return sums, (time.perf_counter() - started) * 1000
 
 
+def window_reads(customer_id: str, start: int, end: int) -> tuple[int, int]:
+    """(rollup rows, usage records) that rating reads for [start, end): the rollups of the
+    whole UTC days, the records of the partial days at either edge (as
+    ``billing.selectors.inferences_by_sku`` splits the window)."""
+    from django.db import connection
+
+    from billing.limits import DAY, date_of
+
+    first_full, after_full = -(-start // DAY), end // DAY
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM billing_usagedaily WHERE customer_id = %s "
+            "AND day >= %s AND day < %s",
+            [customer_id, date_of(first_full), date_of(after_full)],
+        )
+        (rollups,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*) FROM billing_usagerecord WHERE customer_id = %s "
+            "AND (period_start >= %s AND period_start < %s "
+            "OR period_start >= %s AND period_start < %s)",
+            [customer_id, start, first_full * DAY, after_full * DAY, end],
+        )
+        (records,) = cursor.fetchone()
+    return rollups, records
+
+
 def measure(customer_id: str, records: int) -> Row:
     """Time the rating of the last 30 days in-process and through the Django view, and
     check its usage against a naive SUM over the same window."""
@@ -221,6 +253,7 @@ def measure(customer_id: str, records: int) -> Row:
         response = client.get(f"/v1/admin/invoice/{customer_id}?period_days={WINDOW_DAYS}")
         http_times.append((time.perf_counter() - started) * 1000)
         assert response.status_code == 200, response.content
+    rollups_read, records_read = window_reads(customer_id, start, end)
     return Row(
         records=records,
         median_ms=statistics.median(times),
@@ -228,6 +261,8 @@ def measure(customer_id: str, records: int) -> Row:
         http_median_ms=statistics.median(http_times),
         naive_ms=naive_ms,
         rated=rated,
+        rollups_read=rollups_read,
+        records_read=records_read,
     )
 
 
@@ -265,7 +300,9 @@ def main() -> int:
                 f"({time.monotonic() - started:.0f} s)",
                 flush=True,
             )
-            rows, have = [], 0
+            rows: list[Row] = []
+            loads: list[float] = []
+            have = 0
             for records in STEPS:
                 hours = records // DEVICES
                 in_window = min(hours, WINDOW_DAYS * 24) / hours
@@ -275,11 +312,16 @@ def main() -> int:
                     f"{in_window:.0%} in the {WINDOW_DAYS}-day window)",
                     flush=True,
                 )
-                loaded = grow(customer_id, last_hour, have, records)
+                loads.append(grow(customer_id, last_hour, have, records))
                 have = records
-                print(f"  load {loaded:.0f} s (with the check and VACUUM ANALYZE)", flush=True)
-                rows.append(measure(customer_id, records))
-                print(f"  rating median {rows[-1].median_ms:.1f} ms", flush=True)
+                print(f"  load {loads[-1]:.0f} s (with the check and VACUUM ANALYZE)", flush=True)
+                row = measure(customer_id, records)
+                rows.append(row)
+                print(
+                    f"  rating median {row.median_ms:.1f} ms; it reads {row.rollups_read:,} "
+                    f"rollup rows (whole days) and {row.records_read:,} records (edge days)",
+                    flush=True,
+                )
             connection.close()
     finally:
         recreate_database(create=False)
@@ -288,10 +330,16 @@ def main() -> int:
         f"target: rating median under {TARGET_MS:.0f} ms"
     )
     print("\n".join(table(rows)))
+    reads = "; ".join(
+        f"{row.records:,}: {row.rollups_read:,} rollup rows + {row.records_read:,} records"
+        for row in rows
+    )
+    print(f"rating read (whole days from rollups, edge days from records): {reads}")
     rated = rows[-1].rated
     lines = ", ".join(f"{line['kind']} {line['sku']} {line['quantity']}" for line in rated["lines"])
     print(f"lines at {rows[-1].records:,}: {lines}; total {rated['total']} {rated['currency']}")
-    print(f"{time.monotonic() - begun:.0f} s in all")
+    steps = ", ".join(f"{row.records:,}: {s:.0f} s" for row, s in zip(rows, loads, strict=True))
+    print(f"load per step: {steps}; {time.monotonic() - begun:.0f} s in all")
     return 0
 
 

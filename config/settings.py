@@ -98,6 +98,10 @@ def _database(url: str) -> dict:
     else:
         db.setdefault("CONN_MAX_AGE", env.int("SVC_DB_CONN_MAX_AGE", default=60))
         db["CONN_HEALTH_CHECKS"] = True
+        # Parameters bound by the server, so psycopg prepares a statement a connection
+        # runs again and again (its fifth time): the hot paths are planned once per
+        # connection, not per request.
+        db.setdefault("OPTIONS", {})["server_side_binding"] = True
     return db
 
 

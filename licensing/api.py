@@ -14,14 +14,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.errors import InvalidInput
+from config.fields import validated
 from licensing import activation, revocations, selectors, serializers, services, signing
 from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
-
-
-def _valid(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 class ActivateApi(APIView):
@@ -36,7 +31,7 @@ class ActivateApi(APIView):
         )
 
     def post(self, request):
-        data = _valid(serializers.ActivateIn, request.data)
+        data = validated(serializers.ActivateIn, request.data)
         result = activation.unit_activate(**data, client_ip=client_ip(request) or None)
         body = {
             "unit_token": result.token,
@@ -133,7 +128,7 @@ class CatalogueApi(APIView):
 
 class BatchCreateApi(APIView):
     def post(self, request):
-        data = _valid(serializers.BatchIn, request.data)
+        data = validated(serializers.BatchIn, request.data)
         batch = services.batch_issue(**data)
         return Response(serializers.BatchOut(batch).data, status=status.HTTP_201_CREATED)
 
@@ -146,7 +141,7 @@ class BatchDetailApi(APIView):
 
 class LicenseCreateApi(APIView):
     def post(self, request):
-        data = _valid(serializers.LicenseIn, request.data)
+        data = validated(serializers.LicenseIn, request.data)
         lic = services.license_issue(**data)
         return Response(serializers.LicenseOut(lic).data, status=status.HTTP_201_CREATED)
 
@@ -155,21 +150,21 @@ class LicenseRegisterApi(APIView):
     """``POST /v1/admin/licenses/register``: put an offline-minted licence on file."""
 
     def post(self, request):
-        data = _valid(serializers.LicenseRegisterIn, request.data)
+        data = validated(serializers.LicenseRegisterIn, request.data)
         lic = services.license_register(**data)
         return Response(serializers.LicenseRegisterOut(lic).data, status=status.HTTP_201_CREATED)
 
 
 class RevokeApi(APIView):
     def post(self, request):
-        data = _valid(serializers.RevokeIn, request.data)
+        data = validated(serializers.RevokeIn, request.data)
         lic = services.license_revoke(**data)
         return Response(serializers.RevokeOut(lic).data)
 
 
 class FleetApi(APIView):
     def get(self, request):
-        query = _valid(serializers.FleetQuery, request.query_params)
+        query = validated(serializers.FleetQuery, request.query_params)
         weak = query.pop("weak_binding", None)
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")

@@ -3,6 +3,12 @@
 The edge (nginx) enforces the same limit in production; this one keeps a bare app node
 safe too. Counters live in the Django cache, so ``CACHE_URL=redis://...`` shares them
 across app nodes. Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt.
+
+The window slides: a request counts the requests of the current fixed window plus the
+previous window's, weighted by the share of it still inside the last ``span`` seconds,
+so no burst gets twice the limit across a window boundary. On Redis the check is one
+round trip (a pipeline: count this request, keep the counter for two windows, read the
+previous one), cheaper than the lookup it protects.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import time
 from functools import lru_cache
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
 from rest_framework.throttling import BaseThrottle
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|m|min|h|hour)?\s*$")
@@ -57,23 +64,43 @@ def client_ip(request) -> str:
     return remote
 
 
+def _counted(key: str, window: int, span: int) -> tuple[int, int]:
+    """Count one request in ``window`` under ``key``: (requests in this window, counting
+    this one; requests in the window before)."""
+    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
+    cache = caches["default"]
+    if isinstance(cache, RedisCache):
+        # Django's cache API would take three round trips (get, then incr = exists +
+        # incr); its Redis client takes one.
+        current = cache.make_and_validate_key(current)
+        previous = cache.make_and_validate_key(previous)
+        client = cache._cache.get_client(current, write=True)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(current)
+        pipe.expire(current, 2 * span + 1)
+        pipe.get(previous)
+        count, _, before = pipe.execute()
+        return int(count), int(before or 0)
+    before = cache.get(previous, 0)  # other backends: local memory, in-process
+    try:
+        return cache.incr(current), before
+    except ValueError:  # the window's first request (or its counter expired)
+        if cache.add(current, 1, timeout=2 * span + 1):
+            return 1, before
+        return cache.incr(current), before
+
+
 class ActivationRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
         ip = client_ip(request)
         if _in(ip, settings.SVC_ACTIVATION_ALLOWLIST):
             return True
         self.limit, self.span = parse_rate(settings.SVC_ACTIVATION_RATE)
-        now = time.time()
-        window = int(now // self.span)
-        self.retry_after = int((window + 1) * self.span - now) + 1
-        key = f"svc:activate:{ip}:{window}"
-        cache.add(key, 0, timeout=self.span + 1)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, timeout=self.span + 1)
-            count = 1
-        return count <= self.limit
+        window, into = divmod(time.time(), self.span)
+        count, before = _counted(f"svc:activate:{ip}", int(window), self.span)
+        weight = 1 - into / self.span  # the share of the previous window still in view
+        self.retry_after = int(self.span - into) + 1
+        return before * weight + count <= self.limit
 
     def wait(self) -> float | None:
         return self.retry_after

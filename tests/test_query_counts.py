@@ -1,0 +1,167 @@
+"""What the hot paths cost the database, pinned: a later change cannot add a query to a
+device-facing request without failing here. (In these tests every transaction is a
+savepoint inside the test's own: a SAVEPOINT and a RELEASE count as two queries that
+production, where BEGIN and COMMIT are not queries, does not have.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from config import views
+from licensing import revocations, signing
+from licensing.activation import unit_activate
+from licensing.models import Batch
+from licensing.services import license_issue, license_revoke
+
+pytestmark = pytest.mark.django_db
+
+SAVEPOINT = 2  # SAVEPOINT + RELEASE SAVEPOINT of a transaction inside the test's
+
+
+def activate(client, token, device_id, **extra):
+    return client.post(
+        "/v1/activate", {"batch_token": token, "device_id": device_id}, format="json", **extra
+    )
+
+
+@pytest.fixture
+def warm_batch(make_batch, device_api):
+    """A batch whose key this process has verified, and the signing keys read."""
+    batch = make_batch(units=100)
+    assert activate(device_api, batch.license.token, "warm-up").status_code == 200
+    signing.registry()
+    return batch
+
+
+def test_reactivation_is_one_query(device_api, warm_batch, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        response = activate(device_api, warm_batch.license.token, "warm-up")
+    assert response.status_code == 200 and response.json()["reactivated"] is True
+
+
+def test_new_activation_is_the_lookup_then_seat_licence_activation(
+    device_api, warm_batch, django_assert_num_queries
+):
+    # lookup; UPDATE (seat); INSERT licence; INSERT activation
+    with django_assert_num_queries(4 + SAVEPOINT) as captured:
+        response = activate(device_api, warm_batch.license.token, "cam-new")
+    assert response.status_code == 200 and response.json()["batch_units_remaining"] == 98
+    statements = [q["sql"].split()[0].upper() for q in captured.captured_queries]
+    assert statements.count("UPDATE") == 1 and statements.count("INSERT") == 2
+
+
+def test_a_batch_key_is_verified_once_per_process(
+    device_api, make_batch, django_assert_num_queries
+):
+    batch = make_batch(units=5)
+    signing.registry()
+    revocations.head_document()  # the list's head, built once for every activation
+    # First sight: the batch row with its key, and the SKU still in the catalogue.
+    with django_assert_num_queries(2 + 4 + SAVEPOINT):
+        assert activate(device_api, batch.license.token, "cam-1").status_code == 200
+    with django_assert_num_queries(4 + SAVEPOINT):
+        assert activate(device_api, batch.license.token, "cam-2").status_code == 200
+
+
+def test_revoking_a_cached_batch_key_is_seen_at_once(device_api, warm_batch):
+    license_revoke(license_id=warm_batch.license_id, reason="stolen key")
+    response = activate(device_api, warm_batch.license.token, "cam-after")
+    assert response.status_code == 403
+    assert "revoked" in response.json()["detail"] and "stolen key" in response.json()["detail"]
+    # A device on file is refused too: the key is dead for everyone.
+    assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 403
+
+
+def test_a_revoked_unit_on_file_is_refused_with_its_licence(device_api, warm_batch):
+    unit = unit_activate(batch_token=warm_batch.license.token, device_id="cam-r")
+    license_revoke(license_id=unit.license_id)
+    response = activate(device_api, warm_batch.license.token, "cam-r")
+    assert response.status_code == 403 and unit.license_id in response.json()["detail"]
+
+
+def test_an_exhausted_cached_batch_is_402(device_api, make_batch):
+    batch = make_batch(units=1)
+    assert activate(device_api, batch.license.token, "cam-1").status_code == 200
+    response = activate(device_api, batch.license.token, "cam-2")
+    assert response.status_code == 402
+    assert "1 of 1 units activated" in response.json()["detail"]
+    assert Batch.objects.get(pk=batch.pk).units_activated == 1
+
+
+def test_throttle_counting_costs_no_query(
+    device_api, warm_batch, settings, django_assert_num_queries
+):
+    settings.SVC_ACTIVATION_ALLOWLIST = []
+    settings.SVC_ACTIVATION_RATE = "100/10s"
+    with django_assert_num_queries(1):
+        assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 200
+
+
+def test_healthz_reuses_a_database_check_for_a_second(client, django_assert_num_queries):
+    views._db_passed_at[0] = float("-inf")
+    signing.registry()
+    with django_assert_num_queries(1):
+        assert client.get("/healthz").status_code == 200
+    with django_assert_num_queries(0):
+        assert client.get("/healthz").status_code == 200
+
+
+def test_healthz_is_503_when_the_database_check_fails(client, monkeypatch):
+    views._db_passed_at[0] = float("-inf")
+    signing.registry()
+
+    def broken():
+        raise views.connection.OperationalError("connection refused")
+
+    monkeypatch.setattr(views.connection, "cursor", broken, raising=False)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["detail"].startswith("database unavailable")
+    # A failed check is never reused.
+    monkeypatch.undo()
+    assert client.get("/healthz").status_code == 200
+
+
+def test_revocation_list_is_one_head_read_once_built(
+    device_api, customer, django_assert_num_queries
+):
+    lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-x")
+    license_revoke(license_id=lic.id)
+    head = revocations.head_get()
+    first = device_api.get("/v1/revocations?since=0", HTTP_ACCEPT_ENCODING="gzip")
+    assert first.status_code == 200
+    with django_assert_num_queries(1):
+        again = device_api.get("/v1/revocations?since=0", HTTP_ACCEPT_ENCODING="gzip")
+    assert again.content == first.content
+    with django_assert_num_queries(1):
+        current = device_api.get(
+            f"/v1/revocations?since={head.seq}", HTTP_IF_NONE_MATCH=revocations.page_etag(head)
+        )
+    assert current.status_code == 304
+
+
+def test_usage_upload_queries_are_pinned(device_api, customer, django_assert_num_queries):
+    lic = license_issue(customer_id=customer.id, sku="API-METERED", device_id="cam-u")
+    start = int((timezone.now() - dt.timedelta(hours=2)).timestamp()) // 3600 * 3600
+    records = [
+        {"period_start": start + n * 600, "period_end": start + n * 600 + 600,
+         "inferences": 10, "frames": 60, "stream_seconds": 600, "events": 0}
+        for n in range(3)
+    ]  # fmt: skip
+    body = {"device_id": "cam-u", "license_id": lic.id, "records": records}
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {lic.token}"}
+    assert device_api.post("/v1/usage", body, format="json", **auth).status_code == 200
+    later = [
+        dict(r, period_start=r["period_start"] + 1800, period_end=r["period_end"] + 1800)
+        for r in records
+    ]
+    # the licence; the records and their daily rollups (one statement on PostgreSQL, two
+    # elsewhere); the licence's total for the receipt
+    store = 1 if connection.vendor == "postgresql" else 2
+    with django_assert_num_queries(2 + store + SAVEPOINT):
+        response = device_api.post("/v1/usage", body | {"records": later}, format="json", **auth)
+    assert response.status_code == 200 and response.json()["accepted"] == 3
