@@ -79,6 +79,17 @@ TEMPLATES = [
 ]
 
 
+def _prepare_threshold() -> int | None:
+    value = env.str("SVC_DB_PREPARE_THRESHOLD", default="5").strip().lower()
+    if value == "off":
+        return None
+    if not value.isdigit():
+        raise ImproperlyConfigured(
+            f"SVC_DB_PREPARE_THRESHOLD must be a whole number of runs or 'off', not {value!r}"
+        )
+    return int(value)
+
+
 def _database(url: str) -> dict:
     db = environ.Env.db_url_config(url)
     if db["ENGINE"] == "django.db.backends.sqlite3":
@@ -97,11 +108,18 @@ def _database(url: str) -> dict:
         db["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"svc-test-{os.getpid()}.sqlite3")}
     else:
         db.setdefault("CONN_MAX_AGE", env.int("SVC_DB_CONN_MAX_AGE", default=60))
+        # Persistent connections are checked before each request reuses them, by a
+        # check that needs no round trip while the connection is healthy.
         db["CONN_HEALTH_CHECKS"] = True
-        # Parameters bound by the server, so psycopg prepares a statement a connection
-        # runs again and again (its fifth time): the hot paths are planned once per
-        # connection, not per request.
-        db.setdefault("OPTIONS", {})["server_side_binding"] = True
+        if db["ENGINE"] == "django.db.backends.postgresql":
+            db["ENGINE"] = "config.db.postgresql"
+        # Parameters bound by the server, and a statement a connection runs again and
+        # again prepared (from its SVC_DB_PREPARE_THRESHOLD-th run; "off" behind a pooler
+        # that cannot keep prepared statements): the hot paths are planned once per
+        # connection, not once per request.
+        db.setdefault("OPTIONS", {}).update(
+            server_side_binding=True, prepare_threshold=_prepare_threshold()
+        )
     return db
 
 
@@ -161,6 +179,13 @@ SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
 SVC_ACTIVATION_ALLOWLIST = env.list("SVC_ACTIVATION_ALLOWLIST", default=[])
 SVC_TRUSTED_PROXIES = env.list("SVC_TRUSTED_PROXIES", default=[])
+# How long a process reuses the revocation list's head it read (seconds; 0: every
+# request reads it). A revocation reaches devices polling other processes this late.
+SVC_LIST_HEAD_SECONDS = env.float("SVC_LIST_HEAD_SECONDS", default=1.0)
+if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:
+    raise ImproperlyConfigured(
+        f"SVC_LIST_HEAD_SECONDS must be between 0 and 60 seconds, not {SVC_LIST_HEAD_SECONDS}"
+    )
 
 
 def _root_keys(value: str) -> list[str]:

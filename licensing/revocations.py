@@ -49,6 +49,8 @@ HELD_ANSWERS = 32  # answers each process keeps in memory, besides the shared ca
 # Answers built by this process: a test asserts that a repeated request builds nothing.
 BUILDS = 0
 _held: OrderedDict[str, Answer] = OrderedDict()
+_head_held: list[tuple[float, Head]] = []  # (time.monotonic() read at, head)
+_head_document: list[tuple[Answer, str]] = []  # the head page and its document
 _held_lock = threading.Lock()
 
 
@@ -72,11 +74,25 @@ def head_get() -> Head:
     """The list's last sequence number (0 before the first revocation).
 
     Every request makes this read, often as its only work (a 304), so it is plain SQL:
-    compiling the ORM query would cost more than running it."""
+    compiling the ORM query would cost more than running it. A head this process read
+    less than ``SVC_LIST_HEAD_SECONDS`` ago (default 1 s) is reused, so the list is a
+    read of memory while devices poll it; a change made here is seen at once
+    (:func:`head_forget`), one made by another process within that time."""
+    reuse = settings.SVC_LIST_HEAD_SECONDS
+    held = _head_held[0] if _head_held else None
+    if held is not None and time.monotonic() - held[0] < reuse:
+        return held[1]
     with connection.cursor() as cursor:
         cursor.execute(HEAD_SQL)
         row = cursor.fetchone()
-    return Head(seq=0, epoch="", keys=0) if row is None else Head(*row)
+    head = Head(seq=0, epoch="", keys=0) if row is None else Head(*row)
+    _head_held[:] = [(time.monotonic(), head)]
+    return head
+
+
+def head_forget() -> None:
+    """Read the head again next time: the list changed in this process."""
+    _head_held.clear()
 
 
 def page_etag(head: Head, seq: int | None = None) -> str:
@@ -128,6 +144,7 @@ def answers_forget() -> None:
     operator who must have every page rebuilt at once)."""
     with _held_lock:
         _held.clear()
+    head_forget()
     cache.clear()
 
 
@@ -223,4 +240,9 @@ def head_document(head: Head | None = None) -> str:
     position."""
     head = head_get() if head is None else head
     answer = revocation_page(since=head.seq, head=head)
-    return json.loads(answer.body)["revocations"]
+    held = _head_document[0] if _head_document else None
+    if held is not None and held[0] is answer:
+        return held[1]
+    document = json.loads(answer.body)["revocations"]
+    _head_document[:] = [(answer, document)]
+    return document

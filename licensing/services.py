@@ -25,7 +25,7 @@ from customers.services import customer_get
 from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
-from licensing import signing
+from licensing import revocations, signing
 from licensing.models import (
     Batch,
     License,
@@ -247,6 +247,9 @@ def _head_bump(**fields: Any) -> None:
     whose row lock is held until the caller's transaction commits."""
     head = RevocationHead.objects.filter(pk=1)
     bumps = {name: F(name) + 1 for name in fields}
+    # This process reads the new head at once, and again once it is committed.
+    revocations.head_forget()
+    transaction.on_commit(revocations.head_forget)
     if not head.update(**bumps):
         # The migration creates the head; only a flushed database lacks it.
         top = Revocation.objects.aggregate(top=Max("seq"))["top"] or 0

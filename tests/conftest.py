@@ -137,6 +137,9 @@ def start_gunicorn(log_dir: Path, **environment: str) -> LiveService:
         "SVC_DEBUG": "0",
         "SVC_ACTIVATION_ALLOWLIST": "127.0.0.0/8",
         "SVC_DB_CONN_MAX_AGE": "0",
+        # A test that revokes and then fetches the list may reach another worker;
+        # tests/licensing/test_revocations.py checks the production default.
+        "SVC_LIST_HEAD_SECONDS": "0",
         "SVC_LOG_LEVEL": "WARNING",
         **environment,
     }

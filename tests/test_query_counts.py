@@ -12,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config import views
+from devices.documents import parse_revocation_page
 from licensing import revocations, signing
 from licensing.activation import unit_activate
 from licensing.models import Batch
@@ -126,22 +127,34 @@ def test_healthz_is_503_when_the_database_check_fails(client, monkeypatch):
     assert client.get("/healthz").status_code == 200
 
 
-def test_revocation_list_is_one_head_read_once_built(
-    device_api, customer, django_assert_num_queries
+def test_revocation_list_costs_no_query_once_built_and_one_head_read_a_second_later(
+    device_api, customer, settings, django_assert_num_queries
 ):
     lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-x")
     license_revoke(license_id=lic.id)
     head = revocations.head_get()
     first = device_api.get("/v1/revocations?since=0", HTTP_ACCEPT_ENCODING="gzip")
     assert first.status_code == 200
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(0):
         again = device_api.get("/v1/revocations?since=0", HTTP_ACCEPT_ENCODING="gzip")
     assert again.content == first.content
-    with django_assert_num_queries(1):
-        current = device_api.get(
-            f"/v1/revocations?since={head.seq}", HTTP_IF_NONE_MATCH=revocations.page_etag(head)
-        )
+    etag = {"HTTP_IF_NONE_MATCH": revocations.page_etag(head)}
+    with django_assert_num_queries(0):
+        current = device_api.get(f"/v1/revocations?since={head.seq}", **etag)
     assert current.status_code == 304
+    settings.SVC_LIST_HEAD_SECONDS = 0  # as when the second has passed: read the head
+    with django_assert_num_queries(1):
+        current = device_api.get(f"/v1/revocations?since={head.seq}", **etag)
+    assert current.status_code == 304
+
+
+def test_a_revocation_here_is_on_the_list_at_once(device_api, customer):
+    device_api.get("/v1/revocations?since=0")  # the head is now held for a second
+    lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-y")
+    license_revoke(license_id=lic.id)
+    body = device_api.get("/v1/revocations?since=0").json()
+    listed = parse_revocation_page(body["revocations"], signing.public_key()).revoked
+    assert lic.id in {license_id for license_id, _ in listed}
 
 
 def test_usage_upload_queries_are_pinned(device_api, customer, django_assert_num_queries):
