@@ -116,7 +116,7 @@ function done(summary, latency, requests)
     for _, thread in ipairs(threads) do
         total = total + thread:get("unexpected")
     end
-    io.write(string.format("unexpected statuses: %%d\n", total))
+    io.write(string.format("unexpected statuses: %%d\\n", total))
 end
 """
 

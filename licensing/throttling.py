@@ -52,12 +52,20 @@ def _in(ip: str, cidrs: list[str]) -> bool:
 
 def client_ip(request) -> str:
     """The caller's address: REMOTE_ADDR, or the nearest untrusted hop of
-    X-Forwarded-For when REMOTE_ADDR is a trusted proxy."""
-    remote = request.META.get("REMOTE_ADDR", "")
+    X-Forwarded-For when REMOTE_ADDR is a trusted proxy. Worked out once per request."""
+    http_request = getattr(request, "_request", request)  # a DRF request wraps Django's
+    known = getattr(http_request, "_svc_client_ip", None)
+    if known is None:
+        known = http_request._svc_client_ip = _client_ip(http_request.META)
+    return known
+
+
+def _client_ip(meta) -> str:
+    remote = meta.get("REMOTE_ADDR", "")
     trusted = settings.SVC_TRUSTED_PROXIES
     if not trusted or not _in(remote, trusted):
         return remote
-    hops = [h.strip() for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    hops = [h.strip() for h in meta.get("HTTP_X_FORWARDED_FOR", "").split(",")]
     for hop in reversed([h for h in hops if h]):
         if not _in(hop, trusted):
             return hop
