@@ -5,8 +5,9 @@ re-activation after it.
 What a request costs, on the database:
 
 - a device already on file: one indexed lookup (:data:`LOOKUP_SQL`) that reads just the
-  columns needed: the batch key's revocation, the device's licence and token, and the
-  revocation list's head;
+  columns needed: the batch key's revocation and the device's licence and token (the
+  revocation list's head, handed out with the licence, is the one this process holds,
+  ``licensing.revocations.head_get``);
 - a new device: that lookup, then one transaction with the seat taken by one
   conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted.
 
@@ -33,7 +34,7 @@ from django.utils import timezone
 
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from devices.errors import BadSignature
-from licensing import revocations, signing
+from licensing import signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest, unix
 from licensing.services import license_claims
@@ -43,12 +44,10 @@ from svccore.claims import DEVICE_ID_MAX
 # Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
 LOOKUP_SQL = """
-SELECT k.revoked_at IS NOT NULL, a.license_id, u.token, u.revoked_at IS NOT NULL,
-    h.seq, h.epoch, h.keys_version
+SELECT k.revoked_at IS NOT NULL, a.license_id, u.token, u.revoked_at IS NOT NULL
 FROM licensing_license k
 LEFT JOIN licensing_activation a ON a.batch_id = %s AND a.device_id = %s
 LEFT JOIN licensing_license u ON u.id = a.license_id
-LEFT JOIN licensing_revocationhead h ON h.id = 1
 WHERE k.id = %s
 """
 # The seat: one statement that can neither oversell nor lose a count under concurrency,
@@ -70,7 +69,6 @@ class ActivationResult:
     token: str
     reactivated: bool
     batch_units_remaining: int | None = None
-    revocations: revocations.Head | None = None  # the list's head as the lookup read it
 
 
 @dataclass(frozen=True)
@@ -171,20 +169,19 @@ def _unit_revoked(key: BatchKey, device_id: str, license_id: str) -> Forbidden:
     )
 
 
-def _lookup(key: BatchKey, device_id: str) -> tuple[ActivationResult | None, revocations.Head]:
-    """The device's licence when it is on file (None otherwise), and the list's head;
-    Forbidden when the batch key or that licence is revoked."""
+def _lookup(key: BatchKey, device_id: str) -> ActivationResult | None:
+    """The device's licence when it is on file, else None; Forbidden when the batch key
+    or that licence is revoked."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
-        key_revoked, license_id, token, unit_revoked, seq, epoch, keys = cursor.fetchone()
+        key_revoked, license_id, token, unit_revoked = cursor.fetchone()
     if key_revoked:
         raise _key_revoked(key)
-    head = revocations.Head(seq=seq or 0, epoch=epoch or "", keys=keys or 0)
     if license_id is None:
-        return None, head
+        return None
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
-    return ActivationResult(license_id, token, reactivated=True, revocations=head), head
+    return ActivationResult(license_id, token, reactivated=True)
 
 
 def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
@@ -321,7 +318,7 @@ def unit_activate(
         raise Forbidden(
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(key.expires_at)}"
         )
-    existing, head = _lookup(key, device_id)
+    existing = _lookup(key, device_id)
     if existing is not None:
         return existing
     try:
@@ -340,10 +337,8 @@ def unit_activate(
                 client_ip=client_ip,
             )
     except IntegrityError:
-        existing, _ = _lookup(key, device_id)
+        existing = _lookup(key, device_id)
         if existing is None:
             raise
         return existing
-    return ActivationResult(
-        license_id, token, reactivated=False, batch_units_remaining=seat[0], revocations=head
-    )
+    return ActivationResult(license_id, token, reactivated=False, batch_units_remaining=seat[0])

@@ -42,7 +42,7 @@ class ActivateApi(APIView):
             body["batch_units_remaining"] = result.batch_units_remaining
         # A freshly activated device holds a verified list position without a second call,
         # and the certificates that chain the authority's keys to its compiled-in roots.
-        body["revocations"] = revocations.head_document(result.revocations)
+        body["revocations"] = revocations.head_document()
         body["certificates"] = signing.certificates()
         return Response(body)
 
