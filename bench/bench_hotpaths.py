@@ -10,7 +10,8 @@ rounds is printed beside its floor:
 
 - new activations on one batch vs the hand-written activation (``POST /bench/activate``:
   verify, conditional UPDATE, sign, one INSERT statement);
-- re-activation (devices already on file) vs a bare DRF view;
+- re-activation (devices already on file) vs a bare DRF view (and, for scale, what one
+  ``SELECT 1`` round trip costs that view);
 - ``GET /healthz`` vs a bare Django view;
 - ``GET /v1/revocations`` (a full page of 200 entries; a current device's 304) vs bare DRF;
 - re-activation counted by the activation throttle (from an address off the allowlist,
@@ -18,6 +19,9 @@ rounds is printed beside its floor:
 
 Then new activations spread over 16 batches with 1 and with BENCH_WORKERS workers, beside
 the floor's own scaling (the machine's ceiling: wrk and PostgreSQL share its CPUs).
+
+Targets (issue 11): new activation >= 0.8 of the hand-written floor, re-activation >=
+0.6 of bare DRF, /healthz >= 0.8 of bare Django, the list >= 0.9 of bare DRF.
 
 Run from the repository root: ``python bench/bench_hotpaths.py`` (or ``make bench``).
 Settings: BENCH_PG (server URL without database), BENCH_WORKERS, BENCH_CONNECTIONS,
@@ -332,6 +336,7 @@ def main() -> int:
                     hand,
                 ),
                 (reactivate, drf),
+                (Target("bare DRF view + SELECT 1", path="/bench/query"), drf),
                 (Target("GET /healthz", path="/healthz"),
                  Target("bare Django view", path="/bench/django")),
                 (

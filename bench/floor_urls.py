@@ -3,6 +3,7 @@ same gunicorn with the same settings and middleware:
 
 - ``GET /bench/django``: a bare Django view (no database, no cache);
 - ``GET /bench/floor``: a bare DRF view (no database, no cache);
+- ``GET /bench/query``: the same plus one ``SELECT 1`` round trip to the database;
 - ``POST /bench/activate``: a hand-written activation, the least a new activation can
   do: verify the batch key (no cache), take the seat by one conditional UPDATE, sign the
   unit licence, write the licence and its activation by one INSERT statement, commit.
@@ -59,6 +60,17 @@ class FloorApi(APIView):
         return Response({"ok": True})
 
 
+class FloorQueryApi(APIView):
+    """A bare DRF view plus one round trip to the database: what any request that must
+    read one fact the database holds (a re-activation) pays at least."""
+
+    def get(self, request):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        return Response({"ok": True})
+
+
 class FloorActivateApi(APIView):
     def post(self, request):
         device_id = request.data["device_id"]
@@ -91,6 +103,7 @@ class FloorActivateApi(APIView):
 urlpatterns = [
     path("bench/django", floor_django),
     path("bench/floor", FloorApi.as_view()),
+    path("bench/query", FloorQueryApi.as_view()),
     path("bench/activate", FloorActivateApi.as_view()),
     *service_urlpatterns,
 ]
