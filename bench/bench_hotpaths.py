@@ -317,6 +317,10 @@ def main() -> int:
             gzip = {"Accept-Encoding": "gzip"}
             current = gzip | {"If-None-Match": etag_of(port, f"/v1/revocations?since={REVOKED}")}
             drf = Target("bare DRF view", path="/bench/floor")
+            drf_post = Target(
+                "bare DRF view, same POST", "POST", "/bench/floor", tokens=keys["one"],
+                devices="on-file",
+            )  # fmt: skip
             hand = Target(
                 "hand-written activation", "POST", "/bench/activate", tokens=keys["one"],
                 devices="new",
@@ -336,6 +340,7 @@ def main() -> int:
                     hand,
                 ),
                 (reactivate, drf),
+                (reactivate, drf_post),
                 (Target("bare DRF view + SELECT 1", path="/bench/query"), drf),
                 (Target("GET /healthz", path="/healthz"),
                  Target("bare Django view", path="/bench/django")),

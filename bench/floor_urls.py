@@ -2,7 +2,8 @@
 same gunicorn with the same settings and middleware:
 
 - ``GET /bench/django``: a bare Django view (no database, no cache);
-- ``GET /bench/floor``: a bare DRF view (no database, no cache);
+- ``GET /bench/floor``: a bare DRF view (no database, no cache); ``POST`` to it takes
+  an activation's request and does nothing with it;
 - ``GET /bench/query``: the same plus one ``SELECT 1`` round trip to the database;
 - ``POST /bench/activate``: a hand-written activation, the least a new activation can
   do: verify the batch key (no cache), take the seat by one conditional UPDATE, sign the
@@ -57,6 +58,9 @@ def floor_django(request):
 
 class FloorApi(APIView):
     def get(self, request):
+        return Response({"ok": True})
+
+    def post(self, request):  # the same request as an activation, body left unread
         return Response({"ok": True})
 
 
