@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "licensing",
     "billing",
     "audit",
+    "ratelimits",
 ]
 
 MIDDLEWARE = [

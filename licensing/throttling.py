@@ -1,27 +1,22 @@
 """Per-IP activation throttle (``SVC_ACTIVATION_RATE``, default 20 per 10 s).
 
 The edge (nginx) enforces the same limit in production; this one keeps a bare app node
-safe too. Counters live in the Django cache, so ``CACHE_URL=redis://...`` shares them
-across app nodes. Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt.
-
-The window slides: a request counts the requests of the current fixed window plus the
-previous window's, weighted by the share of it still inside the last ``span`` seconds,
-so no burst gets twice the limit across a window boundary. On Redis the check is one
-round trip (a pipeline: count this request, keep the counter for two windows, read the
-previous one), cheaper than the lookup it protects.
+safe too. Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt. The window
+slides, and the counters are shared by every worker and node: Redis when ``CACHE_URL``
+names one (one round trip, cheaper than the lookup it protects), else the database
+(``ratelimits.counters``).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-import time
 from functools import lru_cache
 
 from django.conf import settings
-from django.core.cache import caches
-from django.core.cache.backends.redis import RedisCache
 from rest_framework.throttling import BaseThrottle
+
+from ratelimits import counters
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|m|min|h|hour)?\s*$")
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, None: 1}
@@ -72,43 +67,15 @@ def _client_ip(meta) -> str:
     return remote
 
 
-def _counted(key: str, window: int, span: int) -> tuple[int, int]:
-    """Count one request in ``window`` under ``key``: (requests in this window, counting
-    this one; requests in the window before)."""
-    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
-    cache = caches["default"]
-    if isinstance(cache, RedisCache):
-        # Django's cache API would take three round trips (get, then incr = exists +
-        # incr); its Redis client takes one.
-        current = cache.make_and_validate_key(current)
-        previous = cache.make_and_validate_key(previous)
-        client = cache._cache.get_client(current, write=True)
-        pipe = client.pipeline(transaction=False)
-        pipe.incr(current)
-        pipe.expire(current, 2 * span + 1)
-        pipe.get(previous)
-        count, _, before = pipe.execute()
-        return int(count), int(before or 0)
-    before = cache.get(previous, 0)  # other backends: local memory, in-process
-    try:
-        return cache.incr(current), before
-    except ValueError:  # the window's first request (or its counter expired)
-        if cache.add(current, 1, timeout=2 * span + 1):
-            return 1, before
-        return cache.incr(current), before
-
-
 class ActivationRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
         ip = client_ip(request)
         if _in(ip, settings.SVC_ACTIVATION_ALLOWLIST):
             return True
         self.limit, self.span = parse_rate(settings.SVC_ACTIVATION_RATE)
-        window, into = divmod(time.time(), self.span)
-        count, before = _counted(f"svc:activate:{ip}", int(window), self.span)
-        weight = 1 - into / self.span  # the share of the previous window still in view
-        self.retry_after = int(self.span - into) + 1
-        return before * weight + count <= self.limit
+        decision = counters.hit("activate", ip, limit=self.limit, span=self.span)
+        self.retry_after = decision.retry_after
+        return decision.allowed
 
     def wait(self) -> float | None:
         return self.retry_after

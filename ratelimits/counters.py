@@ -1,0 +1,72 @@
+"""Sliding-window rate limits shared by every worker and node.
+
+A request counts the requests of the current fixed window plus the previous window's,
+weighted by the share of it still inside the last ``span`` seconds, so no burst gets
+twice the limit across a window boundary. The counters live in Redis when the cache
+is Redis (``CACHE_URL=redis://...``; one round trip: a pipeline that counts this
+request, keeps the counter for two windows and reads the previous one), otherwise in
+the database (:class:`ratelimits.models.RateCounter`: an atomic upsert and a read),
+which every process and node shares too. Local memory would hold per process only.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
+from django.db import connection, transaction
+
+from ratelimits.models import RateCounter
+
+PURGE_ONE_IN = 200  # the database store deletes expired counters on one call in this many
+_UPSERT = (
+    "INSERT INTO ratelimits_ratecounter (key, count, expires) VALUES (%s, 1, %s) "
+    "ON CONFLICT (key) DO UPDATE SET count = ratelimits_ratecounter.count + 1 "
+    "RETURNING count"
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    seen: float  # requests in the last ``span`` seconds, this one included (weighted)
+    retry_after: int  # seconds until the window moves on
+
+
+def hit(name: str, client: str, *, limit: int, span: int, now: float | None = None) -> Decision:
+    """Count one request of ``client`` under the limit ``name`` (``limit`` requests per
+    ``span`` seconds) and decide whether it is allowed."""
+    moment = time.time() if now is None else now
+    window, into = divmod(moment, span)
+    key = f"{name}:{client}"
+    count, before = _counted(key, int(window), span, int(moment))
+    seen = before * (1 - into / span) + count
+    return Decision(allowed=seen <= limit, seen=seen, retry_after=int(span - into) + 1)
+
+
+def _counted(key: str, window: int, span: int, now: int) -> tuple[int, int]:
+    """(requests in this window counting this one, requests in the window before)."""
+    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
+    cache = caches["default"]
+    if isinstance(cache, RedisCache):
+        # Django's cache API would take three round trips (get, then incr = exists +
+        # incr); its Redis client takes one.
+        current = cache.make_and_validate_key(current)
+        previous = cache.make_and_validate_key(previous)
+        client = cache._cache.get_client(current, write=True)
+        pipe = client.pipeline(transaction=False)
+        pipe.incr(current)
+        pipe.expire(current, 2 * span + 1)
+        pipe.get(previous)
+        count, _, before = pipe.execute()
+        return int(count), int(before or 0)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_UPSERT, [current, now + 2 * span + 1])
+        (count,) = cursor.fetchone()
+    before = RateCounter.objects.filter(pk=previous).values_list("count", flat=True).first()
+    if random.randrange(PURGE_ONE_IN) == 0:  # noqa: S311 - not a secret, a sampling
+        RateCounter.objects.filter(expires__lt=now).delete()
+    return count, before or 0
