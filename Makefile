@@ -28,6 +28,7 @@ run: install
 	SVC_ADMIN_KEY="$${SVC_ADMIN_KEY:-$$(cat var/admin-key)}" \
 	SVC_ACTIVATION_ALLOWLIST="$${SVC_ACTIVATION_ALLOWLIST:-}" \
 	SVC_ROOT_KEYS=var/root-key.pub \
+	SVC_SSL_REDIRECT=0 SVC_SECURE_COOKIES=0 SVC_HSTS_SECONDS=0 \
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
 
 lint: install

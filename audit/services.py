@@ -84,9 +84,10 @@ def audit_record(
     )
 
 
-def _record_safely(**fields: Any) -> None:
-    # The entry must never turn a completed action into an error, nor hide the
-    # original exception of a failed one.
+def audit_record_safely(**fields: Any) -> None:
+    """:func:`audit_record` in its own transaction, never raising: the entry must never
+    turn a completed action into an error, nor hide the original exception of a failed
+    one (a failure to record is logged)."""
     try:
         with transaction.atomic():
             audit_record(**fields)
@@ -113,7 +114,7 @@ def audited(
             try:
                 result = func(*args, **kwargs)
             except ServiceError as exc:
-                _record_safely(
+                audit_record_safely(
                     action=action,
                     result=AuditEntry.Result.FAILED,
                     target=_target_of(None, arguments),
@@ -122,7 +123,7 @@ def audited(
                 )
                 raise
             except Exception as exc:
-                _record_safely(
+                audit_record_safely(
                     action=action,
                     result=AuditEntry.Result.FAILED,
                     target=_target_of(None, arguments),
@@ -131,7 +132,7 @@ def audited(
                 )
                 raise
             name = target(result, arguments) if target else _target_of(result, arguments)
-            _record_safely(
+            audit_record_safely(
                 action=action, result=AuditEntry.Result.OK, target=name, detail=arguments
             )
             return result

@@ -41,6 +41,7 @@ def configure_django(tmp: Path, pg: str, name: str) -> None:
         SVC_ADMIN_KEY=secrets.token_urlsafe(16),
         SVC_SIGNING_KEY_FILE=str(key),
         SVC_DEBUG="0",
+        SVC_SSL_REDIRECT="0",
         SVC_LOG_LEVEL="WARNING",
         DJANGO_SETTINGS_MODULE="config.settings",
     )

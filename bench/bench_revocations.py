@@ -70,6 +70,7 @@ def environment(tmp: Path, cache_url: str) -> dict[str, str]:
         "SVC_SECRET_KEY": secrets.token_urlsafe(32),
         "SVC_SIGNING_KEY_FILE": str(key),
         "SVC_DEBUG": "0",
+        "SVC_SSL_REDIRECT": "0",
         "SVC_LOG_LEVEL": "WARNING",
         "SVC_DB_CONN_MAX_AGE": "600",
         "DJANGO_SETTINGS_MODULE": "bench.floor_settings",

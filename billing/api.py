@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from billing import selectors, serializers, services
 from config.errors import InvalidInput
 from licensing import signing
+from svccore.claims import device_id_problem
 
 
 def _bearer(request) -> str | None:
@@ -26,9 +27,15 @@ class UsageUploadApi(APIView):
         body = request.data
         if not isinstance(body, dict):
             raise InvalidInput("body must be a JSON object {device_id, license_id, records, nonce}")
+        device_id = body.get("device_id")
+        # The check every device id entry shares (control and bidi characters refused);
+        # the service checks the type and compares it with the token's.
+        problem = device_id_problem(device_id) if isinstance(device_id, str) else ""
+        if problem:
+            raise InvalidInput(f"device_id {problem}")
         result = services.usage_ingest(
             token=_bearer(request),
-            device_id=body.get("device_id"),
+            device_id=device_id,
             records=body.get("records"),
             nonce=body.get("nonce"),
         )

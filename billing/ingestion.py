@@ -22,7 +22,6 @@ from django.utils import timezone
 
 from billing.limits import (
     DAY,
-    DEVICE_ID_MAX,
     EPOCH,
     MAX_COUNTER,
     MAX_RECORDS_PER_CALL,
@@ -35,6 +34,7 @@ from devices.errors import BadSignature
 from licensing import signing
 from licensing.exact_tokens import token_check_issued
 from licensing.models import License, token_digest, unix
+from svccore.claims import device_id_problem
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
 _NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding
@@ -130,8 +130,11 @@ def _licence_for(claims: dict[str, Any], device_id: Any, token: str) -> tuple[st
     """(licence id, customer id, SKU) a unit token may upload for, or Forbidden. The
     token must be byte for byte the one issued: a validly signed variant is refused and
     recorded as a possible signing-key compromise."""
-    if not isinstance(device_id, str) or not 0 < len(device_id) <= DEVICE_ID_MAX:
-        raise InvalidInput(f"device_id must be a string of 1-{DEVICE_ID_MAX} characters")
+    if not isinstance(device_id, str):
+        raise InvalidInput(f"device_id must be a string, not {type(device_id).__name__}")
+    problem = device_id_problem(device_id)
+    if problem:
+        raise InvalidInput(f"device_id {problem}")
     license_id = claims["lic"]
     if claims["dev"] == "*":
         raise Forbidden(

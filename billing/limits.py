@@ -14,6 +14,7 @@ from django.utils import timezone
 # The device-id limit is the licensing rule (a device id is bound into every unit
 # licence); billing checks uploads against the very same number.
 from svccore.claims import DEVICE_ID_MAX
+from svccore.claims import LAST_SECOND as MAX_TIMESTAMP
 
 __all__ = [
     "DAY",
@@ -41,7 +42,6 @@ MAX_RECORDS_PER_CALL = 1000
 # Bounds that keep every value and every daily sum inside a 64-bit column and every
 # timestamp inside a calendar date: far beyond what a camera can count in one period.
 MAX_COUNTER = 10**12
-MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z
 # The longest rating window of GET /v1/admin/invoice and the longest first period.
 PERIOD_DAYS_MAX = 3660
 

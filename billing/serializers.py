@@ -10,9 +10,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from billing.limits import PERIOD_DAYS_MAX, unix
+from billing.limits import MAX_TIMESTAMP, PERIOD_DAYS_MAX, unix
 from billing.models import Invoice
-from config.fields import StrictCharField, StrictIntegerField
+from config.fields import IdField, StrictCharField, StrictIntegerField
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -42,10 +42,15 @@ class InvoiceQuery(serializers.Serializer):
 
 
 class InvoiceIssueIn(serializers.Serializer):
-    customer_id = StrictCharField()
-    period_days = StrictIntegerField(required=False, default=30)
+    customer_id = IdField()
+    period_days = StrictIntegerField(
+        required=False, default=30, min_value=1, max_value=PERIOD_DAYS_MAX
+    )
     period_end = StrictIntegerField(
-        required=False, help_text="Unix seconds of a 00:00 UTC; default: today, once due."
+        required=False,
+        min_value=0,
+        max_value=MAX_TIMESTAMP,
+        help_text="Unix seconds of a 00:00 UTC; default: today, once due.",
     )
 
     def validate_period_end(self, value: int) -> dt.datetime:

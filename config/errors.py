@@ -2,17 +2,36 @@
 
 Services raise :class:`ServiceError` subclasses with a message written for an operator
 (naming the ids and numbers needed to act). Views never catch them; the DRF exception
-handler below turns every error into ``{"detail": "..."}``.
+handler below turns every error into ``{"detail": "..."}``, and so it does with what
+the request's own input makes Django or the database raise:
+
+- a body larger than ``DATA_UPLOAD_MAX_MEMORY_SIZE``: 413 naming the limit;
+- a value the database refuses (``DataError``: a NUL in a text, a number out of its
+  column's range): 400;
+- the database unreachable or failing (``OperationalError``, ``InterfaceError``): 503
+  with ``Retry-After: DB_RETRY_AFTER_SECONDS``; the error itself (hosts, users) only in
+  the service log.
+
+Anything else unexpected is Django's 500 (``config.views.server_error``).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.db import DataError, InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+log = logging.getLogger(__name__)
+
+# How long a client is asked to wait (Retry-After) while the database is unavailable.
+DB_RETRY_AFTER_SECONDS = 5
 
 
 class ServiceError(Exception):
@@ -71,9 +90,56 @@ def _flatten(data: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {data}" if prefix else str(data)]
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+def _body_too_big(context: dict) -> Response:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    request = context.get("request")
+    try:
+        size = int(request.META["CONTENT_LENGTH"])  # Django raised on this very header
+    except (AttributeError, KeyError, TypeError, ValueError):
+        detail = f"request body is larger than the {limit} bytes accepted"
+    else:
+        detail = f"request body is {size} bytes; at most {limit} bytes are accepted"
+    return Response({"detail": detail}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+
+
+def _database_error(exc: Exception) -> HttpResponse:
+    if isinstance(exc, DataError):
+        # psycopg's first line says what was refused ("integer out of range", "...
+        # cannot contain NUL (0x00) bytes"); its DETAIL and CONTEXT lines stay here.
+        text = str(exc).strip()
+        reason = text.splitlines()[0][:200] if text else "refused"
+        log.warning("request refused by the database: %s", reason)
+        return Response(
+            {"detail": f"a value of this request cannot be stored or looked up: {reason}"},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    return database_unavailable(exc)
+
+
+def database_unavailable(exc: BaseException) -> JsonResponse:
+    """503 ``{detail}`` with ``Retry-After`` for a database that cannot be reached or
+    fails (OperationalError, InterfaceError), the error logged, never shown (it names
+    hosts and users). For the API's exception handler, and for /v1 middleware that reads
+    the database before a view runs."""
+    log.error("database unavailable", exc_info=exc)
+    response = JsonResponse(
+        {
+            "detail": f"database unavailable; retry in {DB_RETRY_AFTER_SECONDS} s "
+            "(the service log has the details)"
+        },
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
+    return response
+
+
+def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, ServiceError):
         return Response({"detail": exc.detail}, status=exc.status_code)
+    if isinstance(exc, RequestDataTooBig):
+        return _body_too_big(context)
+    if isinstance(exc, DataError | OperationalError | InterfaceError):
+        return _database_error(exc)
     if isinstance(exc, ImproperlyConfigured):
         return Response(
             {"detail": f"service misconfigured: {exc}"},

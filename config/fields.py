@@ -11,6 +11,8 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from svccore.claims import device_id_problem
+
 _prototypes: dict[type[serializers.Serializer], serializers.Serializer] = {}
 _prototypes_lock = threading.Lock()
 
@@ -81,3 +83,38 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("strict", kind=type(data).__name__)
         return super().to_internal_value(data)
+
+
+class IdField(StrictCharField):
+    """An identifier (customer, batch, licence, SKU): a string of printable characters
+    (``str.isprintable``). A control, format or separator character (NUL, ESC, U+202E,
+    U+2028...) is refused, named by its code point: no id holds one, and PostgreSQL
+    refuses NUL in any text."""
+
+    default_error_messages = {
+        "unprintable": "must not contain non-printable characters; it has {code} at "
+        "position {position}"
+    }
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not value.isprintable():
+            position, char = next((i, c) for i, c in enumerate(value) if not c.isprintable())
+            self.fail("unprintable", code=f"U+{ord(char):04X}", position=position)
+        return value
+
+
+class DeviceIdField(StrictCharField):
+    """A device id, checked by :func:`svccore.claims.device_id_problem` (its length, and
+    no control or format character such as U+202E), the check every entry shares."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = device_id_problem(value)
+        if problem:
+            raise ValidationError(problem, code="invalid")
+        return value

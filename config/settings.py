@@ -6,6 +6,7 @@ Production fails closed: no default secret, DEBUG off. Development defaults come
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tempfile
@@ -47,9 +48,11 @@ INSTALLED_APPS = [
     "billing",
     "audit",
     "ratelimits",
+    "axes",
 ]
 
 MIDDLEWARE = [
+    "config.middleware.UntrustedForwardingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -59,7 +62,22 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.middleware.AdminKeyMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Console logins: django-axes locks an account out from an address after
+# SVC_LOGIN_FAILURE_LIMIT wrong passwords, for SVC_LOGIN_COOLOFF_MINUTES (answered 429);
+# `manage.py axes_reset` lifts every lockout, `axes_reset_username NAME` one account's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("SVC_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("SVC_LOGIN_COOLOFF_MINUTES", default=15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "licensing.throttling.client_ip"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -149,12 +167,18 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# Largest request body (bytes): 413 past it. The largest legitimate body is a usage
+# upload of 1000 records (MAX_RECORDS_PER_CALL), about 170 KB compact with every counter
+# at its bound and about 230 KB indented; 512 KiB leaves room for both.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 512 * 1024
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # DRF's JSON parser behind a nesting limit (config.parsers.JSON_MAX_DEPTH, 32).
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "COERCE_DECIMAL_TO_STRING": False,
@@ -178,8 +202,28 @@ SVC_ADMIN_KEY = env.str("SVC_ADMIN_KEY", default="")
 SVC_ISSUER = env.str("SVC_ISSUER", default="svc-licensing")
 SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
-SVC_ACTIVATION_ALLOWLIST = env.list("SVC_ACTIVATION_ALLOWLIST", default=[])
-SVC_TRUSTED_PROXIES = env.list("SVC_TRUSTED_PROXIES", default=[])
+
+
+def _cidrs(name: str) -> list[str]:
+    """``name``: comma-separated networks (``10.0.0.0/8``, ``2001:db8::/32``; a bare
+    address is one host; host bits are ignored, as the throttle reads them). A value that
+    is not one stops start-up naming the variable and the value, rather than failing
+    every request that reads it."""
+    values = [item.strip() for item in env.list(name, default=[]) if item.strip()]
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not a CIDR such as 10.0.0.0/8 or 2001:db8::/32 ({exc})"
+            ) from None
+    return values
+
+
+SVC_ACTIVATION_ALLOWLIST = _cidrs("SVC_ACTIVATION_ALLOWLIST")
+SVC_TRUSTED_PROXIES = _cidrs("SVC_TRUSTED_PROXIES")
+# Wrong X-Admin-Key requests one address may make in 60 s before it gets 429.
+SVC_ADMIN_KEY_FAILURES = env.int("SVC_ADMIN_KEY_FAILURES", default=10)
 # How long a process reuses the revocation list's head it read (seconds; 0: every
 # request reads it). A revocation reaches devices polling other processes this late.
 SVC_LIST_HEAD_SECONDS = env.float("SVC_LIST_HEAD_SECONDS", default=1.0)
@@ -238,3 +282,27 @@ if not DEBUG:
     CSRF_COOKIE_HTTPONLY = True
     X_FRAME_OPTIONS = "DENY"
     SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- TLS (production defaults; `make run` and the tests serve plain HTTP and say so) ---
+# Behind a TLS-terminating proxy (deploy/nginx), the proxy's X-Forwarded-Proto says
+# whether the client used HTTPS; it is believed only from SVC_TRUSTED_PROXIES
+# (config.middleware.UntrustedForwardingMiddleware drops it from anyone else).
+_proxy_header = env.str("SVC_PROXY_SSL_HEADER", default="X-Forwarded-Proto").strip()
+if _proxy_header:
+    SECURE_PROXY_SSL_HEADER = (f"HTTP_{_proxy_header.upper().replace('-', '_')}", "https")
+SECURE_SSL_REDIRECT = env.bool("SVC_SSL_REDIRECT", default=not DEBUG)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
+SESSION_COOKIE_SECURE = env.bool("SVC_SECURE_COOKIES", default=not DEBUG)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env.int("SVC_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SVC_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = env.bool("SVC_HSTS_PRELOAD", default=False)
+# The admin console's forms post from these origins (scheme://host); by default every
+# SVC_ALLOWED_HOSTS name over HTTPS.
+CSRF_TRUSTED_ORIGINS = env.list(
+    "SVC_CSRF_TRUSTED_ORIGINS",
+    default=[f"https://{host}" for host in ALLOWED_HOSTS if host and not host.startswith(".")],
+)
+# Preloading HSTS is a commitment made with the browser vendors, not a default: the
+# check that asks for it stays quiet unless SVC_HSTS_PRELOAD is set.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]

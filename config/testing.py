@@ -10,3 +10,7 @@ import secrets
 os.environ.setdefault("SVC_SECRET_KEY", secrets.token_urlsafe(32))
 os.environ.setdefault("SVC_ADMIN_KEY", "test-admin-key-" + secrets.token_urlsafe(16))
 os.environ.setdefault("SVC_ISSUER", "svc-test")
+# The test client and the live test servers speak plain HTTP on loopback, as `make run`
+# does; tests/test_deploy_settings.py checks the production defaults.
+os.environ.setdefault("SVC_SSL_REDIRECT", "0")
+os.environ.setdefault("SVC_SECURE_COOKIES", "0")

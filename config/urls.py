@@ -4,7 +4,10 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from config import views
+from config import (
+    converters,  # noqa: F401 - registers <id:...>
+    views,
+)
 from console import views as console_views
 from customers.api import CustomerCreateApi
 from licensing import api as licensing_api
@@ -16,7 +19,7 @@ v1 = [
     path("admin/customers", CustomerCreateApi.as_view(), name="admin-customers"),
     path("admin/batches", licensing_api.BatchCreateApi.as_view(), name="admin-batches"),
     path(
-        "admin/batches/<str:batch_id>",
+        "admin/batches/<id:batch_id>",
         licensing_api.BatchDetailApi.as_view(),
         name="admin-batch-detail",
     ),

@@ -39,7 +39,7 @@ from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest, unix
 from licensing.services import license_claims
 from svccore import ids
-from svccore.claims import DEVICE_ID_MAX
+from svccore.claims import device_id_problem
 
 # Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
@@ -302,10 +302,9 @@ def unit_activate(
     unique (batch, device_id) race, this transaction rolls back (returning the seat) and
     the winner's licence is returned.
     """
-    if not device_id or len(device_id) > DEVICE_ID_MAX:
-        raise InvalidInput(
-            f"device_id must be 1-{DEVICE_ID_MAX} characters; got {len(device_id or '')}"
-        )
+    problem = device_id_problem(device_id)
+    if problem:
+        raise InvalidInput(f"device_id {problem}")
     try:
         key = _verified(batch_token)
     except TokenNotIssued as refusal:

@@ -35,6 +35,7 @@ from licensing.services import (
     signing_key_retire,
     signing_key_revoke,
 )
+from svccore.claims import API_QUOTA_MAX, DEVICE_ID_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 # --- display helpers -----------------------------------------------------------------
 
@@ -109,10 +110,10 @@ def _sku_choices():
 class BatchIssueForm(forms.Form):
     customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
     sku = forms.ChoiceField(label="SKU", choices=_sku_choices)
-    units = forms.IntegerField(min_value=1, max_value=10_000_000)
+    units = forms.IntegerField(min_value=1, max_value=UNITS_MAX)
     term_days = forms.IntegerField(
         min_value=0,
-        max_value=36_600,
+        max_value=TERM_DAYS_MAX,
         required=False,
         help_text="Empty: the SKU's default term. 0: perpetual.",
     )
@@ -122,15 +123,20 @@ class LicenseIssueForm(forms.Form):
     customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
     sku = forms.ChoiceField(label="SKU", choices=_sku_choices)
     device_id = forms.CharField(
-        max_length=128, help_text="The camera's fingerprint, or * for an unbound key."
+        max_length=DEVICE_ID_MAX, help_text="The camera's fingerprint, or * for an unbound key."
     )
     term_days = forms.IntegerField(
-        min_value=0, max_value=36_600, required=False, help_text="Empty: the SKU's term."
+        min_value=0, max_value=TERM_DAYS_MAX, required=False, help_text="Empty: the SKU's term."
     )
     api_quota = forms.IntegerField(
-        min_value=0, required=False, help_text="Empty: the SKU's quota. 0: unmetered."
+        min_value=0,
+        max_value=API_QUOTA_MAX,
+        required=False,
+        help_text="Empty: the SKU's quota. 0: unmetered.",
     )
-    max_streams = forms.IntegerField(min_value=1, required=False, help_text="Empty: SKU cap.")
+    max_streams = forms.IntegerField(
+        min_value=1, max_value=MAX_STREAMS_MAX, required=False, help_text="Empty: SKU cap."
+    )
     activation = forms.ChoiceField(
         choices=License.Activation.choices,
         initial=License.Activation.OPTIONAL,

@@ -2,9 +2,21 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import StrictBooleanField, StrictCharField, StrictIntegerField
+from config.fields import (
+    DeviceIdField,
+    IdField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from licensing.models import Activation, Batch, License, unix
-from svccore.claims import DEVICE_ID_MAX
+from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
+
+# Every number an operator may sign into a licence is bounded (svccore.claims, the one
+# home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days
+# 0..TERM_DAYS_MAX (0: perpetual), api_quota 0..API_QUOTA_MAX (0: unmetered),
+# max_streams 1..MAX_STREAMS_MAX. Query parameters likewise: fleet ``before`` is Unix
+# seconds 0..LAST_SECOND (9999-12-31T23:59:59Z).
 
 
 class UnixField(serializers.Field):
@@ -21,8 +33,7 @@ class UnixField(serializers.Field):
 
 class ActivateIn(serializers.Serializer):
     batch_token = StrictCharField()
-    device_id = StrictCharField(
-        trim_whitespace=False,
+    device_id = DeviceIdField(
         error_messages={
             "required": "device_id is required",
             "blank": "device_id must not be empty",
@@ -34,19 +45,14 @@ class ActivateIn(serializers.Serializer):
     weak_binding = StrictBooleanField(required=False, default=False)
     sdk_version = StrictCharField(required=False, default="", allow_blank=True, max_length=64)
 
-    def validate_device_id(self, value: str) -> str:
-        if len(value) > DEVICE_ID_MAX:
-            raise serializers.ValidationError(
-                f"is {len(value)} characters; at most {DEVICE_ID_MAX} are allowed"
-            )
-        return value
-
 
 class BatchIn(serializers.Serializer):
-    customer_id = StrictCharField()
-    sku = StrictCharField()
-    units = StrictIntegerField(min_value=1, max_value=10_000_000)
-    term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
+    customer_id = IdField()
+    sku = IdField()
+    units = StrictIntegerField(min_value=1, max_value=UNITS_MAX)
+    term_days = StrictIntegerField(
+        min_value=0, max_value=TERM_DAYS_MAX, required=False, allow_null=True
+    )
 
 
 class BatchOut(serializers.ModelSerializer):
@@ -95,12 +101,18 @@ class BatchStatusOut(serializers.ModelSerializer):
 
 
 class LicenseIn(serializers.Serializer):
-    customer_id = StrictCharField()
-    sku = StrictCharField()
-    device_id = StrictCharField(max_length=DEVICE_ID_MAX)
-    term_days = StrictIntegerField(min_value=0, max_value=36_600, required=False, allow_null=True)
-    api_quota = StrictIntegerField(min_value=0, required=False, allow_null=True)
-    max_streams = StrictIntegerField(min_value=1, required=False, allow_null=True)
+    customer_id = IdField()
+    sku = IdField()
+    device_id = DeviceIdField(trim_whitespace=True)
+    term_days = StrictIntegerField(
+        min_value=0, max_value=TERM_DAYS_MAX, required=False, allow_null=True
+    )
+    api_quota = StrictIntegerField(
+        min_value=0, max_value=API_QUOTA_MAX, required=False, allow_null=True
+    )
+    max_streams = StrictIntegerField(
+        min_value=1, max_value=MAX_STREAMS_MAX, required=False, allow_null=True
+    )
     activation = serializers.ChoiceField(
         choices=License.Activation.values, default=License.Activation.OPTIONAL
     )
@@ -154,7 +166,7 @@ class LicenseRegisterOut(serializers.ModelSerializer):
 
 
 class RevokeIn(serializers.Serializer):
-    license_id = StrictCharField()
+    license_id = IdField()
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
 
 
@@ -173,10 +185,10 @@ class RevokeOut(serializers.ModelSerializer):
 
 
 class FleetQuery(serializers.Serializer):
-    customer_id = StrictCharField(required=False)
-    batch_id = StrictCharField(required=False)
+    customer_id = IdField(required=False)
+    batch_id = IdField(required=False)
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
-    before = serializers.IntegerField(required=False, min_value=0)
+    before = serializers.IntegerField(required=False, min_value=0, max_value=LAST_SECOND)
 
 
 class ActivationRecordOut(serializers.ModelSerializer):

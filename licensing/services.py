@@ -37,11 +37,16 @@ from licensing.models import (
     unix,
 )
 from svccore import catalogue, ids
-from svccore.claims import DEVICE_ID_MAX
+from svccore.claims import (
+    API_QUOTA_MAX,
+    LAST_SECOND,
+    MAX_STREAMS_MAX,
+    TERM_DAYS_MAX,
+    UNITS_MAX,
+    device_id_problem,
+)
 
 log = logging.getLogger(__name__)
-
-LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z, the last second a date can hold
 
 
 def sku_get(*, code: str) -> Sku:
@@ -100,11 +105,17 @@ def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:
     )
 
 
-def _check_positive(name: str, value: int | None, *, allow_zero: bool = False) -> None:
-    if value is None:
-        return
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidInput(f"{name} must be {'>= 0' if allow_zero else '>= 1'}, not {value}")
+def _check_bounds(name: str, value: int | None, *, low: int, high: int) -> None:
+    """Refuse a number outside ``low..high`` (``None``: not given), naming the bounds:
+    every number signed into a licence has one (``svccore.claims``)."""
+    if value is not None and not low <= value <= high:
+        raise InvalidInput(f"{name} must be {low}-{high:,}, not {value:,}")
+
+
+def _check_device_id(name: str, device_id: str) -> None:
+    problem = device_id_problem(device_id)
+    if problem:
+        raise InvalidInput(f"{name} {problem}")
 
 
 @audited("batch.issue")
@@ -114,8 +125,8 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
     ``act`` = ``required``). The unit price is fixed now from the volume tier."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
-    _check_positive("units", units)
-    _check_positive("term_days", term_days, allow_zero=True)
+    _check_bounds("units", units, low=1, high=UNITS_MAX)
+    _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
     term = entry.term_days if term_days is None else term_days
     now = timezone.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
@@ -175,8 +186,7 @@ def license_issue(
     """Issue a direct licence for one camera (the end-user path), priced at one unit."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
-    if not device_id or len(device_id) > DEVICE_ID_MAX:
-        raise InvalidInput(f"device_id must be 1-{DEVICE_ID_MAX} characters")
+    _check_device_id("device_id", device_id)
     if activation not in License.Activation.values:
         raise InvalidInput(f"activation must be 'required' or 'optional', not {activation!r}")
     if device_id == "*" and activation != License.Activation.REQUIRED:
@@ -184,9 +194,9 @@ def license_issue(
             "an unbound licence (device_id '*') must use activation 'required'; "
             "bind it to a device to use activation 'optional'"
         )
-    _check_positive("term_days", term_days, allow_zero=True)
-    _check_positive("api_quota", api_quota, allow_zero=True)
-    _check_positive("max_streams", max_streams)
+    _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
+    _check_bounds("api_quota", api_quota, low=0, high=API_QUOTA_MAX)
+    _check_bounds("max_streams", max_streams, low=1, high=MAX_STREAMS_MAX)
     now = timezone.now().replace(microsecond=0)
     expires_at = _expiry(now, entry.term_days if term_days is None else term_days)
     claims = license_claims(
@@ -322,8 +332,7 @@ def license_register(*, token: str) -> License:
         )
     if len(license_id) > License._meta.get_field("id").max_length:
         raise InvalidInput(f"licence id {license_id[:80]!r} is too long")
-    if not 0 < len(claims["dev"]) <= DEVICE_ID_MAX:
-        raise InvalidInput(f"dev must be 1-{DEVICE_ID_MAX} characters")
+    _check_device_id("dev", claims["dev"])
     if max(claims["iat"], claims["exp"]) > LAST_SECOND:
         raise InvalidInput(f"licence {license_id} has iat or exp past the year 9999")
     customer = customer_get(customer_id=claims["sub"])

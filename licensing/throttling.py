@@ -37,7 +37,8 @@ def _networks(cidrs: tuple[str, ...]) -> tuple:
     return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in cidrs if c.strip())
 
 
-def _in(ip: str, cidrs: list[str]) -> bool:
+def ip_in(ip: str, cidrs: list[str]) -> bool:
+    """Whether ``ip`` lies in one of ``cidrs`` (False for what is not an address)."""
     try:
         address = ipaddress.ip_address(ip)
     except ValueError:
@@ -55,22 +56,36 @@ def client_ip(request) -> str:
     return known
 
 
+def _is_address(value: str) -> bool:
+    if "%" in value:  # a scoped IPv6 address: no database column takes it
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _client_ip(meta) -> str:
     remote = meta.get("REMOTE_ADDR", "")
     trusted = settings.SVC_TRUSTED_PROXIES
-    if not trusted or not _in(remote, trusted):
+    if not trusted or not ip_in(remote, trusted):
         return remote
+    nearest = remote
     hops = [h.strip() for h in meta.get("HTTP_X_FORWARDED_FOR", "").split(",")]
     for hop in reversed([h for h in hops if h]):
-        if not _in(hop, trusted):
+        if not _is_address(hop):
+            return nearest  # nothing beyond a hop that is not an address is believed
+        if not ip_in(hop, trusted):
             return hop
+        nearest = hop
     return remote
 
 
 class ActivationRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
         ip = client_ip(request)
-        if _in(ip, settings.SVC_ACTIVATION_ALLOWLIST):
+        if ip_in(ip, settings.SVC_ACTIVATION_ALLOWLIST):
             return True
         self.limit, self.span = parse_rate(settings.SVC_ACTIVATION_RATE)
         decision = counters.hit("activate", ip, limit=self.limit, span=self.span)

@@ -11,6 +11,7 @@ which every process and node shares too. Local memory would hold per process onl
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -18,8 +19,11 @@ from dataclasses import dataclass
 from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from django.db import connection, transaction
+from redis.exceptions import RedisError
 
 from ratelimits.models import RateCounter
+
+log = logging.getLogger(__name__)
 
 PURGE_ONE_IN = 200  # the database store deletes expired counters on one call in this many
 _UPSERT = (
@@ -47,6 +51,32 @@ def hit(name: str, client: str, *, limit: int, span: int, now: float | None = No
     return Decision(allowed=seen <= limit, seen=seen, retry_after=int(span - into) + 1)
 
 
+def peek(name: str, client: str, *, limit: int, span: int, now: float | None = None) -> Decision:
+    """Whether ``client`` is over the limit ``name`` now, without counting a request."""
+    moment = time.time() if now is None else now
+    window, into = divmod(moment, span)
+    key = f"{name}:{client}"
+    count, before = _read(key, int(window))
+    seen = before * (1 - into / span) + count
+    return Decision(allowed=seen < limit, seen=seen, retry_after=int(span - into) + 1)
+
+
+def _read(key: str, window: int) -> tuple[int, int]:
+    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
+    cache = caches["default"]
+    if isinstance(cache, RedisCache):
+        names = [cache.make_and_validate_key(k) for k in (current, previous)]
+        try:
+            count, before = cache._cache.get_client(names[0]).mget(names)
+            return int(count or 0), int(before or 0)
+        except RedisError:
+            log.warning("rate limit %s: Redis unreachable, reading the database", key)
+    counts = dict(
+        RateCounter.objects.filter(pk__in=[current, previous]).values_list("key", "count")
+    )
+    return counts.get(current, 0), counts.get(previous, 0)
+
+
 def _counted(key: str, window: int, span: int, now: int) -> tuple[int, int]:
     """(requests in this window counting this one, requests in the window before)."""
     current, previous = f"{key}:{window}", f"{key}:{window - 1}"
@@ -54,15 +84,17 @@ def _counted(key: str, window: int, span: int, now: int) -> tuple[int, int]:
     if isinstance(cache, RedisCache):
         # Django's cache API would take three round trips (get, then incr = exists +
         # incr); its Redis client takes one.
-        current = cache.make_and_validate_key(current)
-        previous = cache.make_and_validate_key(previous)
-        client = cache._cache.get_client(current, write=True)
-        pipe = client.pipeline(transaction=False)
-        pipe.incr(current)
-        pipe.expire(current, 2 * span + 1)
-        pipe.get(previous)
-        count, _, before = pipe.execute()
-        return int(count), int(before or 0)
+        names = [cache.make_and_validate_key(k) for k in (current, previous)]
+        try:
+            pipe = cache._cache.get_client(names[0], write=True).pipeline(transaction=False)
+            pipe.incr(names[0])
+            pipe.expire(names[0], 2 * span + 1)
+            pipe.get(names[1])
+            count, _, before = pipe.execute()
+            return int(count), int(before or 0)
+        except RedisError:
+            # Redis down: count in the database meanwhile rather than refuse everyone.
+            log.warning("rate limit %s: Redis unreachable, counting in the database", key)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_UPSERT, [current, now + 2 * span + 1])
         (count,) = cursor.fetchone()

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,43 @@ from svccore import catalogue, ids
 DAY = 86400
 DEFAULT_ISSUER = "svc-licensing"
 DEVICE_ID_MAX = 128
+# Upper bounds of the numbers an operator may sign into a licence (the API and the admin
+# refuse more, naming the bound): far beyond any real order or camera, and inside the
+# 32- and 64-bit integers of the database and the firmware.
+UNITS_MAX = 10_000_000  # seats of one batch (batch.units)
+TERM_DAYS_MAX = 36_600  # about 100 years; 0 is perpetual
+API_QUOTA_MAX = 10**12  # inferences a device may run (lim.api_calls); 0 is unmetered
+MAX_STREAMS_MAX = 1024  # concurrent streams of one camera (lim.max_streams)
+LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z: the last Unix second a date holds
+# Unicode categories a device id may not contain: control (Cc: NUL, ESC, line breaks)
+# and format (Cf: the bidi overrides such as U+202E, zero-width characters, U+FEFF).
+# A device id is shown to operators, logged and bound into licences; these characters
+# would let it disguise itself as another.
+DEVICE_ID_REFUSED_CATEGORIES = ("Cc", "Cf")
 
 
 class ClaimsError(ValueError):
     """A licence that cannot be built as asked (unknown SKU, bad term, no device...)."""
+
+
+def device_id_problem(device_id: str) -> str:
+    """What is wrong with ``device_id`` ("" when nothing is): the one check of a device
+    id wherever one enters (activation, licence issue, usage upload, offline mint).
+
+    1 to :data:`DEVICE_ID_MAX` characters, none of them in
+    :data:`DEVICE_ID_REFUSED_CATEGORIES`. The refused character is named by its code
+    point, never echoed. ``str.isprintable`` (C speed) clears almost every id at once;
+    only an id it refuses is looked at character by character."""
+    if not 0 < len(device_id) <= DEVICE_ID_MAX:
+        return f"must be 1-{DEVICE_ID_MAX} characters, not {len(device_id)}"
+    if not device_id.isprintable():
+        for position, char in enumerate(device_id):
+            if unicodedata.category(char) in DEVICE_ID_REFUSED_CATEGORIES:
+                return (
+                    f"must not contain control or format characters; it has "
+                    f"U+{ord(char):04X} at position {position}"
+                )
+    return ""
 
 
 def catalogue_entry(sku: str, catalogue_file: Path | str | None = None) -> dict[str, Any]:
@@ -61,10 +95,20 @@ def mint_claims(
             "an air-gapped licence must be bound to one device: give its fingerprint "
             f"(1-{DEVICE_ID_MAX} characters, not '*')"
         )
+    problem = device_id_problem(device_id)
+    if problem:
+        raise ClaimsError(f"the device id {problem}")
     term = entry["term_days"] if days is None else days
-    for name, value in (("days", term), ("quota", api_quota), ("streams", max_streams)):
-        if value is not None and value < (1 if name == "streams" else 0):
-            raise ClaimsError(f"{name} must be >= {1 if name == 'streams' else 0}, not {value}")
+    for name, value, high in (
+        ("days", term, TERM_DAYS_MAX),
+        ("quota", api_quota, API_QUOTA_MAX),
+        ("streams", max_streams, MAX_STREAMS_MAX),
+    ):
+        low = 1 if name == "streams" else 0
+        if value is not None and value < low:
+            raise ClaimsError(f"{name} must be >= {low}, not {value}")
+        if value is not None and value > high:
+            raise ClaimsError(f"{name} must be at most {high}, not {value}")
     issued = int(time.time()) if now is None else now
     return {
         "lic": ids.license_id(),

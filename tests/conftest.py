@@ -140,6 +140,9 @@ def start_gunicorn(log_dir: Path, **environment: str) -> LiveService:
         # A test that revokes and then fetches the list may reach another worker;
         # tests/licensing/test_revocations.py checks the production default.
         "SVC_LIST_HEAD_SECONDS": "0",
+        # Plain HTTP on loopback, as `make run` serves.
+        "SVC_SSL_REDIRECT": "0",
+        "SVC_SECURE_COOKIES": "0",
         "SVC_LOG_LEVEL": "WARNING",
         **environment,
     }

@@ -117,3 +117,18 @@ def test_the_limit_holds_across_the_workers_of_one_server(tmp_path, make_batch):
     assert elapsed < 9, f"the burst took {elapsed:.1f} s: the window moved on"
     assert statuses.count(200) <= 20 and statuses.count(200) >= 15
     assert statuses.count(429) == 60 - statuses.count(200)
+
+
+def test_with_redis_down_the_database_counts_meanwhile(settings):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]  # nothing listens here once the socket closes
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{closed}/0",
+        }
+    }
+    decisions = [counters.hit("d", "ip", limit=2, span=10, now=70).allowed for _ in range(3)]
+    assert decisions == [True, True, False]
+    assert RateCounter.objects.get(pk="d:ip:7").count == 3

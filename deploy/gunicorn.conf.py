@@ -1,0 +1,26 @@
+"""gunicorn settings of an app node behind the edge (deploy/nginx).
+
+deploy/systemd/svc@.service passes this file with ``-c`` and the bind address and port on
+the command line; the service's own settings come from the environment file
+(deploy/systemd/svc.env). tests/test_edge.py runs its nodes with this file too.
+"""
+
+from __future__ import annotations
+
+import os
+
+wsgi_app = "config.wsgi"
+worker_class = "gthread"
+# Processes per node (WEB_CONCURRENCY, as gunicorn reads it), each with `threads` threads.
+workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+threads = 4
+# Longer than nginx's upstream keepalive_timeout (60 s): the edge closes an idle
+# connection to a node first, so it never sends a request down one the node is closing
+# (nginx would answer such a POST 502, since it cannot know whether the node ran it).
+keepalive = 75
+timeout = 30
+# On restart (SIGTERM from systemd), requests in flight get this long to finish.
+graceful_timeout = 20
+# The edge logs every request with the node that served it; the node logs errors.
+accesslog = None
+errorlog = "-"
