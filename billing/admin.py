@@ -18,17 +18,32 @@ from billing.models import (
     UsageDaily,
     UsageRecord,
 )
-from config.adminbase import ReadOnlyAdmin
+from config.adminbase import ReadOnlyAdmin, money
 
 
-class InvoiceLineInline(admin.TabularInline):
+class LineMoney:
+    """An invoice line's price and amount with the invoice currency's decimals."""
+
+    @admin.display(description="unit price", ordering="unit_price")
+    def unit_price_shown(self, line: InvoiceLine) -> str:
+        return money(line.unit_price, line.invoice.currency)
+
+    @admin.display(description="amount", ordering="amount")
+    def amount_shown(self, line: InvoiceLine) -> str:
+        return money(line.amount, line.invoice.currency)
+
+
+class InvoiceLineInline(LineMoney, admin.TabularInline):
     model = InvoiceLine
     fields = ("position", "kind", "sku", "batch_id", "description", "quantity", "unit",
-              "unit_price", "amount")  # fmt: skip
+              "unit_price_shown", "amount_shown")  # fmt: skip
     readonly_fields = fields
     extra = 0
     can_delete = False
     ordering = ("position",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("invoice")
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -65,13 +80,17 @@ def download_csv(modeladmin, request, queryset):
 @admin.register(Invoice)
 class InvoiceAdmin(ReadOnlyAdmin):
     list_display = ("number", "kind", "customer", "period_start", "period_end", "period_days",
-                    "currency", "total", "issued_at", "credits", "credited_by")  # fmt: skip
+                    "total_shown", "issued_at", "credits", "credited_by")  # fmt: skip
     list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
     list_select_related = ("customer", "credits", "credit_note")
     inlines = [InvoiceLineInline, InvoiceUsageInline]
     actions = [download_csv]
+
+    @admin.display(description="total", ordering="total")
+    def total_shown(self, obj: Invoice) -> str:
+        return money(obj.total, obj.currency)
 
     @admin.display(description="credited by")
     def credited_by(self, obj: Invoice) -> str:
@@ -80,9 +99,9 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
 
 @admin.register(InvoiceLine)
-class InvoiceLineAdmin(ReadOnlyAdmin):
-    list_display = ("invoice", "position", "kind", "sku", "quantity", "unit", "unit_price",
-                    "amount")  # fmt: skip
+class InvoiceLineAdmin(LineMoney, ReadOnlyAdmin):
+    list_display = ("invoice", "position", "kind", "sku", "quantity", "unit", "unit_price_shown",
+                    "amount_shown")  # fmt: skip
     list_filter = ("kind", "sku")
     search_fields = ("invoice__number", "invoice__customer__id", "sku", "batch_id")
     list_select_related = ("invoice",)
@@ -105,6 +124,7 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
     list_display = ("device_id", "period_start", "period_end", "license", "customer_id", "sku",
                     "inferences", "frames", "stream_seconds", "events", "received_at")  # fmt: skip
+    unix_time_fields = ("period_start", "period_end")
     search_fields = ("=device_id",)
     list_select_related = ("license",)
     show_full_result_count = False

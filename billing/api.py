@@ -4,11 +4,13 @@ the next invoice (409 naming the invoice a period conflicts with) and credit not
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import selectors, serializers, services
+from billing import schemas, selectors, serializers, services
+from config import schema
 from config.errors import InvalidInput
 from licensing import signing
 from svccore.claims import device_id_problem
@@ -23,6 +25,26 @@ def _bearer(request) -> str | None:
 
 
 class UsageUploadApi(APIView):
+    @extend_schema(
+        request=schemas.UsageUploadIn,
+        responses={
+            200: schemas.UsageUploadOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or a record whose period_end is not "
+                    "after its period_start.",
+                    401: "Bearer token missing or not verifying.",
+                    403: "Token bound to another device, a batch key, not on file, or its "
+                    "licence revoked.",
+                    **schema.DATABASE_UNAVAILABLE,
+                }
+            ),
+        },
+        parameters=[schema.retry_after(503)],
+        auth=schema.UNIT_TOKEN_AUTH,
+        description="Upload a device's usage records, stored once each; a signed receipt.",
+    )
     def post(self, request):
         body = request.data
         if not isinstance(body, dict):
@@ -45,11 +67,42 @@ class UsageUploadApi(APIView):
 
 
 class LicenseUsageApi(APIView):
+    @extend_schema(
+        parameters=[schema.id_path("license_id", "The licence."), schema.retry_after(429, 503)],
+        responses={
+            200: schemas.LicenseUsageOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such licence."}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Usage totals of a licence and its record count.",
+    )
     def get(self, request, license_id: str):
         return Response(selectors.license_usage(license_id=license_id))
 
 
 class InvoiceApi(APIView):
+    @extend_schema(
+        parameters=[
+            schema.id_path("customer_id", "The customer."),
+            serializers.InvoiceQuery,
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: schemas.InvoicePreviewOut,
+            **schema.errors(
+                {
+                    **schema.QUERY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    404: "No such customer.",
+                    500: "The customer's licences are in more than one currency, or a SKU "
+                    "is missing from the catalogue.",
+                }
+            ),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Rate the invoice of the period_days before now (a preview; nothing is "
+        "stored).",
+    )
     def get(self, request, customer_id: str):
         query = serializers.InvoiceQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -60,6 +113,28 @@ class InvoiceApi(APIView):
 
 
 class InvoiceIssueApi(APIView):
+    @extend_schema(
+        request=serializers.InvoiceIssueIn,
+        responses={
+            201: OpenApiResponse(schemas.InvoiceOut, description="The invoice issued."),
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or period_end not a 00:00 UTC, or "
+                    "nothing to invoice.",
+                    404: "No such customer.",
+                    409: "The period overlaps an issued invoice (named), is not over yet, or "
+                    "is not due.",
+                    500: "The customer's licences are in more than one currency, or a SKU "
+                    "is missing from the catalogue.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Issue the next contiguous invoice of a customer.",
+    )
     def post(self, request):
         query = serializers.InvoiceIssueIn(data=request.data)
         query.is_valid(raise_exception=True)
@@ -73,6 +148,27 @@ class InvoiceIssueApi(APIView):
 
 
 class CreditNoteApi(APIView):
+    @extend_schema(
+        request=serializers.CreditNoteIn,
+        parameters=[
+            schema.id_path("number", "The invoice to credit."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            201: OpenApiResponse(schemas.InvoiceOut, description="The credit note issued."),
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or the number is a credit note.",
+                    404: "No such invoice.",
+                    409: "The invoice was already credited (the detail names the note).",
+                }
+            ),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Credit an issued invoice in full.",
+    )
     def post(self, request, number: str):
         query = serializers.CreditNoteIn(data=request.data)
         query.is_valid(raise_exception=True)

@@ -1,16 +1,144 @@
-"""Base classes for the operator console's model admins.
+"""Base classes and display helpers for the operator console's model admins.
 
 Rows that carry business rules (batches, licences, activations, invoices, the audit log)
 are created by services and never edited or deleted in place from the admin.
+
+Every page of the console shows things the same way: a moment as ``2026-11-23 18:40 UTC``
+(:func:`utc_time`, also for Unix seconds), money with its currency's decimals
+(:func:`money`: ``630.00 EUR``, never ``630.0``), and JSON indented, wrapped and with its
+Unix times dated (:func:`pretty_json`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
 from django.contrib import admin
+from django.db import models
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from svccore.csvformat import plain
+
+# The admin's navigation sidebar takes 300 px from every list, which then no longer fits
+# a laptop screen; the index lists every model and every page has breadcrumbs.
+admin.site.enable_nav_sidebar = False
+
+TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
+# ISO 4217 minor units of the currencies that do not have two decimals.
+MINOR_UNITS = {"BHD": 3, "CLP": 0, "ISK": 0, "JOD": 3, "JPY": 0, "KRW": 0, "KWD": 3,
+               "OMR": 3, "TND": 3, "VND": 0}  # fmt: skip
+# Keys whose integer values are Unix seconds, in licence claims and audit details.
+TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
+             "usable_until")  # fmt: skip
+_TIME_LINE = re.compile(rf'^(\s*"({"|".join(TIME_KEYS)})": )(\d+)(,?)$', re.MULTILINE)
+
+
+def utc_time(moment: dt.datetime | int | None) -> str:
+    """``moment`` (an aware datetime or Unix seconds) as ``2026-11-23 18:40 UTC``; "" for
+    none (``None``, or 0 seconds, which the claims use for "no end")."""
+    if moment is None or moment == 0:
+        return ""
+    if isinstance(moment, int):
+        try:
+            moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            return str(moment)
+    return moment.astimezone(dt.UTC).strftime(TIME_FORMAT)
+
+
+def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
+    """:func:`utc_time` for a table cell: it wraps between the day and the time only.
+    ``None`` for no moment, which the admin shows as its empty value."""
+    text = utc_time(moment)
+    if not text:
+        return None
+    day, _, clock = text.partition(" ")
+    return format_html('<span class="svc-time"><span>{}</span> <span>{}</span></span>', day, clock)
+
+
+def amount(value: Decimal | int | float | str | None, currency: str) -> str:
+    """``value`` with its currency's decimals: ``630.00`` for EUR (never ``630.0``), more
+    only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
+    if value is None or value == "":
+        return ""
+    return f"{plain(value, MINOR_UNITS.get(currency.upper(), 2)):f}"
+
+
+def money(value: Decimal | int | float | str | None, currency: str) -> str:
+    """:func:`amount` and the currency: ``630.00 EUR``; "" for none."""
+    shown = amount(value, currency)
+    return f"{shown} {currency}".rstrip() if shown else ""
+
+
+def pretty_json(value: Any) -> SafeString:
+    """``value`` as indented JSON that wraps long strings (tokens) instead of running off
+    the page; each Unix time is followed by its date."""
+    text = json.dumps(value, indent=2, sort_keys=True, default=str)
+
+    def dated(match: re.Match) -> str:
+        seconds = int(match[3])
+        when = utc_time(seconds) or ("no end" if match[2] == "exp" else "none")
+        return f"{match[0]}  // {when}"
+
+    return format_html('<pre class="svc-json">{}</pre>', _TIME_LINE.sub(dated, text))
+
+
+def _time_column(field: models.Field, empty: str | None = None):
+    """A display of a date-time (or Unix-seconds) field as :func:`utc_time_html`, sorted
+    by the field and named like it (so it keeps the field's CSS class and help text);
+    ``empty`` stands for no moment (default: the admin's "-")."""
+
+    def show(obj):
+        return utc_time_html(getattr(obj, field.name)) or empty
+
+    show.__name__ = field.name
+    return admin.display(description=field.verbose_name, ordering=field.name)(show)
 
 
 class NoEditAdmin(admin.ModelAdmin):
-    """Rows may be added (through a service-backed form), never changed or deleted."""
+    """Rows may be added (through a service-backed form), never changed or deleted.
+
+    Date-time fields, and the Unix-second fields named in ``unix_time_fields``, show as
+    :func:`utc_time` in lists and on the row's page (``empty_times`` names what a missing
+    one means). A row's history is its entries in the audit log: services record every
+    action there, never in the admin's own LogEntry."""
+
+    unix_time_fields: tuple[str, ...] = ()
+    empty_times: dict[str, str] = {}
+
+    def __init__(self, model, admin_site):
+        super().__init__(model, admin_site)
+        # One display per field, made once: the admin matches fields to read-only
+        # fields by identity.
+        self._time_columns = {
+            field.name: _time_column(field, self.empty_times.get(field.name))
+            for field in model._meta.concrete_fields
+            if isinstance(field, models.DateTimeField) or field.name in self.unix_time_fields
+        }
+
+    def _dated(self, names):
+        return [self._time_columns.get(n, n) if isinstance(n, str) else n for n in names]
+
+    def get_list_display(self, request):
+        return self._dated(super().get_list_display(request))
+
+    def get_fields(self, request, obj=None):
+        return self._dated(super().get_fields(request, obj))
+
+    def get_readonly_fields(self, request, obj=None):
+        return self._dated(super().get_readonly_fields(request, obj))
+
+    def history_view(self, request, object_id, extra_context=None):
+        query = urlencode({"q": object_id})
+        return HttpResponseRedirect(f"{reverse('admin:audit_auditentry_changelist')}?{query}")
 
     def has_change_permission(self, request, obj=None):
         return False

@@ -3,16 +3,17 @@ shares across the API: the error body, the error answers of every endpoint, the
 credentials, and the rules of the strings the API accepts.
 
 The views are plain ``APIView``s, so each method states its request and answers with
-``extend_schema``; the pieces they repeat live here. The string rules are written as
-patterns derived from the very checks the API runs (``str.isprintable`` for ids,
-:func:`svccore.claims.device_id_problem` for device ids, DRF's blank and NUL checks),
-so a string the schema admits is one the API accepts, and the other way round.
+``extend_schema``; the pieces they repeat live here. The string rules are derived from
+the very checks the API runs (:func:`svccore.claims.device_id_problem` for device ids,
+DRF's NUL, trimming, blank and length checks) and written as patterns, so that a string
+the schema admits is one the API accepts, and the other way round, as far as a pattern
+can say it; ids (``str.isprintable``) are the format ``printable``, described in words.
+``tests/test_fuzz_api.py`` holds the API to all of it.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -50,8 +51,7 @@ class ErrorOut(serializers.Serializer):
     /v1 routes, 405 and 500."""
 
     detail = serializers.CharField(
-        help_text="What went wrong, for a human operator, with the ids and numbers needed "
-        "to act."
+        help_text="What went wrong, for a human operator, with the ids and numbers needed to act."
     )
 
 
@@ -70,13 +70,13 @@ BODY_ERRORS = {
     400: "Malformed JSON, JSON nested deeper than 32 levels, a field of the wrong type or "
     "out of its bounds (the detail names it), or a value the database refuses.",
     413: "The body is larger than 512 KiB.",
+    415: "The body is not JSON (Content-Type other than application/json).",
 }
 QUERY_ERRORS = {400: "A query parameter out of its bounds (the detail names it)."}
 ADMIN_ERRORS = {
     401: "X-Admin-Key header missing.",
     403: "X-Admin-Key is not valid.",
-    429: "Too many wrong X-Admin-Key attempts from this address; retry after Retry-After "
-    "seconds.",
+    429: "Too many wrong X-Admin-Key attempts from this address; retry after Retry-After seconds.",
     503: "The admin API is disabled (no SVC_ADMIN_KEY on the server), or the database "
     "cannot be reached (retry after Retry-After seconds).",
 }
@@ -101,47 +101,68 @@ def id_path(name: str, description: str) -> OpenApiParameter:
 
 
 # --- the rules of strings ----------------------------------------------------------------
+#
+# Patterns name code points as \uXXXX, which Python's re, the Rust regex crate and
+# ECMA-262 read alike; none of them writes a code point outside the BMP the same way, so
+# the few refused ones there (format characters such as U+E0001) are only in the words,
+# as are lone surrogates (a JSON \uD800 escape), which DRF refuses in any string and
+# which a class range of surrogates would make generators stumble on.
 
-
-def _escape(code: int) -> str:
-    # \uXXXX and \UXXXXXXXX read the same in Python's re and the Rust regex crate; JSON
-    # Schema validators of other languages see BMP escapes they know.
-    return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+PRINTABLE = "printable"  # the format of ids: Python's str.isprintable, see Id below
 
 
 def _ranges(refused: Callable[[str], bool]) -> str:
-    """The code points ``refused`` is true for, as the ranges of a character class."""
+    """The BMP code points ``refused`` is true for, as the ranges of a character class."""
     parts, start = [], None
-    for code in range(sys.maxunicode + 2):
-        inside = code <= sys.maxunicode and refused(chr(code))
+    for code in range(0x10001):
+        inside = code <= 0xFFFF and refused(chr(code))
         if inside and start is None:
             start = code
         elif not inside and start is not None:
             last = code - 1
-            parts.append(_escape(start) if start == last else f"{_escape(start)}-{_escape(last)}")
+            first = f"\\u{start:04X}"
+            parts.append(first if start == last else f"{first}-\\u{last:04X}")
             start = None
     return "".join(parts)
 
 
 def _device_id_refused(char: str) -> bool:
-    # Surrogates too: DRF refuses them in any string field.
-    return unicodedata.category(char) in (*DEVICE_ID_REFUSED_CATEGORIES, "Cs")
+    return unicodedata.category(char) in DEVICE_ID_REFUSED_CATEGORIES
 
 
 @functools.cache
-def patterns() -> dict[str, str]:
-    """The patterns of :data:`COMPONENTS`, built once (a scan of every code point)."""
-    unprintable = _ranges(lambda char: not char.isprintable())
-    refused = _ranges(_device_id_refused)
-    refused_or_space = _ranges(lambda char: _device_id_refused(char) or char.isspace())
+def _classes() -> dict[str, str]:
     return {
-        # Printable (str.isprintable), and more than spaces, which DRF trims away.
-        "Id": f"^ *[^{unprintable} ][^{unprintable}]*$",
-        # svccore.claims.device_id_problem: no control or format character.
-        "DeviceId": f"^[^{refused}]*$",
-        # The same, where DRF trims whitespace first: something must be left.
-        "TrimmedDeviceId": f"^[^{refused}]*[^{refused_or_space}][^{refused}]*$",
+        "space": _ranges(str.isspace),
+        "device_refused": _ranges(_device_id_refused),
     }
+
+
+@functools.cache
+def trimmed_pattern(refused: str, max_length: int | None, allow_blank: bool) -> str:
+    """A string DRF trims (``str.strip``) and then checks: what is left holds none of the
+    code points of the class ``refused`` and is at most ``max_length`` long; blank (only
+    whitespace) only when ``allow_blank``. The length is in the pattern because DRF
+    measures the trimmed string; the empty string is left out, since drf-spectacular
+    adds it beside the pattern of a field that allows blanks."""
+    space = _classes()["space"]
+    edge, inside = f"[^{refused}{space}]", f"[^{refused}]"
+    if max_length == 1:
+        content = edge
+    elif max_length:
+        content = f"{edge}(?:{inside}{{0,{max_length - 2}}}{edge})?"
+    else:
+        content = f"{edge}(?:{inside}*{edge})?"
+    around = f"[{space}]*"
+    if allow_blank:
+        return f"^(?:[{space}]+|{around}{content}{around})$"
+    return f"^{around}{content}{around}$"
+
+
+def surrounded_by_space(content: str) -> str:
+    """A pattern for ``content`` with any whitespace around it (which DRF trims)."""
+    space = _classes()["space"]
+    return f"^[{space}]*{content}[{space}]*$"
 
 
 # Components referenced by the fields below and by path parameters; added to the schema
@@ -152,38 +173,56 @@ TRIMMED_DEVICE_ID_SCHEMA = {"$ref": "#/components/schemas/TrimmedDeviceId"}
 
 
 def components() -> dict[str, dict[str, Any]]:
-    built = patterns()
+    refused = _classes()["device_refused"]
     return {
         "Id": {
             "type": "string",
             "minLength": 1,
-            "pattern": built["Id"],
-            "description": "An identifier (customer, batch, licence, SKU, invoice): printable "
-            "characters (Python's str.isprintable: no control, format, separator other "
-            "than space, private-use or unassigned code point), not only spaces.",
+            "format": PRINTABLE,
+            "description": "An identifier (customer, batch, licence, SKU, invoice number): "
+            "printable characters (format 'printable': Python's str.isprintable, so no "
+            "control, format, private-use or unassigned code point and no separator but "
+            "the space), not only whitespace, which is trimmed in a body.",
         },
         "DeviceId": {
             "type": "string",
             "minLength": 1,
             "maxLength": DEVICE_ID_MAX,
-            "pattern": built["DeviceId"],
+            "pattern": f"^[^{refused}]+$",
             "description": f"A device id: 1-{DEVICE_ID_MAX} characters, none of them a "
             "control or format character (Unicode Cc, Cf: NUL, ESC, the bidi overrides, "
-            "zero-width characters).",
+            "zero-width characters, also those outside the BMP) or a surrogate.",
         },
         "TrimmedDeviceId": {
             "type": "string",
-            "minLength": 1,
-            "maxLength": DEVICE_ID_MAX,
-            "pattern": built["TrimmedDeviceId"],
-            "description": "A device id (see DeviceId), surrounding whitespace trimmed; not "
-            "only whitespace.",
+            "pattern": trimmed_pattern(refused, DEVICE_ID_MAX, False),
+            "description": f"A device id (see DeviceId) after surrounding whitespace is "
+            f"trimmed: 1-{DEVICE_ID_MAX} characters, no control or format character.",
         },
     }
 
 
+TRIMMED = "x-trimmed"  # marks a string whose length is in its pattern (DRF trims it)
+
+
+def _drop_raw_lengths(node: Any) -> None:
+    # drf-spectacular adds maxLength from the field after the extension ran; of a trimmed
+    # string it would bound the whitespace DRF drops too.
+    if isinstance(node, dict):
+        if node.pop(TRIMMED, False):
+            node.pop("maxLength", None)
+            node.pop("minLength", None)
+        for value in node.values():
+            _drop_raw_lengths(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_raw_lengths(value)
+
+
 def add_components(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """Postprocessing hook: the string components and the security schemes."""
+    """Postprocessing hook: the string components and the security schemes; lengths of
+    trimmed strings only in their patterns."""
+    _drop_raw_lengths(result)
     found = result.setdefault("components", {})
     found.setdefault("schemas", {}).update(components())
     found.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
@@ -192,22 +231,23 @@ def add_components(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 # --- fields ------------------------------------------------------------------------------
 
-# DRF's CharField refuses NUL anywhere (and surrogates, never drawn by a JSON encoder that
-# writes UTF-8); one that refuses blanks trims whitespace first.
-_NO_NUL = "^[^\\u0000]*$"
-_NOT_BLANK = "^[^\\u0000]*[^\\u0000\\s][^\\u0000]*$"
-
 
 class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
+    """A string field of a request: DRF refuses NUL in it, and trims it before it checks
+    that it is not blank and not too long (:func:`trimmed_pattern`)."""
+
     target_class = "config.fields.StrictCharField"
     match_subclasses = True
     priority = 0
 
     def map_serializer_field(self, auto_schema, direction):
-        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
-        if direction == "request":
-            blank_refused = not self.target.allow_blank and self.target.trim_whitespace
-            schema["pattern"] = _NOT_BLANK if blank_refused else _NO_NUL
+        field = self.target
+        schema = auto_schema._map_serializer_field(field, direction, bypass_extensions=True)
+        if direction == "request" and field.trim_whitespace:
+            schema[TRIMMED] = True
+            schema["pattern"] = trimmed_pattern("\\u0000", field.max_length, field.allow_blank)
+        elif direction == "request":
+            schema["pattern"] = "^[^\\u0000]+$"
         return schema
 
 
@@ -227,10 +267,3 @@ class DeviceIdFieldExtension(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return dict(TRIMMED_DEVICE_ID_SCHEMA if self.target.trim_whitespace else DEVICE_ID_SCHEMA)
-
-
-class UnixFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "licensing.serializers.UnixField"
-
-    def map_serializer_field(self, auto_schema, direction):
-        return {"type": "integer", "minimum": 0, "description": "Unix seconds; 0: never."}

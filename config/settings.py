@@ -192,6 +192,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The views state their bodies and answers (extend_schema); config.schema adds the
+    # string rules they reference and the X-Admin-Key / Bearer security schemes.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.add_components",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "CustomerKindEnum": "customers.schemas.CUSTOMER_KINDS",
+        "InvoiceKindEnum": "billing.models.Invoice.Kind",
+        "InvoiceLineKindEnum": "billing.models.InvoiceLine.Kind",
+    },
 }
 
 # --- The licensing authority (contract §1) -------------------------------------------

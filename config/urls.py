@@ -38,7 +38,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("v1/", include(v1)),
     path("v1/", include("billing.urls")),
-    re_path(r"^v1(/.*)?$", views.api_not_found),
+    # [\s\S], not ".": a path holding a newline (%0A) is an unknown route too.
+    re_path(r"^v1(/[\s\S]*)?$", views.api_not_found),
     path(
         "admin/dashboard/",
         admin.site.admin_view(console_views.dashboard),
@@ -54,13 +55,14 @@ urlpatterns = [
 
 if settings.SVC_PUBLIC_DOCS:
     from drf_spectacular.views import (
-        SpectacularAPIView,
+        SpectacularJSONAPIView,
         SpectacularRedocView,
         SpectacularSwaggerView,
     )
 
     urlpatterns += [
-        path("openapi.json", SpectacularAPIView.as_view(), name="openapi"),
+        # JSON, as the name says (SpectacularAPIView answers YAML unless asked for JSON).
+        path("openapi.json", SpectacularJSONAPIView.as_view(), name="openapi"),
         path("docs", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
         path("redoc", SpectacularRedocView.as_view(url_name="openapi"), name="redoc"),
     ]

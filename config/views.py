@@ -7,6 +7,7 @@ import time
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from licensing import signing
 
@@ -75,6 +76,9 @@ def index(request: HttpRequest) -> JsonResponse:
     )
 
 
+# Exempt from CSRF like the API's views: an unsafe method on an unknown /v1 path would
+# otherwise get Django's HTML 403 page instead of this JSON 404.
+@csrf_exempt
 def api_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
     return JsonResponse({"detail": f"no endpoint {request.method} {request.path}"}, status=404)
 

@@ -11,6 +11,9 @@ from django.utils.safestring import SafeString
 BAR = "#417690"
 AXIS = "#666"
 GRID = "#ddd"
+# Width of a character of an 11 px label, a little over the average of the sans-serif
+# faces browsers use; labels are sized and shortened by it, as the server cannot measure.
+CHAR_WIDTH = 6.8
 
 
 def _nice_max(value: float) -> int:
@@ -32,10 +35,10 @@ def _short(number: int) -> str:
 
 
 def day_columns(
-    points: Sequence[tuple[dt.date, int]], *, title: str, width: int = 640, height: int = 200
+    points: Sequence[tuple[dt.date, int]], *, title: str, width: int = 540, height: int = 200
 ) -> SafeString:
     """A column per day; every column has a tooltip with the exact count."""
-    left, right, top, bottom = 48, 8, 24, 28
+    left, right, top, bottom = 48, 24, 24, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     top_value = _nice_max(max((v for _, v in points), default=0))
     slot = plot_w / max(len(points), 1)
@@ -104,31 +107,47 @@ def day_columns(
     )
 
 
+def _fit(label: str, chars: int) -> str:
+    return label if len(label) <= chars else label[: max(chars - 1, 1)].rstrip() + "\u2026"
+
+
 def horizontal_bars(
-    rows: Sequence[tuple[str, int]], *, title: str, width: int = 640, row_height: int = 22
+    rows: Sequence[tuple[str, int]],
+    *,
+    title: str,
+    width: int = 640,
+    row_height: int = 22,
+    tooltips: Sequence[str] = (),
 ) -> SafeString:
-    """One labelled bar per row, longest first as given."""
-    label_w, value_w, top = 200, 64, 24
+    """One labelled bar per row, longest first as given. The label column is as wide as
+    the longest label, up to 45% of the chart; a longer label is shortened with an
+    ellipsis. Each bar's tooltip is ``tooltips[i]`` (default: the whole label)."""
+    longest = max((len(label) for label, _ in rows), default=0)
+    needed, widest = int(longest * CHAR_WIDTH) + 13, int(width * 0.45)
+    label_w = min(needed, widest)
+    chars = longest if needed <= widest else int((widest - 12) / CHAR_WIDTH)
+    value_w, top = 64, 24
     height = top + row_height * max(len(rows), 1) + 8
     plot_w = width - label_w - value_w
     top_value = max((v for _, v in rows), default=0) or 1
     items = format_html_join(
         "",
-        '<text x="{}" y="{}" font-size="11" text-anchor="end" fill="#333">{}</text>'
-        '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {}</title></rect>'
+        '<text x="{}" y="{}" font-size="11" text-anchor="end" fill="#333">{}<title>{}</title>'
+        '</text><rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {}</title></rect>'
         '<text x="{}" y="{}" font-size="11" fill="{}">{}</text>',
         (
             (
                 label_w - 6,
                 top + i * row_height + row_height * 0.65,
-                label[:32],
+                _fit(label, chars),
+                tooltips[i] if i < len(tooltips) else label,
                 label_w,
                 top + i * row_height + 3,
                 f"{max(plot_w * value / top_value, 1):.1f}",
                 row_height - 6,
                 BAR,
-                label,
-                value,
+                tooltips[i] if i < len(tooltips) else label,
+                f"{value:,}",
                 f"{label_w + max(plot_w * value / top_value, 1) + 4:.1f}",
                 top + i * row_height + row_height * 0.65,
                 AXIS,
@@ -140,7 +159,7 @@ def horizontal_bars(
     empty = (
         format_html(
             '<text x="{}" y="{}" font-size="11" fill="{}">no usage in this period</text>',
-            label_w,
+            0,
             top + 14,
             AXIS,
         )

@@ -8,22 +8,24 @@ the invoice from ``billing.services.invoice_rate``; issuing goes through
 
 from __future__ import annotations
 
-import datetime as dt
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html
 
 from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.exports import preview_csv
+from billing.models import InvoiceLine
 from billing.reconciliation import ledger_reconcile
+from config.adminbase import amount, money, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
+from svccore.csvformat import plain
 
 DASHBOARD_DAYS = 30
 LEDGER_ROWS = 50
@@ -33,11 +35,13 @@ def _context(request: HttpRequest, title: str) -> dict:
     return {**admin.site.each_context(request), "title": title}
 
 
-def _ledger_cells(row, *, label: str | None = None) -> list[str]:
+def _ledger_cells(row, *, label: str | None = None) -> list:
     """One row of the ledger table, numbers grouped as ``manage.py reconcile`` prints them."""
     numbers = (row.inferences, row.billed, row.waiting, row.unbillable, row.activations,
                row.activations_billed, row.licences, row.licences_billed)  # fmt: skip
-    name = label or f"{row.customer_name} ({row.customer_id})"
+    name = label or format_html(
+        '{} <span class="svc-nowrap">({})</span>', row.customer_name, row.customer_id
+    )
     return [name, row.sku, *(f"{n:,}" for n in numbers)]
 
 
@@ -49,8 +53,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     context = {
         **_context(request, "Operator dashboard"),
         "days": DASHBOARD_DAYS,
-        "activations_total": sum(n for _, n in activations),
-        "inferences_total": sum(n for _, n in inferences),
+        "activations_total": f"{sum(n for _, n in activations):,}",
+        "inferences_total": f"{sum(n for _, n in inferences):,}",
         "activations_chart": charts.day_columns(
             activations, title=f"New activations per day (last {DASHBOARD_DAYS} days, UTC)"
         ),
@@ -58,7 +62,8 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             inferences, title=f"Inferences per day (last {DASHBOARD_DAYS} days, UTC)"
         ),
         "top_chart": charts.horizontal_bars(
-            [(f"{name} ({cid})", n) for cid, name, n in top],
+            [(name, n) for _, name, n in top],
+            tooltips=[f"{name} ({cid})" for cid, name, _ in top],
             title=f"Top customers by inferences (last {DASHBOARD_DAYS} days)",
         ),
         "top_customers": top,
@@ -79,11 +84,25 @@ class InvoicePreviewForm(forms.Form):
     period_days = forms.IntegerField(min_value=1, max_value=3660, initial=30, label="Period (days)")
 
 
-def _window(rated: dict) -> tuple[dt.datetime, dt.datetime]:
-    return (
-        dt.datetime.fromtimestamp(rated["period_start"], tz=dt.UTC),
-        dt.datetime.fromtimestamp(rated["period_end"], tz=dt.UTC),
-    )
+def _window(rated: dict) -> tuple[str, str]:
+    return utc_time(rated["period_start"]), utc_time(rated["period_end"])
+
+
+def _lines_shown(rated: dict) -> list[dict]:
+    """The rated lines as the preview table shows them: the kind's name, quantities
+    without trailing zeros, prices and amounts with the currency's decimals."""
+    kinds = dict(InvoiceLine.Kind.choices)
+    currency = rated["currency"]
+    return [
+        {
+            **line,
+            "kind_label": kinds.get(line["kind"], line["kind"]),
+            "quantity": f"{plain(line['quantity'], 0):f}",
+            "unit_price": amount(line["unit_price"], currency),
+            "amount": amount(line["amount"], currency),
+        }
+        for line in rated["lines"]
+    ]
 
 
 def invoice_preview(request: HttpRequest) -> HttpResponse:
@@ -107,7 +126,7 @@ def invoice_preview(request: HttpRequest) -> HttpResponse:
             else:
                 messages.success(
                     request,
-                    f"Invoice {invoice.number} issued: {invoice.total} {invoice.currency}.",
+                    f"Invoice {invoice.number} issued: {money(invoice.total, invoice.currency)}.",
                 )
             return HttpResponseRedirect(
                 f"{reverse('console-invoice-preview')}?customer={customer_id}"
@@ -131,6 +150,8 @@ def invoice_preview(request: HttpRequest) -> HttpResponse:
         **_context(request, "Invoice preview"),
         "form": form,
         "rated": rated,
+        "lines": _lines_shown(rated) if rated else [],
+        "total": money(rated["total"], rated["currency"]) if rated else "",
         "period": _window(rated) if rated else None,
         "can_issue": request.user.has_perm("billing.add_invoice"),
     }

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import schema
 from config.fields import StrictCharField
+from customers import schemas
 from customers.models import Customer
 from customers.services import customer_create
 
@@ -17,6 +20,24 @@ class CustomerIn(serializers.Serializer):
 
 
 class CustomerCreateApi(APIView):
+    @extend_schema(
+        request=CustomerIn,
+        responses={
+            201: schemas.CustomerOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or an id that is not 1-59 characters of "
+                    "A-Z, 0-9, '-' or '_' after the CUST- prefix.",
+                    409: "The id is taken.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Create a customer; an operator-chosen id is stored with the CUST- prefix.",
+    )
     def post(self, request):
         serializer = CustomerIn(data=request.data)
         serializer.is_valid(raise_exception=True)

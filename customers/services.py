@@ -24,7 +24,11 @@ def customer_create(*, name: str, kind: str, contact: str = "", id: str | None =
     if kind not in Customer.Kind.values:
         raise InvalidInput(f"kind must be one of {', '.join(Customer.Kind.values)}, not {kind!r}")
     if id:
-        chosen = id.strip().upper()
+        chosen = id.strip()
+        # Checked before upper-casing too: "ß".upper() is "SS", which would pass.
+        if not chosen.isascii():
+            chosen = "\x00"
+        chosen = chosen.upper()
         if not chosen.startswith("CUST-"):
             chosen = f"CUST-{chosen}"
         if len(chosen) > 64 or len(chosen) < 6 or not set(chosen) <= _ID_CHARS:

@@ -19,6 +19,10 @@ threads = 4
 # (nginx would answer such a POST 502, since it cannot know whether the node ran it).
 keepalive = 75
 timeout = 30
+# As long a request line and header as nginx passes on (its 8k buffers), so an answer
+# for an over-long one comes from the edge as JSON, never as gunicorn's own HTML page.
+limit_request_line = 8190
+limit_request_field_size = 8190
 # On restart (SIGTERM from systemd), requests in flight get this long to finish.
 graceful_timeout = 20
 # The edge logs every request with the node that served it; the node logs errors.

@@ -11,7 +11,6 @@ are shown (with a copy button) because an operator sends them to customers. Sign
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 from django import forms
 from django.contrib import admin, messages
@@ -22,7 +21,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from config.adminbase import LicenceRevokeMixin, NoEditAdmin, ReadOnlyAdmin
+from config.adminbase import (
+    LicenceRevokeMixin,
+    NoEditAdmin,
+    ReadOnlyAdmin,
+    money,
+    pretty_json,
+    utc_time,
+)
 from config.errors import ServiceError
 from console.adminforms import ReasonForm, revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
@@ -41,30 +47,29 @@ from svccore.claims import API_QUOTA_MAX, DEVICE_ID_MAX, MAX_STREAMS_MAX, TERM_D
 
 
 def progress_bar(*, activated: int, purchased: int):
+    """A bar of the units activated out of those purchased, red near exhaustion, then
+    ``9/10``; it never wraps."""
     share = activated / purchased if purchased else 0
     near = is_near_exhaustion(activated=activated, purchased=purchased)
     colour = "#ba2121" if near else "#417690"
     return format_html(
         '<span class="svc-progress{}" title="{} of {} units activated">'
-        '<span style="display:inline-block;width:120px;height:10px;background:#ddd;'
-        'border-radius:5px;overflow:hidden;vertical-align:middle">'
-        '<span style="display:block;width:{}%;height:100%;background:{}"></span></span>'
-        ' <span style="color:{}">{}/{}</span></span>',
+        '<span class="svc-progress-bar">'
+        '<span style="width:{}%;background:{}"></span></span>'
+        ' <span style="color:{}">{}</span></span>',
         " near-exhaustion" if near else "",
         activated,
         purchased,
         f"{share * 100:.0f}",
         colour,
         colour if near else "inherit",
-        activated,
-        purchased,
+        f"{activated}/{purchased}",
     )
 
 
 def copyable(text: str, *, element_id: str):
     return format_html(
-        '<textarea id="{}" readonly rows="4" style="width:100%;max-width:60em;'
-        'font-family:monospace;font-size:12px">{}</textarea><br>'
+        '<textarea id="{}" class="svc-token" readonly rows="4">{}</textarea><br>'
         '<button type="button" class="button" onclick="var t=document.getElementById(\'{}\');'
         "t.select();if(navigator.clipboard){{navigator.clipboard.writeText(t.value);}}"
         "else{{document.execCommand('copy');}}this.textContent='Copied';\">Copy</button>",
@@ -74,8 +79,15 @@ def copyable(text: str, *, element_id: str):
     )
 
 
-def pretty_json(value):
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+def revoked_or_valid(lic: License, *, full: bool = False):
+    """The licence's revocation: "valid", or "revoked" in red with when and why as a
+    tooltip (``full``: also written out after it)."""
+    if lic.revoked_at is None:
+        return "valid"
+    why = f"{utc_time(lic.revoked_at)}: {lic.revoke_reason or 'no reason given'}"
+    return format_html(
+        '<span class="svc-red" title="{}">revoked</span>{}', why, f" {why}" if full else ""
+    )
 
 
 def license_state(lic: License, now: dt.datetime | None = None) -> str:
@@ -167,7 +179,10 @@ class SkuAdmin(admin.ModelAdmin):
 
     @admin.display(description="unit price tiers")
     def unit_prices(self, sku: Sku) -> str:
-        return ", ".join(f"{t['from_units']}+: {t['unit_price']}" for t in sku.unit_price_tiers)
+        return ", ".join(
+            f"{t['from_units']}+: {money(t['unit_price'], sku.currency)}"
+            for t in sku.unit_price_tiers
+        )
 
     def get_readonly_fields(self, request, obj=None):
         return ["code"] if obj is not None else []
@@ -201,18 +216,19 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 @admin.register(Batch)
 class BatchAdmin(LicenceRevokeMixin, NoEditAdmin):
+    # Narrow enough for a laptop beside the filters: the customer by name (its id in
+    # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
     list_display = [
-        "id",
-        "customer_link",
+        "batch_id",
+        "customer_name",
         "sku",
         "progress",
-        "unit_price",
-        "currency",
+        "unit_price_shown",
         "issued_at",
         "expires_at",
-        "key_revoked",
     ]
     list_filter = [NearExhaustionFilter, "sku", "issued_at"]
+    empty_times = {"expires_at": "perpetual"}
     search_fields = ["id", "customer__id", "customer__name", "license__id"]
     list_select_related = ["customer", "license"]
     date_hierarchy = "issued_at"
@@ -220,16 +236,14 @@ class BatchAdmin(LicenceRevokeMixin, NoEditAdmin):
         "id",
         "customer_link",
         "sku",
-        "progress",
         "units_purchased",
-        "units_activated",
-        "unit_price",
-        "currency",
+        "progress",
+        "unit_price_shown",
         "order_value",
         "issued_at",
         "expires_at",
         "license_link",
-        "key_revoked",
+        "key_state_full",
         "batch_key",
         "key_claims",
     ]
@@ -240,21 +254,38 @@ class BatchAdmin(LicenceRevokeMixin, NoEditAdmin):
     def customer_link(self, batch: Batch):
         return _admin_link(batch.customer, str(batch.customer))
 
-    @admin.display(description="units activated")
+    @admin.display(description="units activated", ordering="units_activated")
     def progress(self, batch: Batch):
         return progress_bar(activated=batch.units_activated, purchased=batch.units_purchased)
 
+    @admin.display(description="unit price", ordering="unit_price")
+    def unit_price_shown(self, batch: Batch) -> str:
+        return money(batch.unit_price, batch.currency)
+
     @admin.display(description="order value")
     def order_value(self, batch: Batch) -> str:
-        return f"{batch.unit_price * batch.units_purchased} {batch.currency}"
+        return money(batch.unit_price * batch.units_purchased, batch.currency)
 
     @admin.display(description="batch key licence")
     def license_link(self, batch: Batch):
         return _admin_link(batch.license)
 
-    @admin.display(description="key revoked", boolean=True)
-    def key_revoked(self, batch: Batch) -> bool:
-        return batch.license.revoked
+    @admin.display(description="batch id", ordering="id")
+    def batch_id(self, batch: Batch):
+        if batch.license.revoked_at is None:
+            return batch.id
+        return format_html('{}<br><span class="svc-red">key revoked</span>', batch.id)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_name(self, batch: Batch):
+        url = reverse("admin:customers_customer_change", args=[batch.customer_id])
+        return format_html(
+            '<a href="{}" title="{}">{}</a>', url, batch.customer_id, batch.customer.name
+        )
+
+    @admin.display(description="batch key state")
+    def key_state_full(self, batch: Batch):
+        return revoked_or_valid(batch.license, full=True)
 
     @admin.display(description="batch key (send this to the customer)")
     def batch_key(self, batch: Batch):
@@ -336,6 +367,7 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
         "state",
     ]
     list_filter = ["kind", RevokedFilter, "sku", "activation", "issued_at"]
+    empty_times = {"expires_at": "perpetual", "revoked_at": "not revoked"}
     search_fields = ["id", "device_id", "customer__id", "customer__name", "batch__id"]
     list_select_related = ["customer", "batch"]
     date_hierarchy = "issued_at"
@@ -350,8 +382,7 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
         "issued_at",
         "expires_at",
         "grace_days",
-        "unit_price",
-        "currency",
+        "unit_price_shown",
         "state",
         "revoked_at",
         "revoke_reason",
@@ -370,8 +401,13 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
         return _admin_link(lic.batch)
 
     @admin.display(description="state")
-    def state(self, lic: License) -> str:
-        return license_state(lic)
+    def state(self, lic: License):
+        state = license_state(lic)
+        return format_html('<span class="svc-red">{}</span>', state) if lic.revoked_at else state
+
+    @admin.display(description="unit price", ordering="unit_price")
+    def unit_price_shown(self, lic: License) -> str | None:
+        return money(lic.unit_price, lic.currency) or None
 
     @admin.display(description="token")
     def licence_token(self, lic: License):
@@ -469,9 +505,9 @@ class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
     def sku(self, record: Activation) -> str:
         return record.batch.sku
 
-    @admin.display(description="revoked", boolean=True)
-    def revoked(self, record: Activation) -> bool:
-        return record.license.revoked
+    @admin.display(description="licence state", ordering="license__revoked_at")
+    def revoked(self, record: Activation):
+        return revoked_or_valid(record.license)
 
     @admin.action(description="Revoke unit licences of selected devices…", permissions=["revoke"])
     def revoke_units(self, request, queryset):
@@ -491,18 +527,13 @@ class RevocationAdmin(ReadOnlyAdmin):
     """The revocation list as devices page through it; entries come only from revoking."""
 
     list_display = ["seq", "license_id", "revoked_at", "usable_until"]
+    unix_time_fields = ("usable_until",)
     search_fields = ["=license_id"]
     # A list of a million entries: no COUNT(*) on every page view.
     show_full_result_count = False
 
 
 # --- signing keys ------------------------------------------------------------------------
-
-
-def _moment(seconds: int) -> str:
-    if not seconds:
-        return "-"
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @admin.register(SigningKey)
@@ -553,11 +584,11 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     def valid_from(self, key: SigningKey) -> str:
         if not key.certificate:
             return "not certified"
-        return _moment(key.not_before) if key.not_before else "any time"
+        return utc_time(key.not_before) if key.not_before else "any time"
 
     @admin.display(description="valid until", ordering="not_after")
     def valid_until(self, key: SigningKey) -> str:
-        return _moment(key.not_after) if key.not_after else "no end"
+        return utc_time(key.not_after) if key.not_after else "no end"
 
     @admin.display(description="certificate")
     def key_certificate(self, key: SigningKey):

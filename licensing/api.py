@@ -9,13 +9,16 @@ from django.conf import settings
 from django.http import HttpResponse, HttpResponseNotModified
 from django.utils import timezone
 from django.utils.http import parse_etags
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config import schema
 from config.errors import InvalidInput
 from config.fields import validated
-from licensing import activation, revocations, selectors, serializers, services, signing
+from licensing import activation, revocations, schemas, selectors, serializers, services, signing
 from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
 
 
@@ -30,6 +33,33 @@ class ActivateApi(APIView):
             f"retry in {int(wait or span)} s",
         )
 
+    @extend_schema(
+        request=serializers.ActivateIn,
+        responses={
+            200: OpenApiResponse(
+                schemas.ActivateOut,
+                description="The unit licence, new or (reactivated) the one on file.",
+            ),
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    400: "device_id missing, blank, over 128 characters or holding a control "
+                    "or format character; or another field of the wrong type.",
+                    402: "Batch exhausted (the detail names the batch and its counts).",
+                    403: "Bad signature, expired, revoked, not-yet-valid or foreign batch key, "
+                    "or a revoked unit.",
+                    429: "Activation rate limit of this address exceeded; retry after "
+                    "Retry-After seconds.",
+                    500: "The batch's SKU is missing from the catalogue.",
+                    **schema.DATABASE_UNAVAILABLE,
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.NO_AUTH,
+        description="Exchange a batch key (the credential, in the body) for a licence bound "
+        "to one device.",
+    )
     def post(self, request):
         data = validated(serializers.ActivateIn, request.data)
         result = activation.unit_activate(**data, client_ip=client_ip(request) or None)
@@ -99,6 +129,46 @@ class RevocationListApi(APIView):
     """``GET /v1/revocations[?since=N]``: served from bytes built once per change of the
     list (plain or gzip), or 304 after a single head read when the device is current."""
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "since",
+                {"type": "integer", "minimum": 0, "maximum": 10**19 - 1},
+                description="The sequence number the device holds (at most 19 digits); "
+                "absent: the full list of older firmware.",
+            ),
+            OpenApiParameter(
+                "If-None-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="The ETag of the answer the device holds: 304 when unchanged.",
+            ),
+            OpenApiParameter(
+                "ETag",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="Send it back in If-None-Match.",
+                response=[200, 304],
+            ),
+            schema.retry_after(503),
+        ],
+        responses={
+            200: OpenApiResponse(
+                schemas.RevocationListOut,
+                description="With since: the signed page after it; without: every listed "
+                "licence id and the first page. gzip with Accept-Encoding: gzip.",
+            ),
+            304: OpenApiResponse(description="Not modified: If-None-Match holds the ETag."),
+            **schema.errors(
+                {
+                    400: "since is not a whole number of at most 19 digits.",
+                    409: "since is ahead of the list: fetch again with since=0.",
+                    **schema.DATABASE_UNAVAILABLE,
+                }
+            ),
+        },
+        auth=schema.NO_AUTH,
+    )
     def get(self, request):
         since = _since(request.query_params.get("since"))
         head = revocations.head_get()
@@ -122,11 +192,34 @@ class RevocationListApi(APIView):
 
 
 class CatalogueApi(APIView):
+    @extend_schema(
+        responses={200: schemas.CatalogueOut, **schema.errors(schema.ADMIN_ERRORS)},
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+    )
     def get(self, request):
         return Response({"skus": [sku.entry() for sku in selectors.catalogue_list()]})
 
 
 class BatchCreateApi(APIView):
+    @extend_schema(
+        request=serializers.BatchIn,
+        responses={
+            201: serializers.BatchOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or an unknown SKU.",
+                    404: "Unknown customer.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Sell units of a SKU: a batch and its batch key. term_days null: the "
+        "SKU's default term.",
+    )
     def post(self, request):
         data = validated(serializers.BatchIn, request.data)
         batch = services.batch_issue(**data)
@@ -134,12 +227,39 @@ class BatchCreateApi(APIView):
 
 
 class BatchDetailApi(APIView):
+    @extend_schema(
+        parameters=[schema.id_path("batch_id", "The batch."), schema.retry_after(429, 503)],
+        responses={
+            200: serializers.BatchStatusOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such batch."}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Seat accounting of a batch.",
+    )
     def get(self, request, batch_id: str):
         batch = selectors.batch_get(batch_id=batch_id)
         return Response(serializers.BatchStatusOut(batch).data)
 
 
 class LicenseCreateApi(APIView):
+    @extend_schema(
+        request=serializers.LicenseIn,
+        responses={
+            201: serializers.LicenseOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or an unknown SKU, or device_id '*' "
+                    "with activation 'optional'.",
+                    404: "Unknown customer.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Issue a direct licence for one camera, priced at one unit.",
+    )
     def post(self, request):
         data = validated(serializers.LicenseIn, request.data)
         lic = services.license_issue(**data)
@@ -149,6 +269,26 @@ class LicenseCreateApi(APIView):
 class LicenseRegisterApi(APIView):
     """``POST /v1/admin/licenses/register``: put an offline-minted licence on file."""
 
+    @extend_schema(
+        request=serializers.LicenseRegisterIn,
+        responses={
+            201: serializers.LicenseRegisterOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or the token is not an SVC1 licence, is "
+                    "unbound, not act 'optional', or names an unknown SKU.",
+                    403: f"{schema.ADMIN_ERRORS[403]} Or the licence does not verify under a "
+                    "registered signing key that is not revoked.",
+                    404: "The licence names an unknown customer.",
+                    409: "The licence is already registered, or another one has its id.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+    )
     def post(self, request):
         data = validated(serializers.LicenseRegisterIn, request.data)
         lic = services.license_register(**data)
@@ -156,6 +296,16 @@ class LicenseRegisterApi(APIView):
 
 
 class RevokeApi(APIView):
+    @extend_schema(
+        request=serializers.RevokeIn,
+        responses={
+            200: serializers.RevokeOut,
+            **schema.errors({**schema.BODY_ERRORS, **schema.ADMIN_ERRORS, 404: "No such licence."}),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Revoke a licence. Idempotent: again keeps the first time and reason.",
+    )
     def post(self, request):
         data = validated(serializers.RevokeIn, request.data)
         lic = services.license_revoke(**data)
@@ -163,8 +313,21 @@ class RevokeApi(APIView):
 
 
 class FleetApi(APIView):
+    @extend_schema(
+        parameters=[serializers.FleetQuery, schema.retry_after(429, 503)],
+        responses={
+            200: schemas.FleetOut,
+            **schema.errors({**schema.QUERY_ERRORS, **schema.ADMIN_ERRORS}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Activation records, most recent first, at most 1000; before (Unix "
+        "seconds) pages back.",
+    )
     def get(self, request):
-        query = validated(serializers.FleetQuery, request.query_params)
+        # A plain dict: a filter present but blank (``?customer_id=``) is refused like any
+        # other bad value, not taken as absent (DRF's reading of a QueryDict), which would
+        # list every customer's units.
+        query = validated(serializers.FleetQuery, request.query_params.dict())
         weak = query.pop("weak_binding", None)
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")

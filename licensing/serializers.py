@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from decimal import Decimal
+
 from rest_framework import serializers
 
 from config.fields import (
@@ -78,7 +80,7 @@ class BatchOut(serializers.ModelSerializer):
             "expires_at",
         ]
 
-    def get_order_value(self, batch: Batch):
+    def get_order_value(self, batch: Batch) -> Decimal:
         return batch.unit_price * batch.units_purchased
 
 
@@ -133,6 +135,7 @@ class LicenseOut(serializers.ModelSerializer):
             "activation",
             "expires_at",
             "unit_price",
+            "currency",
         ]
 
 

@@ -15,50 +15,42 @@ from typing import Any
 
 from devices import token as codec
 from devices.errors import BadSignature
-from svcctl import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OfflineError, certs, offline, output
-from svcctl.client import AdminClient, ApiError
+from svcctl import EXIT_FAILED, EXIT_OK, EXIT_USAGE, OfflineError, certs, files, offline, output
+from svcctl.client import AdminClient, ApiError, segment
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+# Seconds the clocks of the service's nodes may differ by (revoke: was it revoked before?).
+CLOCK_SLACK = 1
 
 DESCRIPTION = """\
 Operate the licensing authority: customers, batches, licences, revocation, fleet and
 invoices through the HTTP admin API; air-gapped licences, token inspection and signing
-keys offline, from files alone.
-
-online (need --url/SVC_URL and --admin-key/SVC_ADMIN_KEY):
-  customer       create a customer
-  batch          sell a customer a batch of units (prints the batch key)
-  license        issue a direct licence for one camera
-  revoke         revoke a licence (with a reason)
-  fleet          list activated units, most recent first
-  batch-status   units purchased, activated and remaining of a batch
-  usage          usage totals of a licence
-  invoice        rate (preview) a customer's invoice; --csv exports it
-  catalogue      the SKU catalogue (--json output is a catalogue file for mint)
-  register       register an offline-minted licence, so it can be revoked
-
-offline (no service, no database):
-  mint           sign an air-gapped, device-bound licence with a signing key file
-  inspect        decode and verify a token or licence file; claims, window, state, key
-  keygen         create an Ed25519 signing key (mode 600)
-  root-keygen    create a root key (on an offline machine; firmware trusts its public key)
-  certify        endorse a signing key with the root: a key certificate
+keys offline, from files alone. `svcctl <command> --help` describes each command.
 """
 
+# Every line runs as written, in this order, against a fresh install (the customer is
+# created with a chosen id); <...> marks a value to fill in. tests/operators/
+# test_svcctl.py runs them all but register, which needs the key installed first.
 EPILOG = """\
-examples:
-  export SVC_URL=https://licensing.example.com SVC_ADMIN_KEY=...
-  svcctl customer "Acme Cameras" --kind oem --contact ops@acme.example
-  svcctl batch CUST-ACME VISION-PRO 100 --token-out acme.batchkey
+examples, online (<...> is a value to fill in):
+  export SVC_URL=https://licensing.example.com SVC_ADMIN_KEY=<operator key>
+  svcctl customer "Acme Cameras" --kind oem --contact ops@acme.example --id ACME
+  svcctl batch CUST-ACME VISION-PRO 100 --token-out acme.batchkey  # prints the batch id
+  svcctl batch-status <BATCH-ID>                   # the B-... id batch printed
   svcctl fleet --customer CUST-ACME --weak
-  svcctl revoke LIC-0123456789ABCDEF --reason "device stolen"
+  svcctl license CUST-ACME DETECT-STD cam-0001 --days 30           # prints the licence id
+  svcctl revoke <LICENCE-ID> --reason "device stolen"  # the LIC-... id license printed
   svcctl invoice CUST-ACME --days 30 --csv acme.csv
-  svcctl root-keygen --out root.pem --public-out root.pub      # offline machine
+
+examples, offline (the root key belongs on an offline machine):
+  svcctl root-keygen --out root.pem --public-out root.pub
   svcctl keygen --out airgap.pem --public-out airgap.pub
   svcctl certify --root root.pem --key airgap.pub --out airgap.cert --use offline
   svcctl mint --sku DETECT-STD --customer CUST-ACME --device cam-0042 --days 365 \\
-      --key airgap.pem --out cam-0042.lic                     # finds airgap.cert beside it
+      --key airgap.pem --out cam-0042.lic      # finds airgap.cert beside the key
   svcctl inspect cam-0042.lic --root root.pub
+
+then online, once the service has the key's certificate (manage.py key_install airgap.cert):
   svcctl register cam-0042.lic
 """
 
@@ -73,33 +65,55 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def _common(*, suppress: bool) -> argparse.ArgumentParser:
-    """Options accepted before or after the subcommand (``svcctl --json fleet`` and
-    ``svcctl fleet --json``); on subcommands their defaults are suppressed so they do not
-    undo a value given before the subcommand."""
-    parent = argparse.ArgumentParser(add_help=False)
-    default = (lambda value: argparse.SUPPRESS) if suppress else (lambda value: value)
-    group = parent.add_argument_group("common options")
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Leaves out the bare ``<command>`` row: the commands are listed, grouped online and
+    offline, in the sections :func:`build_parser` writes."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        if action.dest != "command":
+            super().add_argument(action)
+
+
+def _add_json(group, *, suppress: bool) -> None:
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="print JSON for scripts instead of a table",
+    )
+
+
+def _add_service(group, *, suppress: bool) -> None:
+    """The options of the commands that talk to the service."""
     group.add_argument(
         "--url",
-        default=default(None),
+        default=argparse.SUPPRESS if suppress else None,
         help=f"service base URL (default: $SVC_URL or {DEFAULT_URL})",
     )
     group.add_argument(
         "--admin-key",
-        default=default(None),
+        default=argparse.SUPPRESS if suppress else None,
         help="operator API key (default: $SVC_ADMIN_KEY); prefer the environment variable, "
         "command lines are visible to other users",
     )
     group.add_argument(
-        "--json",
-        action="store_true",
-        default=default(False),
-        help="print JSON for scripts instead of a table",
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=argparse.SUPPRESS if suppress else 30.0,
+        help="HTTP timeout in seconds (default 30)",
     )
-    group.add_argument(
-        "--timeout", type=float, default=default(30.0), help="HTTP timeout in seconds"
-    )
+
+
+def _common(*, online: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the subcommand (``svcctl --json fleet`` and
+    ``svcctl fleet --json``); on subcommands their defaults are suppressed so they do not
+    undo a value given before the subcommand. Only online commands take the service's."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("common options")
+    _add_json(group, suppress=True)
+    if online:
+        _add_service(group, suppress=True)
     return parent
 
 
@@ -132,31 +146,47 @@ def build_parser() -> argparse.ArgumentParser:
         prog="svcctl",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        parents=[_common(suppress=False)],
+        formatter_class=_HelpFormatter,
+        add_help=False,  # -h goes below the commands, with the other options
     )
-    sub = parser.add_subparsers(
-        dest="command",
-        metavar="<command>",
-        parser_class=_Parser,
-        title="commands",
-        description="as listed above; `svcctl <command> --help` describes each one",
+    # Sections in the order they print; the command lists are filled in below.
+    online_group = parser.add_argument_group(
+        "online commands (talk to the service: --url or $SVC_URL, --admin-key or $SVC_ADMIN_KEY)"
     )
-    common = _common(suppress=True)
+    offline_group = parser.add_argument_group(
+        "offline commands (files only: no service, no database)"
+    )
+    general = parser.add_argument_group("options")
+    general.add_argument("-h", "--help", action="help", help="show this help and exit")
+    _add_json(general, suppress=False)
+    _add_service(
+        parser.add_argument_group("options of the online commands (also after the command)"),
+        suppress=False,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>", parser_class=_Parser)
+    parents = {True: [_common(online=True)], False: [_common(online=False)]}
+    listed: dict[bool, list[tuple[str, str]]] = {True: [], False: []}
 
-    def command(name: str, summary: str, handler: Callable, description: str = ""):
+    def command(online: bool, name: str, summary: str, handler: Callable, description: str):
         p = sub.add_parser(
             name,
             description=textwrap.fill(description or summary, width=88),
-            parents=[common],
+            parents=parents[online],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         p.set_defaults(handler=handler)
+        listed[online].append((name, summary))
         return p
 
-    p = command(
+    def online_command(name: str, summary: str, handler: Callable, description: str = ""):
+        return command(True, name, summary, handler, description)
+
+    def offline_command(name: str, summary: str, handler: Callable, description: str = ""):
+        return command(False, name, summary, handler, description)
+
+    p = online_command(
         "customer",
-        "create a customer",
+        "create a customer; prints its id (CUST-...)",
         cmd_customer,
         "Create a customer. Prints its id (CUST-...), which every other command takes.",
     )
@@ -165,9 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--contact", default="", help="contact address")
     p.add_argument("--id", help="choose the id (stored with the CUST- prefix); default: random")
 
-    p = command(
+    p = online_command(
         "batch",
-        "sell a customer a batch of units",
+        "sell a customer a batch of units; prints the batch key",
         cmd_batch,
         "Issue a batch of UNITS seats of SKU to CUSTOMER. Prints the batch key: send it to "
         "the customer; each camera exchanges it for its own licence on first boot.",
@@ -178,9 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--days", type=_non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
     )
-    p.add_argument("--token-out", metavar="FILE", help="also write the batch key to FILE")
+    p.add_argument(
+        "--token-out",
+        metavar="FILE",
+        help="also write the batch key to FILE, mode 600 (it is a credential); an existing "
+        "FILE is refused, before anything is sold, unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --token-out file")
 
-    p = command(
+    p = online_command(
         "license",
         "issue a direct licence for one camera",
         cmd_license,
@@ -202,11 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
         default="optional",
         help="optional (default): works air-gapped; required: must activate online",
     )
-    p.add_argument("--token-out", metavar="FILE", help="also write the licence token to FILE")
+    p.add_argument(
+        "--token-out",
+        metavar="FILE",
+        help="also write the licence token to FILE, mode 600 (it is a credential); an "
+        "existing FILE is refused, before anything is issued, unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --token-out file")
 
-    p = command(
+    p = online_command(
         "revoke",
-        "revoke a licence",
+        "revoke a licence, with a reason",
         cmd_revoke,
         "Revoke a licence (unit, direct or batch key). Usage reporting stops at once; the "
         "camera stops at its next start after fetching the revocation list. Idempotent.",
@@ -214,9 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("license_id", help="licence id, LIC-...")
     p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
 
-    p = command(
+    p = online_command(
         "fleet",
-        "list activated units",
+        "list activated units, most recent first",
         cmd_fleet,
         "Activated units, most recent first (at most 1000 per call; page with --before).",
     )
@@ -231,33 +273,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--before", type=_non_negative, metavar="UNIX", help="units activated before this time"
     )
 
-    p = command("batch-status", "show a batch's unit counts", cmd_batch_status)
+    p = online_command(
+        "batch-status", "units purchased, activated and remaining of a batch", cmd_batch_status
+    )
     p.add_argument("batch_id", help="batch id, B-...")
 
-    p = command("usage", "show a licence's usage totals", cmd_usage)
+    p = online_command("usage", "usage totals of a licence", cmd_usage)
     p.add_argument("license_id", help="licence id, LIC-...")
 
-    p = command(
+    p = online_command(
         "invoice",
-        "preview a customer's invoice",
+        "rate (preview) a customer's invoice; --csv exports it",
         cmd_invoice,
         "Rate CUSTOMER's invoice for the last --days days (nothing is stored).",
     )
     p.add_argument("customer", help="customer id")
     p.add_argument("--days", type=_positive, default=30, help="period in days, 1-3660 (default 30)")
-    p.add_argument("--csv", metavar="FILE", help="export the lines as CSV to FILE (- = stdout)")
+    p.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="export the lines as CSV to FILE (- = stdout); an existing FILE is refused "
+        "unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --csv file")
 
-    command(
+    online_command(
         "catalogue",
-        "show the SKU catalogue",
+        "the SKU catalogue (--json makes a catalogue file for mint)",
         cmd_catalogue,
         "The live catalogue. `svcctl catalogue --json > catalogue.json` makes a catalogue "
         "file for `svcctl mint --catalogue`.",
     )
 
-    p = command(
+    p = offline_command(
         "mint",
-        "sign an air-gapped licence offline",
+        "sign an air-gapped, device-bound licence with a signing key file",
         cmd_mint,
         "Sign a device-bound licence (act=optional) with a signing key file, with no "
         "service and no database. SKU modules and caps come from --catalogue (default: "
@@ -289,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         required=True,
         metavar="FILE",
-        help="licence file to write: the token, then the key's certificate line(s)",
+        help="licence file to write, mode 600 (the token is the camera's credential): the "
+        "token, then the key's certificate line(s); an existing FILE is refused unless --force",
     )
     p.add_argument("--catalogue", metavar="FILE", help='catalogue file ({"skus": [...]})')
     p.add_argument(
@@ -301,9 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=_positive, help="concurrent streams (default: SKU cap)")
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
-    p = command(
+    p = offline_command(
         "inspect",
-        "decode and verify a token",
+        "decode and verify a token or licence file: claims, state, key",
         cmd_inspect,
         "Decode a token or licence file, verify its signature with --pubkey, or follow its "
         "signing key (kid) through the file's certificates to a --root as a device would, "
@@ -332,42 +383,46 @@ def build_parser() -> argparse.ArgumentParser:
         "--at", type=_non_negative, metavar="UNIX", help="evaluate the state at this time"
     )
 
-    p = command(
+    p = offline_command(
         "keygen",
-        "create a signing key",
+        "create an Ed25519 signing key (mode 600)",
         cmd_keygen,
         "Create an Ed25519 signing key (PKCS#8 PEM, mode 600) and print its public key and "
         "fingerprint. Refuses to overwrite an existing file without --force. Same code as "
         "`manage.py keygen`.",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="private key file to create")
-    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM)")
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="private key file to create (mode 600)"
+    )
+    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM, mode 644)")
     p.add_argument(
         "--force",
         action="store_true",
         help="replace existing files: licences signed by the old key stop verifying",
     )
 
-    p = command(
+    p = offline_command(
         "root-keygen",
-        "create a root key",
+        "create a root key (mode 600), for an offline machine",
         cmd_root_keygen,
         "Create an Ed25519 root key (PKCS#8 PEM, mode 600) and print its key id (kid) and "
         "fingerprint. Firmware compiles in its public key (python -m devices vendor --root); "
         "the root only endorses signing keys (svcctl certify) and belongs on an offline "
         "machine, never on the server. Refuses to overwrite an existing file without --force.",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="private root key file to create")
-    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM)")
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="private root key file to create (mode 600)"
+    )
+    p.add_argument("--public-out", metavar="FILE", help="also write the public key (PEM, mode 644)")
     p.add_argument(
         "--force",
         action="store_true",
         help="replace existing files: devices trusting the old root refuse everything it endorsed",
     )
 
-    p = command(
+    p = offline_command(
         "certify",
-        "endorse a signing key with the root",
+        "endorse a signing key with the root: a key certificate",
         cmd_certify,
         "Sign a key certificate (SVCK1, one line) for --key with the root key: devices that "
         "trust the root then trust licences signed by that key within the certificate's "
@@ -382,7 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the signing key: its private key (.pem, mode 600) or its public key (.pub)",
     )
-    p.add_argument("--out", required=True, metavar="FILE", help="certificate file to write")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="certificate file to write (public, mode 644); an existing FILE is refused "
+        "unless --force",
+    )
     p.add_argument(
         "--use",
         choices=["online", "offline"],
@@ -405,9 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="replace an existing --out file")
 
-    p = command(
+    p = online_command(
         "register",
-        "register an offline-minted licence",
+        "register an offline-minted licence, so it can be revoked",
         cmd_register,
         "Register a licence minted offline (svcctl mint) with the service, so it is listed "
         "and can be revoked like any other. Sends the token (the file's first line).",
@@ -415,6 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "source", metavar="licence_file", help="licence or token file from mint (- = stdin)"
     )
+
+    width = max(len(name) for names in listed.values() for name, _ in names) + 2
+    for group, names in ((online_group, listed[True]), (offline_group, listed[False])):
+        group.description = "".join(f"{name:<{width}}{summary}\n" for name, summary in names)
     return parser
 
 
@@ -429,15 +494,24 @@ def _client(args) -> AdminClient:
     return AdminClient(url, key, timeout=args.timeout)
 
 
-def _check_token_out(path: str | None) -> None:
-    """Refuse an existing --token-out before asking the server, not after it issued."""
-    if path and os.path.exists(path):
-        raise OfflineError(f"{path} already exists; choose another --token-out file")
+def _save_token(args, token: str) -> str:
+    """Write ``--token-out`` (mode 600). The service has issued the token already, so a
+    refusal is returned, for :func:`_token_saved` to report once the token is printed,
+    rather than raised."""
+    if not args.token_out:
+        return ""
+    try:
+        files.write_secret(args.token_out, token + "\n", option="--token-out", force=args.force)
+    except OfflineError as exc:
+        return str(exc)
+    return ""
 
 
-def _save_token(path: str | None, token: str) -> None:
-    if path:
-        offline.write_token(path, token)
+def _token_saved(problem: str) -> int:
+    if not problem:
+        return EXIT_OK
+    print(f"svcctl: error: {problem}; the token is in the output above", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def cmd_customer(args) -> int:
@@ -456,26 +530,27 @@ def cmd_batch(args) -> int:
     body = {"customer_id": args.customer, "sku": args.sku, "units": args.units}
     if args.days is not None:
         body["term_days"] = args.days
-    _check_token_out(args.token_out)
-    result = _client(args).post("batches", body)
-    _save_token(args.token_out, result["batch_token"])
+    client = _client(args)
+    files.refuse_existing(args.token_out, "--token-out", force=args.force)  # before selling
+    result = client.post("batches", body)
+    problem = _save_token(args, result["batch_token"])
     if args.json:
         output.print_json(result)
-        return EXIT_OK
+        return _token_saved(problem)
     currency = result.get("currency", "")
     output.fields(
         [
             ("batch", result["batch_id"]),
             ("batch key licence", result["license_id"]),
             ("units", result["units"]),
-            ("unit price", f"{result['unit_price']} {currency}"),
-            ("order value", f"{result['order_value']} {currency}"),
+            ("unit price", output.money(result["unit_price"], currency)),
+            ("order value", output.money(result["order_value"], currency)),
             ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
         ]
     )
     print("\nbatch key (send to the customer):")
     print(result["batch_token"])
-    return EXIT_OK
+    return _token_saved(problem)
 
 
 def cmd_license(args) -> int:
@@ -492,12 +567,13 @@ def cmd_license(args) -> int:
     ):
         if value is not None:
             body[name] = value
-    _check_token_out(args.token_out)
-    result = _client(args).post("licenses", body)
-    _save_token(args.token_out, result["token"])
+    client = _client(args)
+    files.refuse_existing(args.token_out, "--token-out", force=args.force)  # before issuing
+    result = client.post("licenses", body)
+    problem = _save_token(args, result["token"])
     if args.json:
         output.print_json(result)
-        return EXIT_OK
+        return _token_saved(problem)
     output.fields(
         [
             ("licence", result["license_id"]),
@@ -505,19 +581,41 @@ def cmd_license(args) -> int:
             ("sku", result["sku"]),
             ("device", result["device_id"]),
             ("activation", result["activation"]),
-            ("unit price", result["unit_price"]),
+            # The service's answer names no currency yet: the currency's decimals then
+            # default to two.
+            ("unit price", output.money(result["unit_price"], result.get("currency", ""))),
             ("expires", output.when(result["expires_at"], zero="never (perpetual)")),
         ]
     )
     print("\ntoken:")
     print(result["token"])
-    return EXIT_OK
+    return _token_saved(problem)
+
+
+def _revoked_before(result: dict[str, Any], *, reason: str, asked_at: int | None) -> bool:
+    """Whether the revoke API's answer is an earlier revocation rather than this one.
+
+    The API is idempotent: revoking again answers the first revocation, its time and
+    reason. So the licence was revoked before when the reason is not the one sent (the
+    service trims it), or when the time is before the service's clock read just before
+    asking."""
+    if result["reason"] != reason.strip():
+        return True
+    return asked_at is not None and result["revoked_at"] < asked_at - CLOCK_SLACK
 
 
 def cmd_revoke(args) -> int:
-    result = _client(args).post("revoke", {"license_id": args.license_id, "reason": args.reason})
+    client = _client(args)
+    asked_at = client.server_time()
+    result = client.post("revoke", {"license_id": args.license_id, "reason": args.reason})
+    already = _revoked_before(result, reason=args.reason, asked_at=asked_at)
     if args.json:
-        output.print_json(result)
+        output.print_json({**result, "already_revoked": already})
+    elif already:
+        print(
+            f"{result['license_id']} already revoked at {output.when(result['revoked_at'])} "
+            f"({result['reason'] or 'no reason given'}); nothing changed"
+        )
     else:
         output.fields(
             [
@@ -529,15 +627,35 @@ def cmd_revoke(args) -> int:
     return EXIT_OK
 
 
+def _check_fleet_filters(client: AdminClient, args) -> None:
+    """Refuse an unknown --customer or --batch: the fleet endpoint filters by them
+    without checking, so an empty answer does not tell a typo from a customer (or batch)
+    with no units. Asked only when the answer is empty."""
+    if args.batch:
+        client.get(f"batches/{segment(args.batch)}")  # 404: batch ... does not exist
+    if args.customer:
+        # The admin API has no endpoint to read a customer; a one-day invoice preview is
+        # the cheapest read that answers 404 for an unknown one. Any other refusal (say,
+        # licences in two currencies) comes from a customer that exists.
+        try:
+            client.get(f"invoice/{segment(args.customer)}", period_days=1)
+        except ApiError as exc:
+            if exc.status == 404:
+                raise
+
+
 def cmd_fleet(args) -> int:
     weak = "1" if args.weak else "0" if args.strong else None
-    result = _client(args).get(
+    client = _client(args)
+    result = client.get(
         "fleet",
         customer_id=args.customer,
         batch_id=args.batch,
         weak_binding=weak,
         before=args.before,
     )
+    if not result["units"]:
+        _check_fleet_filters(client, args)
     if args.json:
         output.print_json(result)
         return EXIT_OK
@@ -565,7 +683,7 @@ def cmd_fleet(args) -> int:
 
 
 def cmd_batch_status(args) -> int:
-    result = _client(args).get(f"batches/{args.batch_id}")
+    result = _client(args).get(f"batches/{segment(args.batch_id)}")
     if args.json:
         output.print_json(result)
     else:
@@ -584,7 +702,7 @@ def cmd_batch_status(args) -> int:
 
 
 def cmd_usage(args) -> int:
-    result = _client(args).get(f"usage/{args.license_id}")
+    result = _client(args).get(f"usage/{segment(args.license_id)}")
     if args.json:
         output.print_json(result)
     else:
@@ -593,12 +711,15 @@ def cmd_usage(args) -> int:
 
 
 def cmd_invoice(args) -> int:
-    result = _client(args).get(f"invoice/{args.customer}", period_days=args.days)
+    client = _client(args)
+    if args.csv != "-":
+        files.refuse_existing(args.csv, "--csv", force=args.force)
+    result = client.get(f"invoice/{segment(args.customer)}", period_days=args.days)
     if args.csv:
         if args.csv == "-":
             output.invoice_csv(result, sys.stdout)
         else:
-            with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            with files.create_text(args.csv, option="--csv", force=args.force) as handle:
                 output.invoice_csv(result, handle)
             if not args.json:
                 print(f"wrote {args.csv}", file=sys.stderr)
@@ -607,9 +728,10 @@ def cmd_invoice(args) -> int:
     if args.json:
         output.print_json(result)
         return EXIT_OK
+    currency = result["currency"]
     print(
         f"invoice preview {result['customer_id']}: {output.when(result['period_start'])} to "
-        f"{output.when(result['period_end'])} ({result['currency']})\n"
+        f"{output.when(result['period_end'])} ({currency})\n"
     )
     output.table(
         ["kind", "sku", "description", "quantity", "unit", "unit price", "amount"],
@@ -620,13 +742,13 @@ def cmd_invoice(args) -> int:
                 line["description"],
                 line["quantity"],
                 line["unit"],
-                line["unit_price"],
-                line["amount"],
+                output.amount(line["unit_price"], currency),
+                output.amount(line["amount"], currency),
             ]
             for line in result["lines"]
         ),
     )
-    print(f"\ntotal {result['total']} {result['currency']}")
+    print(f"\ntotal {output.money(result['total'], currency)}")
     return EXIT_OK
 
 
@@ -647,7 +769,10 @@ def cmd_catalogue(args) -> int:
                 e["api_calls"] or "unmetered",
                 f"{e['term_days']}d" if e["term_days"] else "perpetual",
                 f"{e['grace_days']}d",
-                " ".join(f"{t['from_units']}+:{t['unit_price']}" for t in e["unit_price_tiers"])
+                " ".join(
+                    f"{t['from_units']}+:{output.amount(t['unit_price'], e['currency'])}"
+                    for t in e["unit_price_tiers"]
+                )
                 + f" {e['currency']}",
             ]
             for e in result["skus"]
@@ -695,6 +820,7 @@ def _window(cert: dict) -> str:
 
 
 def cmd_mint(args) -> int:
+    files.refuse_existing(args.out, "--out", force=args.force)
     entry = offline.catalogue_entry(args.sku, args.catalogue)
     now = int(time.time())
     public = offline.load_signing_key(args.key).public_key()
@@ -861,7 +987,13 @@ def _print_new_key(result: dict, *, what: str) -> None:
     print(f"fingerprint (sha256): {result['fingerprint']}")
 
 
+def _refuse_existing_keys(args) -> None:
+    files.refuse_existing(args.out, "--out", force=args.force)
+    files.refuse_existing(args.public_out, "--public-out", force=args.force)
+
+
 def cmd_keygen(args) -> int:
+    _refuse_existing_keys(args)
     result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
     if args.json:
         output.print_json(result)
@@ -871,6 +1003,7 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_root_keygen(args) -> int:
+    _refuse_existing_keys(args)
     result = offline.keygen(args.out, force=args.force, public_out=args.public_out)
     if args.json:
         output.print_json(result)
@@ -887,6 +1020,7 @@ def cmd_root_keygen(args) -> int:
 
 
 def cmd_certify(args) -> int:
+    files.refuse_existing(args.out, "--out", force=args.force)
     now = int(time.time())
     try:
         not_before, not_after = certs.window(

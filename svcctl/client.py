@@ -25,6 +25,11 @@ class ApiError(Exception):
         return f"{self.detail} (HTTP {self.status})" if self.status else self.detail
 
 
+def segment(value: str) -> str:
+    """An id as one path segment (``/``, ``?``, ``#``, spaces quoted)."""
+    return urllib.parse.quote(value, safe="")
+
+
 class AdminClient:
     def __init__(self, base_url: str, admin_key: str, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
@@ -39,6 +44,25 @@ class AdminClient:
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._send("POST", path, body)
+
+    def server_time(self) -> int | None:
+        """The service's clock, Unix seconds (``time`` of ``/healthz``, which answers it
+        even when unhealthy); None when it cannot be read."""
+        request = urllib.request.Request(f"{self.base_url}/healthz")  # noqa: S310
+        request.add_header("Accept", "application/json")
+        request.add_header("User-Agent", USER_AGENT)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.loads(exc.read())
+            except ValueError:
+                return None
+        except (OSError, ValueError):  # unreachable, timed out, not JSON
+            return None
+        moment = body.get("time") if isinstance(body, dict) else None
+        return moment if type(moment) is int else None
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.base_url}/v1/admin/{path.lstrip('/')}"

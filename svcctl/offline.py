@@ -22,7 +22,7 @@ from svccore import claims as claimbuilder
 from svccore import licencefile
 from svccore.claims import DAY, DEFAULT_ISSUER
 from svccore.keyfile import KeyFileError, write_private_key
-from svcctl import OfflineError
+from svcctl import OfflineError, files
 from svcctl.certs import describe, read_signing_key
 
 
@@ -48,12 +48,6 @@ def load_signing_key(path: Path | str):
     return read_signing_key(path)
 
 
-def write_token(path: Path | str, token: str, *, force: bool = False) -> None:
-    """Write a token file; an existing file is replaced only with ``force``."""
-    with _refusals():
-        licencefile.write(path, licencefile.LicenceFile(token), force=force)
-
-
 def mint(
     *,
     entry: dict[str, Any],
@@ -69,10 +63,10 @@ def mint(
     now: int | None = None,
     certificates: Sequence[str] = (),
 ) -> tuple[str, dict[str, Any]]:
-    """Sign an air-gapped licence with the key in ``key_file`` and write it to ``out``:
-    the token, then ``certificates`` (already checked to endorse this key,
-    :func:`svcctl.certs.certificates_for_key`), one per line. Returns the token and its
-    claims as signed (with ``kid``)."""
+    """Sign an air-gapped licence with the key in ``key_file`` and write it to ``out``
+    (mode 600: the token is the camera's credential): the token, then ``certificates``
+    (already checked to endorse this key, :func:`svcctl.certs.certificates_for_key`), one
+    per line. Returns the token and its claims as signed (with ``kid``)."""
     key = load_signing_key(key_file)
     with _refusals():
         claims = claimbuilder.mint_claims(
@@ -87,7 +81,8 @@ def mint(
         )
         claims = codec.with_kid(claims, key)  # as signed: naming the key
         token = codec.encode_token(claims, key)
-        licencefile.write(out, licencefile.LicenceFile(token, tuple(certificates)), force=force)
+    text = licencefile.LicenceFile(token, tuple(certificates)).text()
+    files.write_secret(out, text, option="--out", force=force)
     return token, claims
 
 

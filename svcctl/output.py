@@ -19,6 +19,33 @@ def when(seconds: int | None, *, zero: str = "never") -> str:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+# ISO 4217 minor units of the currencies that do not have two.
+_DECIMALS = {
+    **dict.fromkeys(
+        "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF".split(), 0
+    ),
+    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
+}
+
+
+def amount(value: Decimal | int | str, currency: str) -> str:
+    """An amount of money from the API with the currency's decimals: ``630`` or
+    ``630.0`` -> ``630.00`` (EUR), never fewer, and never rounded (a unit price of
+    ``0.035`` keeps its three).
+
+    The API's value is a JSON number (parsed as Decimal by the client) or a string; a
+    float is refused rather than formatted, it would already have lost the exact value."""
+    if isinstance(value, float | bool):
+        raise TypeError(f"money must be Decimal, int or str, not {type(value).__name__}")
+    places = _DECIMALS.get(currency.upper(), 2)
+    return f"{csvformat.plain(Decimal(value), places):f}"
+
+
+def money(value: Decimal | int | str, currency: str) -> str:
+    """:func:`amount` followed by the currency code: ``630.00 EUR``."""
+    return f"{amount(value, currency)} {currency}".rstrip()
+
+
 def _default(value: Any) -> Any:
     if isinstance(value, Decimal):  # money is parsed as Decimal; scripts get JSON numbers
         return int(value) if value == value.to_integral_value() else float(value)

@@ -40,9 +40,7 @@ def test_console_login_locks_out_after_five_wrong_passwords(client, operator, se
     assert login(client, "correct horse battery").status_code == 302
 
 
-def test_wrong_admin_keys_are_recorded_then_throttled_per_address(
-    device_api, admin_api, settings
-):
+def test_wrong_admin_keys_are_recorded_then_throttled_per_address(device_api, admin_api, settings):
     settings.SVC_ADMIN_KEY_FAILURES = 3
     guesses = [
         device_api.get("/v1/admin/catalogue", HTTP_X_ADMIN_KEY=GUESS, REMOTE_ADDR="198.51.100.9")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import time
+from urllib.parse import unquote
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -64,20 +66,30 @@ def test_docs_are_off_by_default_and_on_with_svc_public_docs(client, reload_urls
     reload_urls(True)
     schema = client.get("/openapi.json")
     assert schema.status_code == 200
-    assert "/v1/activate" in schema.content.decode()
+    assert "/v1/activate" in json.loads(schema.content)["paths"]  # JSON, as named
     for path in ("/docs", "/redoc"):
         page = client.get(path)
         assert page.status_code == 200
         assert "cdn" not in page.content.decode().lower()  # UI assets are served locally
 
 
-def test_unknown_v1_route_and_wrong_method_answer_json(client):
+def test_unknown_v1_route_and_wrong_method_answer_json(client, settings):
     missing = client.get("/v1/licences/whatever")
     assert missing.status_code == 404
     assert missing.json() == {"detail": "no endpoint GET /v1/licences/whatever"}
+    newline = client.get("/v1/licences/what%0Aever")  # "." of a regex stops at a newline
+    assert newline.json() == {"detail": "no endpoint GET /v1/licences/what\never"}
     wrong = client.get("/v1/activate")
     assert wrong.status_code == 405
     assert wrong.json() == {"detail": 'Method "GET" not allowed.'}
+    # An unsafe method too: not Django's HTML CSRF page (a path with a non-printable id
+    # is no route either, see config.converters).
+    for path in ("/v1/licences/whatever", "/v1/admin/invoices/INV%00/credit-note"):
+        posted = Client(enforce_csrf_checks=True).post(
+            path, HTTP_X_ADMIN_KEY=settings.SVC_ADMIN_KEY
+        )
+        assert posted.status_code == 404
+        assert posted.json() == {"detail": f"no endpoint POST {unquote(path)}"}
 
 
 def test_unexpected_error_is_json_500_without_a_stack_trace(monkeypatch):

@@ -39,7 +39,7 @@ def test_taken_id_is_409(admin_api):
 
 @pytest.mark.parametrize(
     "body",
-    [{"kind": "reseller"}, {"name": 7}, {"name": ""}, {"id": "bad id!"}],
+    [{"kind": "reseller"}, {"name": 7}, {"name": ""}, {"id": "bad id!"}, {"id": "stra\u00dfe"}],
 )
 def test_invalid_customer_is_400_with_detail(admin_api, body):
     response = create(admin_api, **body)

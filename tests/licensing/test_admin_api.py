@@ -185,9 +185,9 @@ def test_direct_licence_is_device_bound_and_priced_for_one_unit(admin_api, custo
     out = response.json()
     assert set(out) == {
         "license_id", "token", "customer_id", "sku", "device_id", "activation",
-        "expires_at", "unit_price",
+        "expires_at", "unit_price", "currency",
     }  # fmt: skip
-    assert out["unit_price"] == 90 and out["device_id"] == "cam-77"
+    assert out["unit_price"] == 90 and out["currency"] == "EUR" and out["device_id"] == "cam-77"
     claims = verify_token(out["token"], signing_key.public_key())
     assert claims["dev"] == "cam-77" and claims["act"] == "optional"
     assert claims["lim"] == {"max_streams": 4, "max_fps": 15, "api_calls": 5000}
@@ -273,6 +273,10 @@ def test_fleet_lists_activation_records_most_recent_first(admin_api, device_api,
     assert devices(f"customer_id={other.customer_id}") == ["cam-mac"]
     assert devices(f"before={body['units'][0]['activated_at']}") == ["cam-mac", "cam-old"]
     assert admin_api.get("/v1/admin/fleet?before=soon").status_code == 400
+    # A filter present but blank is refused, not dropped (which would list every unit).
+    for name in ("customer_id", "batch_id", "weak_binding", "before"):
+        blank = admin_api.get(f"/v1/admin/fleet?{name}=")
+        assert blank.status_code == 400 and blank.json()["detail"].startswith(f"{name}: ")
 
 
 def test_fleet_caps_at_1000_units(admin_api, make_batch):

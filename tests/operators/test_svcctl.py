@@ -8,6 +8,8 @@ import datetime as dt
 import io
 import json
 import os
+import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -26,15 +28,16 @@ from billing.exports import preview_csv
 from billing.services import invoice_rate
 from devices import token as codec
 from licensing.activation import unit_activate
-from licensing.models import Activation, License, Sku
-from licensing.services import license_issue
+from licensing.models import Activation, Batch, License, Sku
+from licensing.services import license_issue, license_revoke
 from svccore import catalogue
+from svcctl import output
 from svcctl.output import invoice_csv
 
 SVCCTL = Path(sys.executable).with_name("svcctl")
 
 
-def svcctl(*args: str, env: dict | None = None, stdin: str | None = None):
+def svcctl(*args: str, env: dict | None = None, stdin: str | None = None, cwd=None):
     """Run the installed console script without any Django settings or database."""
     base = {
         k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DJANGO_", "DATABASE_"))
@@ -46,6 +49,7 @@ def svcctl(*args: str, env: dict | None = None, stdin: str | None = None):
         text=True,
         input=stdin,
         timeout=60,
+        cwd=cwd,
     )
 
 
@@ -494,3 +498,275 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
     ours = io.StringIO(newline="")
     invoice_csv(over_the_wire, ours)
     assert ours.getvalue() == preview_csv(rated)
+
+
+# --- operator experience: help, output files, money, fleet and revoke answers -------------
+
+ONLINE = ["customer", "batch", "license", "revoke", "fleet", "batch-status", "usage", "invoice"]
+ONLINE += ["catalogue", "register"]
+OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
+
+
+def _sections(text: str) -> dict[str, str]:
+    """A help text's sections by the first words of their heading (``online commands``)."""
+    sections, title = {}, ""
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            title = " ".join(line.split()[:2]).rstrip(":")
+            sections[title] = ""
+        elif title:
+            sections[title] += line + "\n"
+    return sections
+
+
+def test_top_level_help_lists_every_command_once_grouped_with_a_summary():
+    # The parser's own list of commands, from its refusal of an unknown one.
+    refused = svcctl("no-such-command")
+    every = set(re.findall(r"'([a-z-]+)'", refused.stderr.split("choose from", 1)[1]))
+    assert every == set(ONLINE) | set(OFFLINE)
+
+    top = svcctl("--help")
+    assert top.returncode == 0
+    sections = _sections(top.stdout)
+    assert "commands" not in sections and "\n  <command>\n" not in top.stdout  # the empty one
+    for title, names in (("online commands", ONLINE), ("offline commands", OFFLINE)):
+        rows = dict(line.split(None, 1) for line in sections[title].strip().splitlines())
+        assert list(rows) == names, title
+        assert all(len(summary) > 10 for summary in rows.values())
+    assert "--url" in sections["options of"] and "--url" not in sections["options"]
+
+
+@pytest.mark.parametrize("command", OFFLINE)
+def test_offline_commands_take_no_service_options(command):
+    text = svcctl(command, "--help").stdout
+    assert "--json" in text
+    for option in ("--url", "--admin-key", "--timeout"):
+        assert option not in text
+
+
+def test_an_offline_command_refuses_a_service_option():
+    refused = svcctl("inspect", "cam.lic", "--pubkey", "k.pub", "--admin-key", "k")
+    assert refused.returncode == 2 and "unrecognized arguments: --admin-key" in refused.stderr
+
+
+@pytest.mark.parametrize("command", ONLINE)
+def test_online_commands_take_the_service_options(command):
+    text = svcctl(command, "--help").stdout
+    assert all(option in text for option in ("--url", "--admin-key", "--timeout"))
+
+
+def _help_examples() -> list[list[str]]:
+    """The svcctl lines of the top-level help's examples, as argument lists, up to the
+    register example (it needs the key installed on the server first, as it says)."""
+    text = svcctl("--help").stdout.split("\nexamples", 1)[1]
+    text = text.split("\nthen online, once the service has the key's certificate")[0]
+    commands = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words and words[0] == "svcctl":
+            commands.append(words[1:])
+    return commands
+
+
+@pytest.mark.live
+def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_db, tmp_path):
+    examples = _help_examples()
+    assert len(examples) == 12 and not any("CUST-..." in word for e in examples for word in e)
+    filled: dict[str, str] = {}
+    for args in examples:
+        args = [filled.get(word, word) for word in args]
+        assert not any(word.startswith("<") for word in args), args
+        result = svcctl(*args, env=online, cwd=tmp_path)
+        assert result.returncode == 0, (args, result.stderr)
+        if args[0] == "customer":
+            assert re.search(r"^customer\s+CUST-ACME$", result.stdout, re.M)
+        if args[0] == "batch":
+            filled["<BATCH-ID>"] = re.search(r"^batch\s+(B-\S+)$", result.stdout, re.M)[1]
+        if args[0] == "license":
+            filled["<LICENCE-ID>"] = re.search(r"^licence\s+(LIC-\S+)$", result.stdout, re.M)[1]
+        if args[0] == "inspect":
+            assert "root chain       ok" in result.stdout
+    assert set(filled) == {"<BATCH-ID>", "<LICENCE-ID>"}
+
+
+def test_money_has_the_currencys_decimals_from_a_number_or_a_string():
+    assert output.money(Decimal("630.0"), "EUR") == "630.00 EUR"  # the API's 630.0
+    assert output.money(630, "EUR") == output.money("630", "EUR") == "630.00 EUR"
+    assert output.money("0.035", "EUR") == "0.035 EUR"  # more decimals are kept, not rounded
+    assert output.money(Decimal("99999999999999999.99"), "EUR") == "99999999999999999.99 EUR"
+    assert output.money(Decimal("1500.0"), "JPY") == "1500 JPY"
+    assert output.money("2.5", "KWD") == "2.500 KWD"
+    assert output.amount(Decimal("12.5"), "EUR") == "12.50"
+    with pytest.raises(TypeError, match="float"):
+        output.money(630.0, "EUR")
+
+
+@pytest.mark.live
+def test_money_prints_with_two_decimals_in_every_table(live_service, online, transactional_db):
+    customer = _json(svcctl("customer", "Money", "--kind", "oem", "--json", env=online))
+    batch = svcctl("batch", customer["customer_id"], "VISION-PRO", "3", env=online)
+    assert batch.returncode == 0, batch.stderr
+    assert re.search(r"^unit price\s+240\.00 EUR$", batch.stdout, re.M)
+    assert re.search(r"^order value\s+720\.00 EUR$", batch.stdout, re.M)
+    _activate(live_service.url, batch.stdout.split()[-1], "cam-0001")  # the batch key
+    direct = svcctl("license", customer["customer_id"], "DETECT-STD", "cam-1", env=online)
+    # The licence answer names no currency (yet): two decimals then.
+    assert re.search(r"^unit price\s+90\.00( EUR)?$", direct.stdout, re.M), direct.stdout
+    catalogue_table = svcctl("catalogue", env=online).stdout
+    assert "1+:240.00 100+:210.00 1000+:180.00 EUR" in catalogue_table
+    invoice = svcctl("invoice", customer["customer_id"], env=online)
+    assert invoice.returncode == 0, invoice.stderr
+    assert re.search(r"\s240\.00\s+240\.00$", invoice.stdout, re.M), invoice.stdout
+    assert re.search(r"^total \d+\.\d\d EUR$", invoice.stdout, re.M), invoice.stdout
+    assert not re.search(r"\d\.\d(\s|$)", invoice.stdout)  # no 240.0 anywhere
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.live
+def test_token_out_is_mode_600_and_refused_before_selling_unless_force(
+    online, transactional_db, tmp_path
+):
+    customer = _json(svcctl("customer", "Files", "--kind", "oem", "--json", env=online))
+    key_file = tmp_path / "acme.batchkey"
+    sold = _json(
+        svcctl(
+            "batch", customer["customer_id"], "VISION-PRO", "1", "--token-out", str(key_file),
+            "--json", env=online,
+        )
+    )  # fmt: skip
+    assert _mode(key_file) == 0o600 and key_file.read_text() == sold["batch_token"] + "\n"
+
+    before = Batch.objects.count()
+    refused = svcctl(
+        "batch", customer["customer_id"], "VISION-PRO", "1", "--token-out", str(key_file),
+        env=online,
+    )  # fmt: skip
+    assert refused.returncode == 1
+    assert f"{key_file} already exists; pass --force" in refused.stderr
+    assert "--token-out" in refused.stderr
+    assert Batch.objects.count() == before  # nothing sold
+
+    key_file.chmod(0o644)
+    replaced = _json(
+        svcctl(
+            "batch", customer["customer_id"], "VISION-PRO", "1", "--token-out", str(key_file),
+            "--force", "--json", env=online,
+        )
+    )  # fmt: skip
+    assert key_file.read_text() == replaced["batch_token"] + "\n" and _mode(key_file) == 0o600
+
+    token_file = tmp_path / "cam.token"
+    direct = _json(
+        svcctl(
+            "license", customer["customer_id"], "DETECT-STD", "cam-1", "--token-out",
+            str(token_file), "--json", env=online,
+        )
+    )  # fmt: skip
+    assert token_file.read_text() == direct["token"] + "\n" and _mode(token_file) == 0o600
+    again = svcctl(
+        "license", customer["customer_id"], "DETECT-STD", "cam-2", "--token-out",
+        str(token_file), env=online,
+    )  # fmt: skip
+    assert again.returncode == 1 and "--token-out" in again.stderr
+
+    # Sold, but the file cannot be written: the key is printed all the same, exit 1.
+    lost = svcctl(
+        "batch", customer["customer_id"], "VISION-PRO", "1", "--token-out",
+        str(tmp_path / "no-such-dir" / "k"), env=online,
+    )  # fmt: skip
+    assert lost.returncode == 1 and lost.stdout.split()[-1].startswith("SVC1.")
+    assert "(--token-out)" in lost.stderr and "the token is in the output above" in lost.stderr
+
+
+@pytest.mark.live
+def test_invoice_csv_refuses_an_existing_file_unless_force(online, transactional_db, tmp_path):
+    customer = _json(svcctl("customer", "Csv", "--kind", "oem", "--json", env=online))
+    export = tmp_path / "acme.csv"
+    export.write_text("keep me")
+    refused = svcctl("invoice", customer["customer_id"], "--csv", str(export), env=online)
+    assert refused.returncode == 1
+    assert f"{export} already exists; pass --force" in refused.stderr
+    assert "--csv" in refused.stderr and export.read_text() == "keep me"
+    forced = svcctl("invoice", customer["customer_id"], "--csv", str(export), "--force", env=online)
+    assert forced.returncode == 0, forced.stderr
+    assert export.read_text(encoding="utf-8-sig").startswith("invoice_number,")
+
+
+def test_offline_output_files_name_the_option_and_licences_are_mode_600(tmp_path, keypair):
+    key, pub = keypair
+    licence = tmp_path / "cam.lic"
+    mint = ["mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam"]
+    mint += ["--key", str(key), "--out", str(licence)]
+    assert svcctl(*mint).returncode == 0
+    assert _mode(licence) == 0o600
+    refused = svcctl(*mint)
+    assert refused.returncode == 1
+    assert f"{licence} already exists; pass --force to replace it" in refused.stderr
+    assert "--out" in refused.stderr
+    licence.chmod(0o644)
+    assert svcctl(*mint, "--force").returncode == 0 and _mode(licence) == 0o600
+
+    other = tmp_path / "other.pem"
+    public = svcctl("keygen", "--out", str(other), "--public-out", str(pub))
+    assert public.returncode == 1 and "--public-out" in public.stderr
+    assert not other.exists()  # refused before creating anything
+
+    root, cert = tmp_path / "root.pem", tmp_path / "k.cert"
+    svcctl("root-keygen", "--out", str(root))
+    cert.write_text("keep me")
+    certify = svcctl("certify", "--root", str(root), "--key", str(pub), "--out", str(cert))
+    assert certify.returncode == 1 and "--out" in certify.stderr
+    assert cert.read_text() == "keep me"
+
+
+@pytest.mark.live
+def test_fleet_of_an_unknown_customer_or_batch_fails(online, transactional_db):
+    unknown = svcctl("fleet", "--customer", "CUST-NOBODY", env=online)
+    assert unknown.returncode == 1 and unknown.stdout == ""
+    assert "customer CUST-NOBODY does not exist (HTTP 404)" in unknown.stderr
+    assert svcctl("fleet", "--customer", "CUST-NOBODY", "--json", env=online).returncode == 1
+    batch = svcctl("fleet", "--batch", "B-NOPE", env=online)
+    assert batch.returncode == 1 and "batch B-NOPE does not exist (HTTP 404)" in batch.stderr
+
+    empty = _json(svcctl("customer", "Empty", "--kind", "oem", "--json", env=online))
+    listed = svcctl("fleet", "--customer", empty["customer_id"], env=online)
+    assert listed.returncode == 0, listed.stderr
+    assert "0 unit(s)" in listed.stdout
+    sold = _json(svcctl("batch", empty["customer_id"], "VISION-PRO", "2", "--json", env=online))
+    by_batch = svcctl("fleet", "--batch", sold["batch_id"], "--json", env=online)
+    assert _json(by_batch)["count"] == 0
+
+
+@pytest.mark.live
+def test_revoking_a_revoked_licence_says_when_and_why_and_exits_0(
+    online, transactional_db, monkeypatch
+):
+    customer = _json(svcctl("customer", "Revoke", "--kind", "oem", "--json", env=online))
+    lic = _json(
+        svcctl("license", customer["customer_id"], "DETECT-STD", "cam-1", "--json", env=online)
+    )["license_id"]
+    first = _json(svcctl("revoke", lic, "--reason", "camera stolen", "--json", env=online))
+    assert first["already_revoked"] is False
+    when = output.when(first["revoked_at"])
+
+    again = svcctl("revoke", lic, "--reason", "duplicate request", env=online)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"{lic} already revoked at {when} (camera stolen); nothing changed\n"
+    assert _json(svcctl("revoke", lic, "--reason", "x", "--json", env=online))["already_revoked"]
+
+    # The same reason again: the time tells it apart (revoked a day before asking).
+    other = _json(
+        svcctl("license", customer["customer_id"], "DETECT-STD", "cam-2", "--json", env=online)
+    )["license_id"]
+    yesterday = timezone.now() - dt.timedelta(days=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(timezone, "now", lambda: yesterday)
+        license_revoke(license_id=other, reason="camera stolen")
+    same = svcctl("revoke", other, "--reason", "camera stolen", env=online)
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith(
+        f"{other} already revoked at {output.when(int(yesterday.timestamp()))}"
+    )

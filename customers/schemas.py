@@ -1,0 +1,42 @@
+"""The OpenAPI schema of the customer endpoints: the answer the view builds as a dict (a
+schema-only serializer: nothing validates or renders with it), and the rule of a chosen
+customer id stated in the schema of ``CustomerIn``."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from rest_framework import serializers
+
+from config.schema import TRIMMED, surrounded_by_space
+from customers.models import Customer
+
+# The ids customers.services.customer_create accepts (whitespace trimmed, upper-cased).
+CUSTOMER_ID = "(?:[Cc][Uu][Ss][Tt]-)?[A-Za-z0-9_-]{1,59}"
+# The choices of ``kind`` as CustomerIn states them (values only), for ENUM_NAME_OVERRIDES.
+CUSTOMER_KINDS = Customer.Kind.values
+
+
+class CustomerOut(serializers.Serializer):
+    customer_id = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=CUSTOMER_KINDS)
+    contact = serializers.CharField(allow_blank=True)
+
+
+class CustomerInExtension(OpenApiSerializerExtension):
+    """``customers.api.CustomerIn`` with the rule ``customer_create`` applies to a chosen
+    id: trimmed and upper-cased, A-Z, 0-9, '-' and '_', at most 59 after the ``CUST-``
+    prefix (added when missing)."""
+
+    target_class = "customers.api.CustomerIn"
+
+    def map_serializer(self, auto_schema, direction):
+        schema = super().map_serializer(auto_schema, direction)
+        schema["properties"]["id"][TRIMMED] = True  # its length is in the pattern
+        schema["properties"]["id"]["pattern"] = surrounded_by_space(CUSTOMER_ID)
+        schema["properties"]["id"]["description"] = (
+            "Optional operator-chosen id: 1-59 characters of A-Z, 0-9, '-' or '_' (lower "
+            "case is upper-cased), stored as CUST-<id>; a CUST- prefix may be given. "
+            "Absent or null: one is generated."
+        )
+        return schema

@@ -1,0 +1,307 @@
+"""The operator console as an operator sees it: a real browser (Debian's /usr/bin/chromium
+through Playwright, 1280 px wide) on a live server with realistic data, one full-page
+screenshot per page, and the layout checked in the page itself.
+
+Screenshots go to ``SVC_SCREENSHOT_DIR`` (CI keeps them as artifacts), else to a pytest
+temporary directory; their paths are printed. A missing browser skips the test, except
+in CI (environment variable CI set), where it is a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import sync_playwright
+
+from audit.context import Actor, acting_as
+from billing.services import invoice_issue
+from config.errors import ServiceError
+from customers.services import customer_create
+from licensing.models import Activation
+from licensing.services import batch_issue, license_issue, license_register, license_revoke
+from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _camera
+
+WIDTH, HEIGHT = 1280, 900
+BUDGET_SECONDS = 50  # the browser part; the whole test stays under a minute
+PAGE_TIMEOUT_MS = 10_000
+
+# Run in the page after it has loaded: every way text can be cut off, squeezed or pushed
+# out of view, as a list of "what: <element> "text"" strings (empty when the page is fine).
+LAYOUT_PROBLEMS_JS = r"""
+() => {
+  const problems = [];
+  const squash = (text) => (text || "").replace(/\s+/g, " ").trim();
+  const describe = (el) => {
+    let name = el.tagName.toLowerCase();
+    if (el.id) name += "#" + el.id;
+    const cls = typeof el.className === "string" ? el.className.trim() : "";
+    if (cls) name += "." + cls.split(/\s+/).join(".");
+    return `<${name}> "${squash(el.innerText || el.textContent).slice(0, 60)}"`;
+  };
+  const hidden = (el) =>
+    el.closest(".visually-hidden, .hidden, [hidden], [aria-hidden=true], template") !== null;
+  const shown = (el) => {
+    const style = getComputedStyle(el);
+    if (style.display === "none" || style.visibility === "hidden") return false;
+    const box = el.getBoundingClientRect();
+    return box.width > 0 && box.height > 0;
+  };
+  // Code and token boxes scroll on purpose.
+  const preformatted = (el) => el.closest("pre, textarea, code") !== null;
+
+  const doc = document.documentElement;
+  if (doc.scrollWidth > window.innerWidth) {
+    problems.push(
+      `page scrolls sideways: ${doc.scrollWidth}px of content in a ${window.innerWidth}px window`
+    );
+  }
+
+  // Text wider than the box that holds it (cut off, or spilling over its neighbours).
+  const boxes = "a, th, td, label, h1, h2, h3, caption, button, li, p, dt, dd, legend, " +
+    "div.readonly, div.help, .svc-card";
+  for (const el of document.querySelectorAll(boxes)) {
+    if (hidden(el) || preformatted(el) || !shown(el) || !squash(el.innerText)) continue;
+    const style = getComputedStyle(el);
+    if (style.display.startsWith("inline") && style.display !== "inline-block") continue;
+    if (el.scrollWidth > el.clientWidth + 1) {
+      problems.push(`text wider than its box (${el.scrollWidth}px in ${el.clientWidth}px): ` +
+        describe(el));
+    }
+  }
+
+  // Boxes that cut their content off or make it scroll sideways.
+  for (const el of document.body.querySelectorAll("*")) {
+    if (hidden(el) || preformatted(el) || !shown(el)) continue;
+    const overflow = getComputedStyle(el).overflowX;
+    if (overflow === "visible" || overflow === "clip" && el.tagName === "svg") continue;
+    if (el.scrollWidth > el.clientWidth + 1) {
+      problems.push(`content cut off or scrolling sideways (${el.scrollWidth}px in ` +
+        `${el.clientWidth}px, overflow-x ${overflow}): ${describe(el)}`);
+    }
+  }
+
+  // Words broken across lines (a column squeezed until its text stacks letter by
+  // letter): a text node drawn on more lines than it has places to break.
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const range = document.createRange();
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const text = squash(node.textContent);
+    const parent = node.parentElement;
+    if (!text || !parent || hidden(parent) || preformatted(parent) || !shown(parent)) continue;
+    if (parent.closest("svg, script, style, select, option")) continue;
+    range.selectNodeContents(node);
+    const tops = new Set();
+    for (const rect of range.getClientRects()) {
+      if (rect.width > 0) tops.add(Math.round(rect.top));
+    }
+    const breaks = Math.max(1, text.split(/[\s\-\u2010-\u2014\/]+/).filter(Boolean).length);
+    if (tops.size > breaks) {
+      problems.push(`text broken inside a word (${tops.size} lines for ${breaks} words): ` +
+        describe(parent));
+    }
+  }
+
+  // Chart labels drawn outside their chart, where the SVG cuts them off.
+  for (const label of document.querySelectorAll("svg text")) {
+    const svg = label.ownerSVGElement;
+    const view = svg.viewBox.baseVal;
+    const box = label.getBBox();
+    if (box.width === 0) continue;
+    const right = view && view.width ? view.x + view.width : svg.width.baseVal.value;
+    const left = view && view.width ? view.x : 0;
+    if (box.x < left - 0.5 || box.x + box.width > right + 0.5) {
+      const span = `x ${box.x.toFixed(0)} to ${(box.x + box.width).toFixed(0)}`;
+      problems.push(`chart label cut off (${span}, chart ${left} to ${right}): ` +
+        `"${squash(label.textContent)}"`);
+    }
+  }
+  return problems;
+}
+"""
+
+# Money with a currency code next to it must show the currency's two decimals.
+MONEY = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?) (EUR|USD|GBP|CHF)\b")
+# Unix seconds of 2001-2033 shown raw instead of as a date (JSON keeps them, each with
+# its date after it).
+UNIX_SECONDS = re.compile(r"(?<![\w.-])1[0-9]{9}(?![\w.])(?!,?\s*// 20\d\d-\d\d-\d\d )")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d \d\d:\d\d UTC\b")
+
+
+def _screenshot_dir(tmp_path: Path) -> Path:
+    chosen = os.environ.get("SVC_SCREENSHOT_DIR")
+    directory = Path(chosen) if chosen else tmp_path / "screenshots"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _chromium_or_skip() -> None:
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is absent (apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(f"browser test cannot run in CI: {reason}")
+        pytest.skip(f"browser test skipped: {reason}")
+
+
+def _seed(url: str) -> dict[str, str]:
+    """Three customers, batches with activations and usage, a weakly bound camera whose
+    licence was revoked, a direct licence, and audit entries with long details."""
+    nordlicht = customer_create(
+        name="Nordlicht Sicherheitstechnik GmbH", kind="oem", id="NORDLICHT"
+    )
+    harbour = customer_create(name="Port of Rotterdam Harbour Authority", kind="end_user")
+    acme = customer_create(name="Acme Cameras", kind="oem", id="ACME")
+    vision = batch_issue(customer_id=nordlicht.id, sku="VISION-PRO", units=10)
+    detect = batch_issue(customer_id=nordlicht.id, sku="DETECT-STD", units=4)
+    port = batch_issue(customer_id=harbour.id, sku="VISION-PRO", units=25, term_days=0)
+    small = batch_issue(customer_id=acme.id, sku="DETECT-STD", units=7)
+    for n in range(9):  # nine of ten: near exhaustion; two weakly bound
+        _camera(url, vision.license.token, f"nl-ham-{n:03d}", weak=n < 2, inferences=9000 * n)
+    for n in range(3):  # heavy users: metered overage on the invoice
+        _camera(url, detect.license.token, f"nl-brm-{n:03d}", weak=False, inferences=140_000)
+    for n in range(4):
+        _camera(url, port.license.token, f"rtm-quay-{n:02d}", weak=n == 0, inferences=25_000)
+    _camera(url, small.license.token, "acme-demo-1", weak=False, inferences=800)
+    revoked = Activation.objects.get(device_id="nl-ham-001")
+    license_revoke(license_id=revoked.license_id, reason="MAC address cloned on a second camera")
+    license_revoke(license_id=small.license_id, reason="order cancelled by the customer")
+    direct = license_issue(
+        customer_id=nordlicht.id, sku="DETECT-STD", device_id="nl-ham-lobby-entrance"
+    )
+    # Refused actions land in the audit log too, with all their arguments.
+    for attempt in (
+        lambda: batch_issue(customer_id="CUST-NOBODY", sku="VISION-PRO", units=5),
+        lambda: license_register(token="SVC1." + "eyJhbGciOiJFZERTQSJ9" * 30),
+        lambda: invoice_issue(customer_id=nordlicht.id, period_days=30),
+    ):
+        with contextlib.suppress(ServiceError):
+            attempt()
+    return {
+        "customer": nordlicht.id,
+        "batch": vision.id,
+        "revoked_licence": revoked.license_id,
+        "direct_licence": direct.id,
+    }
+
+
+@pytest.mark.live
+def test_console_pages_fit_a_1280px_window(live_service, transactional_db, tmp_path, capsys):
+    _chromium_or_skip()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    url = live_service.url
+    with acting_as(Actor(name="jdoe", kind="cli")):
+        seeded = _seed(url)
+    shots = _screenshot_dir(tmp_path)
+    pages = [
+        ("admin-index", "/admin/", "#svc-console-links"),
+        ("dashboard", "/admin/dashboard/", "#weak-binding"),
+        ("batch-list", "/admin/licensing/batch/", "#result_list"),
+        ("batch-page", f"/admin/licensing/batch/{seeded['batch']}/change/", "#batch-key"),
+        (
+            "licence-page",
+            f"/admin/licensing/license/{seeded['revoked_licence']}/change/",
+            "#licence-token",
+        ),
+        (
+            "direct-licence-page",
+            f"/admin/licensing/license/{seeded['direct_licence']}/change/",
+            "#licence-token",
+        ),
+        (
+            "invoice-preview",
+            f"/admin/invoice-preview/?customer={seeded['customer']}&period_days=30",
+            "#invoice-lines",
+        ),
+        ("audit-log", "/admin/audit/auditentry/", "#result_list"),
+    ]
+    problems: dict[str, list[str]] = {}
+    texts: dict[str, str] = {}  # each page's text
+    parts: dict[str, str] = {}  # the text of the element each page was waited for
+    saved: list[Path] = []
+    deadline = time.monotonic() + BUDGET_SECONDS
+
+    def budget() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"the console pages took more than {BUDGET_SECONDS} s")
+        return min(PAGE_TIMEOUT_MS, left * 1000)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=budget()
+        )
+        try:
+            page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+            page.set_default_timeout(budget())
+            page.goto(f"{url}/admin/login/")
+            page.fill("#id_username", "operator")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_selector("#svc-console-links")
+            for name, path, ready in pages:
+                page.set_default_timeout(budget())
+                page.goto(f"{url}{path}")
+                page.wait_for_selector(ready)
+                shot = shots / f"{name}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                saved.append(shot)
+                texts[name] = page.inner_text("body")
+                parts[name] = page.inner_text(ready)
+                if name == "dashboard":
+                    parts["top-customers"] = page.inner_text("#chart-top-customers")
+                found = page.evaluate(LAYOUT_PROBLEMS_JS)
+                if found:
+                    problems[name] = found
+            # An audit entry's own page holds its full detail.
+            page.set_default_timeout(budget())
+            page.goto(f"{url}/admin/audit/auditentry/?action=license.register")
+            page.click("#result_list tbody tr a")
+            page.wait_for_selector("#content-main")
+            shot = shots / "audit-entry.png"
+            page.screenshot(path=str(shot), full_page=True)
+            saved.append(shot)
+            texts["audit-entry"] = page.inner_text("body")
+            if found := page.evaluate(LAYOUT_PROBLEMS_JS):
+                problems["audit-entry"] = found
+            # The index's "Recent actions" link to the audit log, filtered.
+            page.goto(f"{url}/admin/")
+            for link in page.locator("#svc-audit-links a").all():
+                href = link.get_attribute("href")
+                answer = page.request.get(f"{url}{href}")
+                # The admin redirects a filter it does not know to ?e=1.
+                assert answer.ok and "e=1" not in answer.url, href
+            page.click("#svc-audit-links a:text('All recent actions')")
+            assert page.locator("#result_list tbody tr").count() >= 10
+            # A batch's history is its entries in the audit log.
+            page.goto(f"{url}/admin/licensing/batch/{seeded['batch']}/history/")
+            assert "batch.issue" in page.inner_text("#result_list")
+        finally:
+            browser.close()
+
+    with capsys.disabled():
+        print("\nconsole screenshots:", *(str(p) for p in saved), sep="\n  ")
+    report = "\n".join(f"{name}:\n  " + "\n  ".join(found) for name, found in problems.items())
+    assert not problems, f"layout problems at {WIDTH} px:\n{report}"
+
+    for name, text in texts.items():
+        money = [m.group(0) for m in MONEY.finditer(text) if not re.search(r"\.\d\d$", m[1])]
+        assert not money, f"{name}: money without two decimals: {money}"
+        raw = UNIX_SECONDS.findall(text)
+        assert not raw, f"{name}: raw Unix times instead of dates: {raw}"
+    assert re.search(r"\d\.\d\d EUR", texts["invoice-preview"])
+    assert DATE.search(texts["batch-page"]) and DATE.search(texts["audit-log"])
+    assert texts["batch-page"].lower().count("units activated") == 1
+    weak = parts["dashboard"]
+    assert re.search(r"nl-ham-001\b[^\n]*revoked", weak), "the revoked weak device is not marked"
+    assert not re.search(r"nl-ham-000\b[^\n]*revoked", weak)
+    assert "Nordlicht Sicherheitstechnik GmbH" in parts["top-customers"]
+    assert "audit" in texts["admin-index"].lower()
+    assert "eyJhbGciOiJFZERTQSJ9" * 30 not in texts["audit-log"]
+    assert "eyJhbGciOiJFZERTQSJ9" * 30 in texts["audit-entry"].replace("\n", "")
+    for shot in saved:
+        assert shot.stat().st_size > 10_000, shot
