@@ -19,8 +19,8 @@ from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 
 from audit.context import acting_as, request_actor
+from config.clientip import client_ip, ip_in
 from config.errors import database_unavailable
-from licensing.throttling import client_ip, ip_in
 from ratelimits import counters
 
 ADMIN_PREFIX = "/v1/admin"

@@ -75,7 +75,7 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = env.int("SVC_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.float("SVC_LOGIN_COOLOFF_MINUTES", default=15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_CLIENT_IP_CALLABLE = "licensing.throttling.client_ip"
+AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
 
@@ -317,3 +317,7 @@ CSRF_TRUSTED_ORIGINS = env.list(
 # Preloading HSTS is a commitment made with the browser vendors, not a default: the
 # check that asks for it stays quiet unless SVC_HSTS_PRELOAD is set.
 SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Covering indexes (INCLUDE columns) are a PostgreSQL read optimisation; SQLite, the
+    # embedded default, builds the same indexes without them, which is all it needs.
+    SILENCED_SYSTEM_CHECKS.append("models.W040")

@@ -16,10 +16,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import schema
+from config.clientip import client_ip
 from config.errors import InvalidInput
 from config.fields import validated
 from licensing import activation, revocations, schemas, selectors, serializers, services, signing
-from licensing.throttling import ActivationRateThrottle, client_ip, parse_rate
+from licensing.throttling import ActivationRateThrottle, parse_rate
 
 
 class ActivateApi(APIView):
