@@ -9,7 +9,7 @@ from config import (
     views,
 )
 from console import views as console_views
-from customers.api import CustomerCreateApi
+from customers.api import CustomerCreateApi, CustomerDetailApi
 from licensing import api as licensing_api
 
 v1 = [
@@ -17,6 +17,11 @@ v1 = [
     path("revocations", licensing_api.RevocationListApi.as_view(), name="revocations"),
     path("admin/catalogue", licensing_api.CatalogueApi.as_view(), name="admin-catalogue"),
     path("admin/customers", CustomerCreateApi.as_view(), name="admin-customers"),
+    path(
+        "admin/customers/<id:customer_id>",
+        CustomerDetailApi.as_view(),
+        name="admin-customer-detail",
+    ),
     path("admin/batches", licensing_api.BatchCreateApi.as_view(), name="admin-batches"),
     path(
         "admin/batches/<id:batch_id>",

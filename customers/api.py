@@ -9,7 +9,7 @@ from config import schema
 from config.fields import StrictCharField
 from customers import schemas
 from customers.models import Customer
-from customers.services import customer_create
+from customers.services import customer_create, customer_get
 
 
 class CustomerIn(serializers.Serializer):
@@ -42,12 +42,32 @@ class CustomerCreateApi(APIView):
         serializer = CustomerIn(data=request.data)
         serializer.is_valid(raise_exception=True)
         customer = customer_create(**serializer.validated_data)
-        return Response(
-            {
-                "customer_id": customer.id,
-                "name": customer.name,
-                "kind": customer.kind,
-                "contact": customer.contact,
-            },
-            status=status.HTTP_201_CREATED,
-        )
+        return Response(_customer_out(customer), status=status.HTTP_201_CREATED)
+
+
+class CustomerDetailApi(APIView):
+    """``GET /v1/admin/customers/{customer_id}``: one customer, or 404."""
+
+    @extend_schema(
+        parameters=[
+            schema.id_path("customer_id", "The customer."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: schemas.CustomerOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such customer."}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="A customer by id.",
+    )
+    def get(self, request, customer_id: str):
+        return Response(_customer_out(customer_get(customer_id=customer_id)))
+
+
+def _customer_out(customer: Customer) -> dict[str, str]:
+    return {
+        "customer_id": customer.id,
+        "name": customer.name,
+        "kind": customer.kind,
+        "contact": customer.contact,
+    }

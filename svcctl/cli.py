@@ -634,14 +634,7 @@ def _check_fleet_filters(client: AdminClient, args) -> None:
     if args.batch:
         client.get(f"batches/{segment(args.batch)}")  # 404: batch ... does not exist
     if args.customer:
-        # The admin API has no endpoint to read a customer; a one-day invoice preview is
-        # the cheapest read that answers 404 for an unknown one. Any other refusal (say,
-        # licences in two currencies) comes from a customer that exists.
-        try:
-            client.get(f"invoice/{segment(args.customer)}", period_days=1)
-        except ApiError as exc:
-            if exc.status == 404:
-                raise
+        client.get(f"customers/{segment(args.customer)}")  # 404: customer ... does not exist
 
 
 def cmd_fleet(args) -> int:

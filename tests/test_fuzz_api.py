@@ -102,6 +102,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/revoke": {"body": {"license_id": to_revoke.id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
+        "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
         "GET /v1/admin/usage/{license_id}": {"path_parameters": {"license_id": unit.license_id}},
         "GET /v1/admin/invoice/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
         "POST /v1/admin/invoices/{number}/credit-note": {

@@ -45,3 +45,12 @@ def test_invalid_customer_is_400_with_detail(admin_api, body):
     response = create(admin_api, **body)
     assert response.status_code == 400
     assert set(response.json()) == {"detail"}
+
+
+def test_a_customer_is_read_by_id_and_an_unknown_one_is_404(admin_api):
+    created = create(admin_api, name="Acme Cameras", kind="oem", id="ACME77").json()
+    got = admin_api.get(f"/v1/admin/customers/{created['customer_id']}")
+    assert got.status_code == 200 and got.json() == created
+    missing = admin_api.get("/v1/admin/customers/CUST-NOBODY")
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "customer CUST-NOBODY does not exist"}
