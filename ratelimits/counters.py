@@ -43,32 +43,47 @@ class Decision:
 def hit(name: str, client: str, *, limit: int, span: int, now: float | None = None) -> Decision:
     """Count one request of ``client`` under the limit ``name`` (``limit`` requests per
     ``span`` seconds) and decide whether it is allowed."""
-    moment = time.time() if now is None else now
-    window, into = divmod(moment, span)
-    key = f"{name}:{client}"
-    count, before = _counted(key, int(window), span, int(moment))
-    seen = before * (1 - into / span) + count
-    return Decision(allowed=seen <= limit, seen=seen, retry_after=int(span - into) + 1)
+    return _decide(name, client, limit=limit, span=span, now=now, count=True)
 
 
 def peek(name: str, client: str, *, limit: int, span: int, now: float | None = None) -> Decision:
     """Whether ``client`` is over the limit ``name`` now, without counting a request."""
+    return _decide(name, client, limit=limit, span=span, now=now, count=False)
+
+
+def _decide(
+    name: str, client: str, *, limit: int, span: int, now: float | None, count: bool
+) -> Decision:
     moment = time.time() if now is None else now
     window, into = divmod(moment, span)
     key = f"{name}:{client}"
-    count, before = _read(key, int(window))
-    seen = before * (1 - into / span) + count
-    return Decision(allowed=seen < limit, seen=seen, retry_after=int(span - into) + 1)
+    current, previous = f"{key}:{int(window)}", f"{key}:{int(window) - 1}"
+    if count:
+        mine, before = _counted(key, current, previous, span, int(moment))
+    else:
+        mine, before = _read(key, current, previous)
+    seen = before * (1 - into / span) + mine
+    # A counted request is in ``seen`` already; a peek asks whether one more would fit.
+    allowed = seen <= limit if count else seen < limit
+    return Decision(allowed=allowed, seen=seen, retry_after=int(span - into) + 1)
 
 
-def _read(key: str, window: int) -> tuple[int, int]:
-    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
+def _redis(*keys: str) -> tuple[object, list[str]] | None:
+    """The Redis client and the cache's names for ``keys`` when the cache is Redis."""
     cache = caches["default"]
-    if isinstance(cache, RedisCache):
-        names = [cache.make_and_validate_key(k) for k in (current, previous)]
+    if not isinstance(cache, RedisCache):
+        return None
+    names = [cache.make_and_validate_key(k) for k in keys]
+    return cache._cache.get_client(names[0], write=True), names
+
+
+def _read(key: str, current: str, previous: str) -> tuple[int, int]:
+    redis = _redis(current, previous)
+    if redis is not None:
+        client, names = redis
         try:
-            count, before = cache._cache.get_client(names[0]).mget(names)
-            return int(count or 0), int(before or 0)
+            mine, before = client.mget(names)
+            return int(mine or 0), int(before or 0)
         except RedisError:
             log.warning("rate limit %s: Redis unreachable, reading the database", key)
     counts = dict(
@@ -77,28 +92,27 @@ def _read(key: str, window: int) -> tuple[int, int]:
     return counts.get(current, 0), counts.get(previous, 0)
 
 
-def _counted(key: str, window: int, span: int, now: int) -> tuple[int, int]:
+def _counted(key: str, current: str, previous: str, span: int, now: int) -> tuple[int, int]:
     """(requests in this window counting this one, requests in the window before)."""
-    current, previous = f"{key}:{window}", f"{key}:{window - 1}"
-    cache = caches["default"]
-    if isinstance(cache, RedisCache):
+    redis = _redis(current, previous)
+    if redis is not None:
         # Django's cache API would take three round trips (get, then incr = exists +
         # incr); its Redis client takes one.
-        names = [cache.make_and_validate_key(k) for k in (current, previous)]
+        client, names = redis
         try:
-            pipe = cache._cache.get_client(names[0], write=True).pipeline(transaction=False)
+            pipe = client.pipeline(transaction=False)
             pipe.incr(names[0])
             pipe.expire(names[0], 2 * span + 1)
             pipe.get(names[1])
-            count, _, before = pipe.execute()
-            return int(count), int(before or 0)
+            mine, _, before = pipe.execute()
+            return int(mine), int(before or 0)
         except RedisError:
             # Redis down: count in the database meanwhile rather than refuse everyone.
             log.warning("rate limit %s: Redis unreachable, counting in the database", key)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_UPSERT, [current, now + 2 * span + 1])
-        (count,) = cursor.fetchone()
+        (mine,) = cursor.fetchone()
     before = RateCounter.objects.filter(pk=previous).values_list("count", flat=True).first()
     if random.randrange(PURGE_ONE_IN) == 0:  # noqa: S311 - not a secret, a sampling
         RateCounter.objects.filter(expires__lt=now).delete()
-    return count, before or 0
+    return mine, before or 0
