@@ -134,7 +134,7 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                 f"""SELECT b.customer_id, b.sku, a.license_id, a.batch_id, b.unit_price,
                         b.currency, a.activated_at AS at
                     FROM {tables["activation"]} a JOIN {tables["batch"]} b ON b.id = a.batch_id
-                    WHERE b.customer_id = %s""",  # noqa: S608
+                    WHERE b.customer_id = %s AND a.transfer_of_id IS NULL""",  # noqa: S608
             ),
             (
                 LedgerEntry.Kind.DIRECT,

@@ -295,7 +295,10 @@ def rated(
 def _window_activations(customer_id: str, start: dt.datetime, end: dt.datetime):
     rows = (
         Activation.objects.filter(
-            batch__customer_id=customer_id, activated_at__gte=start, activated_at__lt=end
+            batch__customer_id=customer_id,
+            activated_at__gte=start,
+            activated_at__lt=end,
+            transfer_of__isnull=True,  # a transfer takes a seat already paid for
         )
         .values("batch_id", "batch__sku", "batch__unit_price", "batch__currency")
         .annotate(units=Count("id"))

@@ -3,7 +3,8 @@ operator dashboard.
 
 Per customer and SKU it reports inferences stored, billed, waiting for the next invoice
 and unbillable (dated after today: no period that can be issued contains them yet),
-and activations and direct licences stored vs billed. It reads the daily rollups and
+and activations and direct licences stored vs billed (an activation on a released seat
+is a transfer: counted apart, never billed). It reads the daily rollups and
 the ledger, never the raw records (``deep=True`` adds that comparison), so it takes
 seconds on 10^7 records.
 
@@ -54,6 +55,7 @@ class LedgerRow:
     waiting_records: int = 0
     activations: int = 0
     activations_billed: int = 0
+    transfers: int = 0  # activations on released seats: stored, never billed
     licences: int = 0
     licences_billed: int = 0
 
@@ -107,11 +109,15 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     activations = (
         Activation.objects.filter(batch_scope)
         .values("batch__customer_id", "batch__sku")
-        .annotate(n=Count("id"))
+        .annotate(
+            n=Count("id", filter=Q(transfer_of__isnull=True)),
+            transfers=Count("id", filter=Q(transfer_of__isnull=False)),
+        )
         .order_by()
     )
     for item in activations:
-        rows[(item["batch__customer_id"], item["batch__sku"])].activations = item["n"]
+        row = rows[(item["batch__customer_id"], item["batch__sku"])]
+        row.activations, row.transfers = item["n"], item["transfers"]
     licences = (
         License.objects.filter(scope, kind=License.Kind.DIRECT)
         .exclude(device_id="*")

@@ -215,6 +215,21 @@ SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
 
 
+def _seat_release_policy(value: str) -> tuple[float, int]:
+    """``<percent>%/<days>d``: a batch may release that share of its purchased units (at
+    least one) per rolling window of that many days."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)%/(\d+)d\s*", value)
+    if not match or not 0 < float(match[1]) <= 100 or not 1 <= int(match[2]) <= 3660:
+        raise ImproperlyConfigured(
+            f"SVC_SEAT_RELEASE_POLICY must look like 5%/30d (a share of a batch's units, "
+            f"0-100 %, per window of 1-3660 days), not {value!r}"
+        )
+    return float(match[1]), int(match[2])
+
+
+SVC_SEAT_RELEASE_POLICY = _seat_release_policy(env.str("SVC_SEAT_RELEASE_POLICY", default="5%/30d"))
+
+
 def _cidrs(name: str) -> list[str]:
     """``name``: comma-separated networks (``10.0.0.0/8``, ``2001:db8::/32``; a bare
     address is one host; host bits are ignored, as the throttle reads them). A value that

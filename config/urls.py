@@ -35,6 +35,7 @@ v1 = [
         name="admin-licenses-register",
     ),
     path("admin/revoke", licensing_api.RevokeApi.as_view(), name="admin-revoke"),
+    path("admin/seats/release", licensing_api.SeatReleaseApi.as_view(), name="admin-seat-release"),
     path("admin/fleet", licensing_api.FleetApi.as_view(), name="admin-fleet"),
 ]
 

@@ -9,7 +9,9 @@ What a request costs, on the database:
   revocation list's head, handed out with the licence, is the one this process holds,
   ``licensing.revocations.head_get``);
 - a new device: that lookup, then one transaction with the seat taken by one
-  conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted.
+  conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted;
+  when the batch has a seat an operator released (``licensing.seats``), two statements
+  more make the activation a transfer of that release, not billed again.
 
 What a batch key says never changes, and proving it is the costly part (an Ed25519
 verification, the batch row, the exact-token check), so a verified key is kept per
@@ -34,7 +36,7 @@ from django.utils import timezone
 
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from devices.errors import BadSignature
-from licensing import signing
+from licensing import seats, signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest, unix
 from licensing.services import license_claims
@@ -58,7 +60,7 @@ WHERE id = %s AND units_activated < units_purchased
     AND NOT EXISTS (
         SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
     )
-RETURNING units_purchased - units_activated
+RETURNING units_purchased - units_activated, released_seats
 """
 KEYS_HELD = 4096  # verified batch keys kept per process; beyond, the cache starts over
 
@@ -206,6 +208,7 @@ def _unit_create(
     weak_binding: bool,
     sdk_version: str,
     client_ip: str | None,
+    transfer_of: int | None,
 ) -> tuple[str, str]:
     """Sign the unit licence and write it with its activation record: (licence id,
     token). The unit carries
@@ -258,6 +261,7 @@ def _unit_create(
         sdk_version=sdk_version[:64],
         activated_at=now,
         client_ip=client_ip,
+        transfer_of_id=transfer_of,
     )
     return signed["lic"], token
 
@@ -327,6 +331,9 @@ def unit_activate(
                 seat = cursor.fetchone()
             if seat is None:
                 raise _seat_refused(key, device_id)
+            # A seat an operator released (a dead camera's) goes to this device as a
+            # transfer, not billed again; the batch row stays locked until commit.
+            transfer_of = seats.released_seat_take(key.batch_id) if seat[1] else None
             license_id, token = _unit_create(
                 key,
                 device_id=device_id,
@@ -334,6 +341,7 @@ def unit_activate(
                 weak_binding=weak_binding,
                 sdk_version=sdk_version,
                 client_ip=client_ip,
+                transfer_of=transfer_of,
             )
     except IntegrityError:
         existing = _lookup(key, device_id)

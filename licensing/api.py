@@ -19,7 +19,16 @@ from config import schema
 from config.clientip import client_ip
 from config.errors import InvalidInput
 from config.fields import validated
-from licensing import activation, revocations, schemas, selectors, serializers, services, signing
+from licensing import (
+    activation,
+    revocations,
+    schemas,
+    seats,
+    selectors,
+    serializers,
+    services,
+    signing,
+)
 from licensing.throttling import ActivationRateThrottle, parse_rate
 
 
@@ -311,6 +320,36 @@ class RevokeApi(APIView):
         data = validated(serializers.RevokeIn, request.data)
         lic = services.license_revoke(**data)
         return Response(serializers.RevokeOut(lic).data)
+
+
+class SeatReleaseApi(APIView):
+    @extend_schema(
+        request=serializers.SeatReleaseIn,
+        responses={
+            200: serializers.SeatReleaseOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or no reason, the seat named both ways "
+                    "or neither, or a licence that is not a unit licence.",
+                    404: "No such licence, batch, or device on the batch.",
+                    409: "The batch's release policy is spent for now; the detail says when "
+                    "the next release is possible.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        auth=schema.ADMIN_AUTH,
+        description="Release the seat of a dead or replaced camera: its unit licence is "
+        "revoked and the seat returns to the batch; the next activation on the batch takes "
+        "it as a transfer, not billed again. Name the seat by license_id, or by batch_id and "
+        "device_id. Idempotent: again answers the first release (already_released).",
+    )
+    def post(self, request):
+        data = validated(serializers.SeatReleaseIn, request.data)
+        result = seats.seat_release(**data)
+        return Response(serializers.SeatReleaseOut(result).data)
 
 
 class FleetApi(APIView):

@@ -94,6 +94,12 @@ class Batch(models.Model):
     sku = models.CharField(max_length=64, db_index=True, verbose_name="SKU")
     units_purchased = models.PositiveIntegerField()
     units_activated = models.PositiveIntegerField(default=0)
+    released_seats = models.PositiveIntegerField(
+        default=0,
+        help_text="Seats released by an operator (dead or replaced cameras) and not yet "
+        "taken again: the next activations on them are transfers, not billed again. "
+        "Always at most the units remaining (licensing.seats keeps it so at every commit).",
+    )
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)
     issued_at = models.DateTimeField(default=timezone.now)
@@ -199,6 +205,15 @@ class Activation(models.Model):
     sdk_version = models.CharField(max_length=64, blank=True)
     activated_at = models.DateTimeField(default=timezone.now)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
+    transfer_of = models.OneToOneField(
+        "licensing.SeatRelease",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="replacement",
+        help_text="The seat release whose seat this activation took: a transfer from a dead "
+        "or replaced camera, not billed again.",
+    )
 
     class Meta:
         ordering = ["-activated_at", "-id"]
@@ -209,6 +224,30 @@ class Activation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} on {self.batch_id}"
+
+
+class SeatRelease(models.Model):
+    """A seat an operator gave back to its batch: the unit licence of a dead or replaced
+    camera, revoked, its seat free again. The activation that takes the seat next points
+    here (``Activation.transfer_of``) and is a transfer, not a new billable unit."""
+
+    batch = models.ForeignKey(Batch, on_delete=models.PROTECT, related_name="seat_releases")
+    license = models.OneToOneField(
+        License,
+        on_delete=models.PROTECT,
+        related_name="seat_release",
+        verbose_name="released licence",
+    )
+    device_id = models.CharField(max_length=128)
+    released_at = models.DateTimeField(default=timezone.now)
+    reason = models.CharField(max_length=500)
+
+    class Meta:
+        ordering = ["-released_at", "-id"]
+        indexes = [models.Index(fields=["batch", "released_at"], name="seat_release_batch_time")]
+
+    def __str__(self) -> str:
+        return f"seat of {self.device_id} on {self.batch_id}"
 
 
 def new_list_epoch() -> str:

@@ -12,6 +12,7 @@ from config.fields import (
     StrictIntegerField,
 )
 from licensing.models import Activation, Batch, License, unix
+from licensing.selectors import FLEET_CURSOR_MAX, FLEET_MAX
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
@@ -173,6 +174,28 @@ class RevokeIn(serializers.Serializer):
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
 
 
+class SeatReleaseIn(serializers.Serializer):
+    license_id = IdField(required=False)
+    batch_id = IdField(required=False)
+    device_id = DeviceIdField(required=False)
+    reason = StrictCharField(max_length=500)
+
+
+class SeatReleaseOut(serializers.Serializer):
+    license_id = serializers.CharField(source="release.license_id")
+    batch_id = serializers.CharField(source="release.batch_id")
+    device_id = serializers.CharField(source="release.device_id")
+    released_at = UnixField(source="release.released_at")
+    reason = serializers.CharField(source="release.reason")
+    already_released = serializers.BooleanField()
+    batch_units_remaining = serializers.IntegerField()
+    releases_in_window = serializers.IntegerField(
+        help_text="Seats this batch released in the policy's window, this one included."
+    )
+    release_limit = serializers.IntegerField(help_text="Releases the policy allows per window.")
+    window_days = serializers.IntegerField()
+
+
 class RevokeOut(serializers.ModelSerializer):
     license_id = serializers.CharField(source="id")
     revoked = serializers.SerializerMethodField()
@@ -191,7 +214,28 @@ class FleetQuery(serializers.Serializer):
     customer_id = IdField(required=False)
     batch_id = IdField(required=False)
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
-    before = serializers.IntegerField(required=False, min_value=0, max_value=LAST_SECOND)
+    before = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=LAST_SECOND,
+        help_text="Units activated before this Unix second. Whole seconds: paging by the "
+        "last unit's activated_at skips the rest of its second; prefer cursor.",
+    )
+    cursor = serializers.RegexField(
+        r"^[A-Za-z0-9_-]+$",
+        required=False,
+        max_length=FLEET_CURSOR_MAX,
+        trim_whitespace=False,
+        help_text="The next_cursor of a previous answer, as given: the units after its last "
+        "one (order: activated_at, then activation id, newest first), none skipped or "
+        "repeated. Opaque; not with before.",
+    )
+    limit = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=FLEET_MAX,
+        help_text=f"Units per answer, 1..{FLEET_MAX} (default {FLEET_MAX}).",
+    )
 
 
 class ActivationRecordOut(serializers.ModelSerializer):

@@ -55,6 +55,23 @@ def test_new_activation_is_the_lookup_then_seat_licence_activation(
     assert statements.count("UPDATE") == 1 and statements.count("INSERT") == 2
 
 
+def test_a_transfer_onto_a_released_seat_costs_two_more_statements(
+    device_api, warm_batch, django_assert_num_queries
+):
+    from licensing.seats import seat_release
+
+    on_file = warm_batch.activations.get(device_id="warm-up").license_id
+    seat_release(license_id=on_file, reason="camera replaced")
+    revocations.head_document()  # the list moved: its new head, built once for everyone
+    # lookup; UPDATE (seat); SELECT the release; UPDATE (released seats); two INSERTs
+    with django_assert_num_queries(6 + SAVEPOINT):
+        response = activate(device_api, warm_batch.license.token, "cam-replacement")
+    assert response.status_code == 200
+    # With no released seat left, a new activation is back to four statements.
+    with django_assert_num_queries(4 + SAVEPOINT):
+        assert activate(device_api, warm_batch.license.token, "cam-next").status_code == 200
+
+
 def test_a_batch_key_is_verified_once_per_process(
     device_api, make_batch, django_assert_num_queries
 ):

@@ -76,3 +76,34 @@ def test_check_constraint_refuses_overselling_even_without_the_service(make_batc
     batch = make_batch(units=2)
     with pytest.raises(IntegrityError), transaction.atomic():
         Batch.objects.filter(pk=batch.pk).update(units_activated=3)
+
+
+def test_racing_replacements_take_each_released_seat_exactly_once(live_service, make_batch):
+    """A full 40-unit batch releases two seats (the default policy: 5 % of 40); twelve
+    new cameras race for them: two get a seat, each a transfer of a different release,
+    and nothing is oversold or billed again."""
+    batch = make_batch(units=40)
+    token = batch.license.token
+    for n in range(40):
+        assert (
+            _post(
+                f"{live_service.url}/v1/activate", {"batch_token": token, "device_id": f"old-{n}"}
+            )[0]
+            == 200
+        )
+    for n in (1, 2):
+        dead = Activation.objects.get(batch=batch, device_id=f"old-{n}").license_id
+        live_service.admin(
+            "POST", "/v1/admin/seats/release", {"license_id": dead, "reason": "dead"}
+        )
+
+    results = _race(
+        live_service, [{"batch_token": token, "device_id": f"new-{n}"} for n in range(12)]
+    )
+
+    assert Counter(status for status, _ in results) == {200: 2, 402: 10}, results
+    batch.refresh_from_db()
+    assert (batch.units_activated, batch.released_seats) == (40, 0)
+    transfers = Activation.objects.filter(batch=batch, transfer_of__isnull=False)
+    assert transfers.count() == 2
+    assert len({t.transfer_of_id for t in transfers}) == 2

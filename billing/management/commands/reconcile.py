@@ -9,7 +9,7 @@ from billing.reconciliation import ledger_reconcile
 _COLUMNS = (
     ("customer", 18), ("SKU", 15), ("stored", 14), ("billed", 14), ("waiting", 12),
     ("unbillable", 11), ("activ. stored", 13), ("billed", 7), ("direct stored", 13),
-    ("billed", 7),
+    ("billed", 7), ("transfers", 9),
 )  # fmt: skip
 
 
@@ -55,6 +55,7 @@ class Command(BaseCommand):
                         row.activations_billed,
                         row.licences,
                         row.licences_billed,
+                        row.transfers,
                     ]
                 )  # fmt: skip
             )
