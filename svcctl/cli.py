@@ -40,6 +40,7 @@ examples, online (<...> is a value to fill in):
   svcctl fleet --customer CUST-ACME --weak
   svcctl license CUST-ACME DETECT-STD cam-0001 --days 30           # prints the licence id
   svcctl revoke <LICENCE-ID> --reason "device stolen"  # the LIC-... id license printed
+  svcctl release --batch <BATCH-ID> --device cam-0001 --reason "camera replaced"  # activated
   svcctl invoice CUST-ACME --days 30 --csv acme.csv
 
 examples, offline (the root key belongs on an offline machine):
@@ -254,6 +255,22 @@ def build_parser() -> argparse.ArgumentParser:
         "camera stops at its next start after fetching the revocation list. Idempotent.",
     )
     p.add_argument("license_id", help="licence id, LIC-...")
+    p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
+
+    p = online_command(
+        "release",
+        "release the seat of a dead or replaced camera",
+        cmd_release,
+        "Give the seat of a dead or replaced camera back to its batch: its unit licence is "
+        "revoked with the reason, and the next camera activated on the batch takes the seat "
+        "as a transfer, not billed again. Name the camera by its licence id, or by --batch "
+        "and --device. A policy bounds releases per batch (the service's "
+        "SVC_SEAT_RELEASE_POLICY, 5%% of its units per 30 days by default); a refusal says "
+        "when the next release is possible. Idempotent: again prints the first release.",
+    )
+    p.add_argument("license_id", nargs="?", help="the camera's unit licence id, LIC-...")
+    p.add_argument("--batch", help="the batch, B-... (with --device instead of a licence id)")
+    p.add_argument("--device", help="the camera's device id on that batch")
     p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
 
     p = online_command(
@@ -624,6 +641,45 @@ def cmd_revoke(args) -> int:
                 ("reason", result["reason"]),
             ]
         )
+    return EXIT_OK
+
+
+def cmd_release(args) -> int:
+    if bool(args.license_id) == bool(args.batch or args.device):
+        raise UsageError("name the camera by its licence id, or by --batch and --device")
+    if not args.license_id and not (args.batch and args.device):
+        raise UsageError("--batch and --device go together")
+    seat = (
+        {"license_id": args.license_id}
+        if args.license_id
+        else {"batch_id": args.batch, "device_id": args.device}
+    )
+    result = _client(args).post("seats/release", {**seat, "reason": args.reason})
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    if result["already_released"]:
+        print(
+            f"{result['license_id']} (device {result['device_id']}) already released at "
+            f"{output.when(result['released_at'])} ({result['reason']}); nothing changed"
+        )
+        return EXIT_OK
+    output.fields(
+        [
+            ("licence", f"{result['license_id']} (revoked)"),
+            ("device", result["device_id"]),
+            ("batch", result["batch_id"]),
+            ("released", output.when(result["released_at"])),
+            ("reason", result["reason"]),
+            ("units remaining", str(result["batch_units_remaining"])),
+            (
+                "releases",
+                f"{result['releases_in_window']} of {result['release_limit']} allowed in "
+                f"{result['window_days']} days",
+            ),
+        ]
+    )
+    print("the next camera activated on the batch takes this seat as a transfer (not billed)")
     return EXIT_OK
 
 

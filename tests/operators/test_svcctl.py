@@ -571,11 +571,14 @@ def _help_examples() -> list[list[str]]:
 @pytest.mark.live
 def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_db, tmp_path):
     examples = _help_examples()
-    assert len(examples) == 12 and not any("CUST-..." in word for e in examples for word in e)
+    assert len(examples) == 13 and not any("CUST-..." in word for e in examples for word in e)
     filled: dict[str, str] = {}
     for args in examples:
         args = [filled.get(word, word) for word in args]
         assert not any(word.startswith("<") for word in args), args
+        if args[0] == "release":  # the example's camera, booted with the batch key
+            batch_key = (tmp_path / "acme.batchkey").read_text().strip()
+            _activate(online["SVC_URL"], batch_key, "cam-0001")
         result = svcctl(*args, env=online, cwd=tmp_path)
         assert result.returncode == 0, (args, result.stderr)
         if args[0] == "customer":
@@ -586,6 +589,8 @@ def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_d
             filled["<LICENCE-ID>"] = re.search(r"^licence\s+(LIC-\S+)$", result.stdout, re.M)[1]
         if args[0] == "inspect":
             assert "root chain       ok" in result.stdout
+        if args[0] == "release":
+            assert re.search(r"^licence\s+LIC-\S+ \(revoked\)$", result.stdout, re.M)
     assert set(filled) == {"<BATCH-ID>", "<LICENCE-ID>"}
 
 
@@ -770,3 +775,28 @@ def test_revoking_a_revoked_licence_says_when_and_why_and_exits_0(
     assert same.stdout.startswith(
         f"{other} already revoked at {output.when(int(yesterday.timestamp()))}"
     )
+
+
+@pytest.mark.live
+def test_release_frees_a_seat_says_so_and_is_idempotent(live_service, online, transactional_db):
+    customer = _json(svcctl("customer", "Seats", "--kind", "oem", "--json", env=online))
+    batch = _json(svcctl("batch", customer["customer_id"], "DETECT-STD", "1", "--json", env=online))
+    dead = _activate(live_service.url, batch["batch_token"], "cam-dead")["license_id"]
+
+    first = svcctl("release", dead, "--reason", "camera replaced", env=online)
+
+    assert first.returncode == 0, first.stderr
+    assert re.search(rf"^licence\s+{dead} \(revoked\)$", first.stdout, re.M)
+    assert re.search(r"^units remaining\s+1$", first.stdout, re.M)
+    assert re.search(r"^releases\s+1 of 1 allowed in 30 days$", first.stdout, re.M)
+    again = svcctl(
+        "release", "--batch", batch["batch_id"], "--device", "cam-dead", "--reason", "x",
+        env=online,
+    )  # fmt: skip
+    assert again.returncode == 0 and "already released at" in again.stdout
+    assert "(camera replaced); nothing changed" in again.stdout
+    other = _activate(live_service.url, batch["batch_token"], "cam-other")["license_id"]
+    refused = svcctl("release", other, "--reason", "dead too", env=online)
+    assert refused.returncode == 1 and "next release is possible at" in refused.stderr
+    usage = svcctl("release", "--batch", batch["batch_id"], "--reason", "x", env=online)
+    assert usage.returncode == 2 and "--batch and --device go together" in usage.stderr
