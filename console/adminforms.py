@@ -73,9 +73,14 @@ def revoke_with_reason(
     revoke: Callable[..., Any],
     action_name: str,
     what: str,
+    verb: str = "Revoke",
+    message: str = "Revoked {n} {what}; devices drop them at their next sync.",
+    template: str = "admin/revoke_confirm.html",
+    explanation: dict[str, Any] | None = None,
 ) -> HttpResponse | None:
     """An admin action that asks for a reason first, then revokes each selected row's
-    licence through ``revoke`` (the ``license_revoke`` service)."""
+    licence through ``revoke`` (the ``license_revoke`` service, or another service that
+    takes ``license_id`` and ``reason``, such as ``seat_release``)."""
     form = ReasonForm(request.POST if "apply" in request.POST else None)
     if "apply" in request.POST and form.is_valid():
         done = 0
@@ -86,20 +91,20 @@ def revoke_with_reason(
             except ServiceError as exc:
                 model_admin.message_user(request, exc.detail, messages.ERROR)
         if done:
-            model_admin.message_user(
-                request, f"Revoked {done} {what}; devices drop them at their next sync."
-            )
+            model_admin.message_user(request, message.format(n=done, what=what))
         return None
     opts = model_admin.model._meta
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
         "app_label": opts.app_label,
-        "title": f"Revoke {what}",
+        "title": f"{verb} {what}",
+        "verb": verb,
         "rows": [(row, license_id_of(row)) for row in queryset],
         "selected": [row.pk for row in queryset],
         "form": form,
         "action_name": action_name,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        **(explanation or {}),
     }
-    return TemplateResponse(request, "admin/revoke_confirm.html", context)
+    return TemplateResponse(request, template, context)

@@ -33,7 +33,8 @@ from config.errors import ServiceError
 from console.adminforms import ReasonForm, revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
 from customers.models import Customer
-from licensing.models import Activation, Batch, License, Revocation, SigningKey, Sku
+from licensing.models import Activation, Batch, License, Revocation, SeatRelease, SigningKey, Sku
+from licensing.seats import ReleasePolicy, seat_release
 from licensing.services import (
     batch_issue,
     license_issue,
@@ -485,9 +486,9 @@ class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
         "batch__customer__name",
         "client_ip",
     ]
-    list_select_related = ["batch", "batch__customer", "license"]
+    list_select_related = ["batch", "batch__customer", "license", "license__seat_release"]
     date_hierarchy = "activated_at"
-    actions = ["revoke_units"]
+    actions = ["revoke_units", "release_seats"]
 
     @admin.display(description="licence", ordering="license__id")
     def license_link(self, record: Activation):
@@ -507,7 +508,12 @@ class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
 
     @admin.display(description="licence state", ordering="license__revoked_at")
     def revoked(self, record: Activation):
-        return revoked_or_valid(record.license)
+        state = revoked_or_valid(record.license)
+        if hasattr(record.license, "seat_release"):
+            state = format_html('{} <span class="svc-nowrap">(seat released)</span>', state)
+        if record.transfer_of_id:
+            state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
+        return state
 
     @admin.action(description="Revoke unit licences of selected devices…", permissions=["revoke"])
     def revoke_units(self, request, queryset):
@@ -520,6 +526,54 @@ class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
             action_name="revoke_units",
             what="unit licences",
         )
+
+    @admin.action(
+        description="Release seats of selected devices (dead or replaced cameras)…",
+        permissions=["revoke"],
+    )
+    def release_seats(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda record: record.license_id,
+            revoke=seat_release,
+            action_name="release_seats",
+            what="seats",
+            verb="Release",
+            message="Released {n} {what}: the units are revoked and the next cameras "
+            "activated on their batches take the seats as transfers, not billed again.",
+            template="admin/seat_release_confirm.html",
+            explanation={"policy": _policy_text()},
+        )
+
+
+def _policy_text() -> str:
+    policy = ReleasePolicy.configured()
+    return f"{policy.percent:g}% of a batch's units, at least one, per {policy.days} days"
+
+
+@admin.register(SeatRelease)
+class SeatReleaseAdmin(ReadOnlyAdmin):
+    """Seats operators gave back to their batches, and the activation that took each."""
+
+    list_display = ["released_at", "device_id", "license_link", "batch_link", "reason", "taken_by"]
+    list_select_related = ["batch", "license", "replacement"]
+    search_fields = ["=device_id", "=license__id", "=batch__id"]
+    date_hierarchy = "released_at"
+
+    @admin.display(description="licence", ordering="license__id")
+    def license_link(self, release: SeatRelease):
+        return _admin_link(release.license)
+
+    @admin.display(description="batch", ordering="batch__id")
+    def batch_link(self, release: SeatRelease):
+        return _admin_link(release.batch)
+
+    @admin.display(description="taken by")
+    def taken_by(self, release: SeatRelease) -> str:
+        replacement = getattr(release, "replacement", None)
+        return replacement.device_id if replacement else "free (the next activation)"
 
 
 @admin.register(Revocation)

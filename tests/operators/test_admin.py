@@ -236,6 +236,37 @@ def test_revoke_unit_from_the_fleet_and_batch_key_from_batches(admin_client, fle
     assert License.objects.get(pk=batch.license_id).revoke_reason == "leaked"
 
 
+def test_release_seats_from_the_fleet_asks_for_a_reason_and_marks_the_transfer(admin_client, fleet):
+    batch, _ = fleet
+    unit = Activation.objects.get(device_id="cam-strong")
+    url = reverse("admin:licensing_activation_changelist")
+    selection = {"action": "release_seats", "_selected_action": [unit.pk]}
+    confirm = admin_client.post(url, selection).content.decode()
+    assert "Release seats" in confirm and 'value="Release"' in confirm
+    assert "units, at least one, per 30 days" in confirm
+
+    done = admin_client.post(url, {**selection, "apply": "1", "reason": "camera replaced"})
+
+    assert done.status_code == 302
+    assert License.objects.get(pk=unit.license_id).revoke_reason == "camera replaced"
+    batch.refresh_from_db()
+    assert (batch.units_activated, batch.released_seats) == (1, 1)
+    assert AuditEntry.objects.get(action="seat.release").actor_kind == "staff"
+    unit_activate(batch_token=batch.license.token, device_id="cam-replacement")
+    fleet_page = admin_client.get(url).content.decode()
+    assert "(seat released)" in fleet_page and "(transfer)" in fleet_page
+    releases = admin_client.get(reverse("admin:licensing_seatrelease_changelist"))
+    assert "cam-replacement" in releases.content.decode()
+    # Past the policy (one per 30 days for a 10-unit batch), the refusal is shown.
+    other = Activation.objects.get(device_id="aa:bb:cc:dd:ee:ff")
+    refused = admin_client.post(
+        url,
+        {"action": "release_seats", "_selected_action": [other.pk], "apply": "1", "reason": "x"},
+        follow=True,
+    )
+    assert "next release is possible at" in refused.content.decode()
+
+
 def test_batches_show_progress_and_turn_red_near_exhaustion(admin_client, make_batch):
     calm = make_batch(units=10)
     busy = make_batch(units=10)
