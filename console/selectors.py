@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, F, Max, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from licensing.models import Activation, Batch
+from licensing.models import Activation, Batch, SeatRelease
+from licensing.seats import ReleasePolicy
 
 # A batch is near exhaustion once 9 in 10 of its units are activated (integer maths, so
 # the database and Python agree exactly).
@@ -62,3 +63,22 @@ def weak_binding_devices(*, limit: int = 20) -> QuerySet[Activation]:
 
 def weak_binding_count() -> int:
     return Activation.objects.filter(weak_binding=True).count()
+
+
+def seat_releases(*, limit: int = 20, now: dt.datetime | None = None) -> dict:
+    """Seats released within the release policy's window: the total, and per batch (most
+    recent first) how many, how many replacements took them, and the policy's limit."""
+    policy = ReleasePolicy.configured()
+    since = (now or timezone.now()) - dt.timedelta(days=policy.days)
+    window = SeatRelease.objects.filter(released_at__gt=since)
+    rows = list(
+        window.values(
+            "batch_id", "batch__customer_id", "batch__customer__name", "batch__units_purchased"
+        )
+        .annotate(released=Count("id"), taken=Count("replacement"), last=Max("released_at"))
+        .order_by("-last", "batch_id")[:limit]
+    )
+    for row in rows:
+        row["limit"] = policy.limit(row["batch__units_purchased"])
+        row["at_limit"] = row["released"] >= row["limit"]
+    return {"days": policy.days, "total": window.count(), "batches": rows}

@@ -70,6 +70,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "near_exhaustion": selectors.batches_near_exhaustion(),
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
+        "releases": selectors.seat_releases(),
         "ledger": ledger,
         "ledger_rows": [_ledger_cells(row) for row in ledger.rows[:LEDGER_ROWS]],
         "ledger_total": _ledger_cells(ledger.totals(), label="All customers"),

@@ -344,6 +344,25 @@ def test_dashboard_renders_inline_svg_charts_and_lists(admin_client, fleet, make
     assert not re.search(r'(src|href)="(https?:)?//', body)
 
 
+def test_dashboard_shows_seat_releases_against_the_policy(admin_client, fleet):
+    from licensing.seats import seat_release
+
+    batch, _ = fleet
+    empty = admin_client.get(reverse("console-dashboard")).content.decode()
+    assert "No seat released in the last 30 days." in empty
+    seat_release(license_id=batch.activations.get(device_id="cam-strong").license_id, reason="x")
+    unit_activate(batch_token=batch.license.token, device_id="cam-replacement")
+
+    body = admin_client.get(reverse("console-dashboard")).content.decode()
+
+    section = body.split('id="seat-releases"', 1)[1].split("</table>", 1)[0]
+    assert batch.pk in section and batch.customer.name in section
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", section, re.S)
+    assert cells[2:4] == ["1 of 1 allowed", "1"], cells
+    assert 'svc-red" title="the release policy allows 1 per 30 days"' in section
+    assert re.search(r"Seat releases \(30 days\)</div><div class=\"svc-stat\">1<", body)
+
+
 def test_dashboard_and_preview_need_staff(client):
     for name in ("console-dashboard", "console-invoice-preview"):
         response = client.get(reverse(name))
