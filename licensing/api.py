@@ -360,8 +360,11 @@ class FleetApi(APIView):
             **schema.errors({**schema.QUERY_ERRORS, **schema.ADMIN_ERRORS}),
         },
         auth=schema.ADMIN_AUTH,
-        description="Activation records, most recent first, at most 1000; before (Unix "
-        "seconds) pages back.",
+        description="Activation records, most recent first (activated_at, then activation "
+        "id), at most limit (default and at most 1000). next_cursor, passed back as cursor, "
+        "pages on with none skipped or repeated; before (whole Unix seconds) also pages "
+        "back but skips the rest of a second a page ends in. A cursor that is not one "
+        "next_cursor gave, or cursor with before, is 400.",
     )
     def get(self, request):
         # A plain dict: a filter present but blank (``?customer_id=``) is refused like any
@@ -371,7 +374,13 @@ class FleetApi(APIView):
         weak = query.pop("weak_binding", None)
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
-        units = serializers.ActivationRecordOut(selectors.fleet_list(**query), many=True).data
+        page = selectors.fleet_page(**query)
+        units = serializers.ActivationRecordOut(page.records, many=True).data
         return Response(
-            {"units": units, "count": len(units), "as_of": int(timezone.now().timestamp())}
+            {
+                "units": units,
+                "count": len(units),
+                "next_cursor": page.next_cursor,
+                "as_of": int(timezone.now().timestamp()),
+            }
         )

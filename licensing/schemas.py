@@ -100,8 +100,14 @@ class CatalogueOut(serializers.Serializer):
 
 
 class FleetOut(serializers.Serializer):
-    units = ActivationRecordOut(many=True, help_text="Most recent first, at most 1000.")
-    count = serializers.IntegerField()
+    units = ActivationRecordOut(
+        many=True, help_text="Most recent first (activated_at, then activation id), at most limit."
+    )
+    count = serializers.IntegerField(help_text="Units in this answer.")
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Pass as cursor for the next page; null: no unit after this answer's last.",
+    )
     as_of = serializers.IntegerField(help_text="Unix seconds of the answer.")
 
 

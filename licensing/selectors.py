@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
+import hmac
+import re
+from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet
+from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
+from django.utils.crypto import salted_hmac
 
-from config.errors import NotFound
+from config.errors import InvalidInput, NotFound
 from licensing.models import Activation, Batch, SigningKey, Sku
+from svccore.claims import LAST_SECOND
 
 FLEET_MAX = 1000
+# A fleet cursor is the position of a record in the fleet's total order (-activated_at,
+# -id), "<activated_at in Unix microseconds>:<activation id>", followed by a MAC of it
+# under SVC_SECRET_KEY, all unpadded base64url: opaque, and refused when edited.
+FLEET_CURSOR_MAX = 96  # characters; the longest real one is 67
+_CURSOR_MAC_BYTES = 12
+_CURSOR_MAC_SALT = "licensing.fleet-cursor"
+_CURSOR_POSITION = re.compile(rb"(0|[1-9][0-9]{0,17}):([1-9][0-9]{0,18})")
+_MICROSECONDS_MAX = (LAST_SECOND + 1) * 1_000_000 - 1
+_ID_MAX = 2**63 - 1
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MICROSECOND = dt.timedelta(microseconds=1)
 
 
 def batch_get(*, batch_id: str) -> Batch:
@@ -23,16 +42,78 @@ def catalogue_list() -> QuerySet[Sku]:
     return Sku.objects.order_by("code")
 
 
-def fleet_list(
+@dataclass(frozen=True)
+class FleetPage:
+    records: list[Activation]
+    next_cursor: str | None  # None: no record after the last one of this page
+
+
+def _cursor_mac(position: bytes) -> bytes:
+    return salted_hmac(_CURSOR_MAC_SALT, position, algorithm="sha256").digest()[:_CURSOR_MAC_BYTES]
+
+
+def fleet_cursor(record: Activation) -> str:
+    """The opaque cursor of ``record``'s position: the next page starts after it."""
+    microseconds = (record.activated_at - _EPOCH) // _MICROSECOND
+    position = f"{microseconds}:{record.pk}".encode("ascii")
+    raw = position + _cursor_mac(position)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def fleet_cursor_position(cursor: str) -> tuple[dt.datetime, int]:
+    """(activated_at, activation id) of a cursor :func:`fleet_cursor` made.
+
+    Anything else is refused (400 naming the parameter): other characters, padding,
+    non-canonical base64, a MAC that does not match (an edited cursor, or one made
+    under another SVC_SECRET_KEY), a position that is not two integers in range."""
+    refused = InvalidInput(
+        f"cursor: not a cursor of this listing ({len(cursor)} characters); pass the "
+        "next_cursor of a previous answer exactly as it was given"
+    )
+    if not 0 < len(cursor) <= FLEET_CURSOR_MAX or not cursor.isascii():
+        raise refused
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise refused from None
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != cursor:
+        raise refused
+    position, mac = raw[:-_CURSOR_MAC_BYTES], raw[-_CURSOR_MAC_BYTES:]
+    if not position or not hmac.compare_digest(mac, _cursor_mac(position)):
+        raise refused
+    match = _CURSOR_POSITION.fullmatch(position)
+    if match is None:
+        raise refused
+    microseconds, record_id = int(match[1]), int(match[2])
+    if microseconds > _MICROSECONDS_MAX or record_id > _ID_MAX:
+        raise refused
+    return _EPOCH + microseconds * _MICROSECOND, record_id
+
+
+def fleet_page(
     *,
     customer_id: str | None = None,
     batch_id: str | None = None,
     weak_binding: bool | None = None,
     before: int | None = None,
+    cursor: str | None = None,
     limit: int = FLEET_MAX,
-) -> QuerySet[Activation]:
-    """Activation records, most recent first; ``before`` (Unix seconds) pages back to
-    units activated strictly before that second."""
+) -> FleetPage:
+    """Activation records in the fleet's total order, most recent first (activated_at,
+    then activation id), at most ``limit`` (1..FLEET_MAX), with the cursor of the next
+    page.
+
+    ``cursor`` pages on strictly after the record it names: no record is skipped or
+    repeated, however many share a second. ``before`` (Unix seconds, contract §4) pages
+    back to records activated strictly before that second; paging by the last record's
+    second skips the rest of that second, hence the cursor. Not both at once."""
+    if cursor is not None and before is not None:
+        raise InvalidInput(
+            "cursor and before cannot be used together: cursor already names the position "
+            "(pass the next_cursor of the previous answer alone)"
+        )
+    if not 1 <= limit <= FLEET_MAX:
+        raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
     records = Activation.objects.select_related("batch", "license").order_by("-activated_at", "-id")
     if customer_id:
         records = records.filter(batch__customer_id=customer_id)
@@ -42,7 +123,20 @@ def fleet_list(
         records = records.filter(weak_binding=weak_binding)
     if before is not None:
         records = records.filter(activated_at__lt=dt.datetime.fromtimestamp(before, tz=dt.UTC))
-    return records[: min(limit, FLEET_MAX)]
+    if cursor is not None:
+        activated_at, record_id = fleet_cursor_position(cursor)
+        # (activated_at, id) < (t, i): a row-value comparison on PostgreSQL, which the
+        # index activation_recent_first serves as its start; Django writes it out as
+        # "activated_at < t OR (activated_at = t AND id < i)" on SQLite. The redundant
+        # "activated_at <= t" gives SQLite's planner the index range too.
+        records = records.filter(
+            TupleLessThan(Tuple(F("activated_at"), F("id")), (activated_at, record_id)),
+            Q(activated_at__lte=activated_at),
+        )
+    page = list(records[: limit + 1])  # one more than asked: is there a next page?
+    if len(page) <= limit:
+        return FleetPage(records=page, next_cursor=None)
+    return FleetPage(records=page[:limit], next_cursor=fleet_cursor(page[limit - 1]))
 
 
 def signing_keys_list() -> QuerySet[SigningKey]:
