@@ -51,14 +51,17 @@ DEVICE = "fuzz-cam-0001"
 
 # A request the schema admits may still be refused for what it names, not for its shape:
 # a SKU missing from the catalogue (spec §7: 400), a token that is no licence, a record
-# whose period_end is not after its period_start, an invoice with nothing to bill (400).
-# These operations may answer such a valid request 400 too.
+# whose period_end is not after its period_start, an invoice with nothing to bill (400),
+# a customer name another customer has (409). These operations may answer such a valid
+# request 400 or 409 too.
 REFUSED_BY_CONTENT = [
+    "POST /v1/admin/customers",
     "POST /v1/admin/batches",
     "POST /v1/admin/licenses",
     "POST /v1/admin/licenses/register",
     "POST /v1/admin/invoices",
     "POST /v1/usage",
+    "POST /v1/admin/seats/release",  # a seat named both ways, a direct licence, past the policy
 ]
 ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
@@ -84,6 +87,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
     customer = customer_create(name="Fuzz Cameras", kind="oem")
     batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=5000)
     unit = unit_activate(batch_token=batch.license.token, device_id=DEVICE)
+    dead = unit_activate(batch_token=batch.license.token, device_id="fuzz-cam-dead")
     # Issued three days ago: the customer's next invoice (up to today) has it to bill.
     direct = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="fuzz-cam-0002")
     License.objects.filter(pk=direct.pk).update(issued_at=direct.issued_at - dt.timedelta(days=3))
@@ -100,6 +104,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/licenses": {"body": {"customer_id": customer.id, "sku": "DETECT-STD"}},
         "POST /v1/admin/licenses/register": {"body": {"token": direct.token}},
         "POST /v1/admin/revoke": {"body": {"license_id": to_revoke.id}},
+        "POST /v1/admin/seats/release": {"body": {"license_id": dead.license_id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
         "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
