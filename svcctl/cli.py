@@ -21,6 +21,8 @@ from svcctl.client import AdminClient, ApiError, segment
 DEFAULT_URL = "http://127.0.0.1:8000"
 # Seconds the clocks of the service's nodes may differ by (revoke: was it revoked before?).
 CLOCK_SLACK = 1
+# Units per fleet call the service answers at most (GET /v1/admin/fleet's limit).
+FLEET_LIMIT_MAX = 1000
 
 DESCRIPTION = """\
 Operate the licensing authority: customers, batches, licences, revocation, fleet and
@@ -37,7 +39,7 @@ examples, online (<...> is a value to fill in):
   svcctl customer "Acme Cameras" --kind oem --contact ops@acme.example --id ACME
   svcctl batch CUST-ACME VISION-PRO 100 --token-out acme.batchkey  # prints the batch id
   svcctl batch-status <BATCH-ID>                   # the B-... id batch printed
-  svcctl fleet --customer CUST-ACME --weak
+  svcctl fleet --customer CUST-ACME --weak --all   # every page (--cursor: the next one)
   svcctl license CUST-ACME DETECT-STD cam-0001 --days 30           # prints the licence id
   svcctl revoke <LICENCE-ID> --reason "device stolen"  # the LIC-... id license printed
   svcctl release --batch <BATCH-ID> --device cam-0001 --reason "camera replaced"  # activated
@@ -132,6 +134,13 @@ def _positive(text: str) -> int:
     value = _non_negative(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def _fleet_limit(text: str) -> int:
+    value = _positive(text)
+    if value > FLEET_LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"must be <= {FLEET_LIMIT_MAX}, not {value}")
     return value
 
 
@@ -277,7 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fleet",
         "list activated units, most recent first",
         cmd_fleet,
-        "Activated units, most recent first (at most 1000 per call; page with --before).",
+        "Activated units, most recent first (activated_at, then activation id), at most "
+        f"--limit per call (default and at most {FLEET_LIMIT_MAX}). A page with more after "
+        "it ends with its next cursor: go on with --cursor, or list every unit with --all.",
     )
     p.add_argument("--customer", help="only this customer's units")
     p.add_argument("--batch", help="only this batch's units")
@@ -286,8 +297,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--weak", action="store_true", help="only weak-binding units (MAC fingerprint)"
     )
     weak.add_argument("--strong", action="store_true", help="only strongly bound units")
+    position = p.add_mutually_exclusive_group()
+    position.add_argument(
+        "--cursor",
+        help="the units after a previous answer's last: its next cursor, as printed",
+    )
+    position.add_argument(
+        "--before",
+        type=_non_negative,
+        metavar="UNIX",
+        help="units activated before this Unix second (whole seconds: paging by it skips "
+        "the rest of a second; prefer --cursor)",
+    )
     p.add_argument(
-        "--before", type=_non_negative, metavar="UNIX", help="units activated before this time"
+        "--all",
+        action="store_true",
+        help="follow the next cursor to the last unit, one call per page (progress on stderr)",
+    )
+    p.add_argument(
+        "--limit",
+        type=_fleet_limit,
+        metavar="N",
+        help=f"units per call, 1..{FLEET_LIMIT_MAX} (default {FLEET_LIMIT_MAX})",
     )
 
     p = online_command(
@@ -693,18 +724,36 @@ def _check_fleet_filters(client: AdminClient, args) -> None:
         client.get(f"customers/{segment(args.customer)}")  # 404: customer ... does not exist
 
 
+def _fleet_follow(client: AdminClient, first: dict[str, Any], query: dict[str, Any]) -> dict:
+    """``first`` and every page after it, following ``next_cursor`` to the end, as one
+    answer (``as_of`` of the first: later pages only reach further back)."""
+    units, cursor, pages = list(first["units"]), first["next_cursor"], 1
+    while cursor is not None:
+        print(f"fleet: {len(units)} unit(s) in {pages} page(s), reading on", file=sys.stderr)
+        page = client.get("fleet", **query, cursor=cursor)
+        if page["next_cursor"] == cursor:
+            raise ApiError(f"the service answered the same next_cursor twice: {cursor}")
+        units += page["units"]
+        cursor, pages = page["next_cursor"], pages + 1
+    if pages > 1:
+        print(f"fleet: {len(units)} unit(s) in {pages} page(s), done", file=sys.stderr)
+    return {**first, "units": units, "count": len(units), "next_cursor": None}
+
+
 def cmd_fleet(args) -> int:
     weak = "1" if args.weak else "0" if args.strong else None
     client = _client(args)
-    result = client.get(
-        "fleet",
-        customer_id=args.customer,
-        batch_id=args.batch,
-        weak_binding=weak,
-        before=args.before,
-    )
+    query = {
+        "customer_id": args.customer,
+        "batch_id": args.batch,
+        "weak_binding": weak,
+        "limit": args.limit,
+    }
+    result = client.get("fleet", **query, before=args.before, cursor=args.cursor)
     if not result["units"]:
         _check_fleet_filters(client, args)
+    if args.all:
+        result = _fleet_follow(client, result, query)
     if args.json:
         output.print_json(result)
         return EXIT_OK
@@ -726,8 +775,8 @@ def cmd_fleet(args) -> int:
         ),
     )
     print(f"\n{result['count']} unit(s)")
-    if result["count"] >= 1000:
-        print(f"more: svcctl fleet --before {result['units'][-1]['activated_at']} ...")
+    if result["next_cursor"] is not None:
+        print(f"more: the same command with --cursor {result['next_cursor']} (or --all)")
     return EXIT_OK
 
 
