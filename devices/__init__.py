@@ -9,7 +9,7 @@ never loads them.
 from __future__ import annotations
 
 from ._version import __version__
-from .engine import ACTIVE, EXPIRED, GRACE, Engine, Stream
+from .engine import Engine, Stream
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -24,6 +24,7 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import Fingerprint, fingerprint
+from .states import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
 from .token import key_fingerprint, verify_token
 
 
@@ -39,6 +40,8 @@ __all__ = [
     "ACTIVE",
     "EXPIRED",
     "GRACE",
+    "NOT_YET_VALID",
+    "REVOKED",
     "ActivationRequired",
     "BadSignature",
     "ClockRollback",
@@ -57,5 +60,6 @@ __all__ = [
     "activate",
     "fingerprint",
     "key_fingerprint",
+    "license_state",
     "verify_token",
 ]

@@ -63,19 +63,24 @@ from .state import (
     sweep_temp_files,
     write_json,
 )
+from .states import (
+    ACTIVE,
+    EXPIRED,
+    GRACE,
+    NBF_LEEWAY_SECONDS,
+    NOT_YET_VALID,
+    REVOKED,
+    grace_end,
+    license_state,
+)
 from .token import decode_unverified, key_fingerprint, verify_token
 
 log = logging.getLogger("devices")
-
-ACTIVE = "active"
-GRACE = "SVC_LIC_GRACE"
-EXPIRED = "LICENSE_EXPIRED"
 
 PERIOD_SECONDS = 3600  # usage periods, aligned on multiples of this on the clock
 QUOTA_BLOCK = 1000  # inferences reserved on disk ahead of use
 CHECKPOINT_SECONDS = 1  # at most one state write per this many clock seconds
 CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at start
-NBF_LEEWAY_SECONDS = 300  # device clocks run a little behind the service's
 MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
 MAX_TIMESTAMP = 1 << 40  # a state value past this (year 36812) was not written by us
 DEFAULT_TIMEOUT = 10.0
@@ -372,9 +377,12 @@ class Engine:
                     "correct the clock (a sync corrects a high-water mark a bad clock pushed "
                     "ahead) and restart"
                 )
-            if self._crl is not None and self._crl.is_revoked(lic):
+            revoked = self._crl is not None and self._crl.is_revoked(lic)
+            state = license_state(claims, now, revoked=revoked, nbf_leeway=NBF_LEEWAY_SECONDS)
+            if state == REVOKED:
+                assert self._crl is not None
                 raise Revoked(f"licence {lic} is on the revocation list (sequence {self._crl.seq})")
-            if claims["nbf"] > now + NBF_LEEWAY_SECONDS:
+            if state == NOT_YET_VALID:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)
             if self._expired:
@@ -401,7 +409,7 @@ class Engine:
         self._max_streams, self._max_fps = lim["max_streams"], lim["max_fps"]
         self._quota_cap = lim["api_calls"] or math.inf
         self._exp = claims["exp"]
-        self._stop_at = self._exp + claims["grace_days"] * 86400 if self._exp else math.inf
+        self._stop_at = grace_end(claims)
         self._state, self._expired = ACTIVE, False
         self._next_checkpoint = math.floor(now) + CHECKPOINT_SECONDS
         self._update_term(now)
@@ -426,11 +434,16 @@ class Engine:
     # -- the slow path: term, period roll-over, checkpoint ---------------------------
 
     def _update_term(self, now: float) -> None:
-        if now > self._stop_at:
+        """Move on to grace or expiry as the clock passes them. Only ever forward: a
+        clock stepping back while running changes nothing, and ``nbf`` was checked at
+        start."""
+        assert self._claims is not None
+        state = license_state(self._claims, now, nbf_leeway=NBF_LEEWAY_SECONDS)
+        if state == EXPIRED:
             if not self._expired:
                 self._state, self._expired = EXPIRED, True
                 log.warning("%s; analytics stopped, video continues", self._expired_message())
-        elif self._exp and now > self._exp and self._state != GRACE:
+        elif state == GRACE and self._state == ACTIVE:
             self._state = GRACE
             log.warning(
                 "licence %s expired at %d; grace period (%s) until %d",

@@ -33,6 +33,7 @@ from config.errors import ServiceError
 from console.adminforms import ReasonForm, revoke_with_reason, service_form_view
 from console.selectors import is_near_exhaustion
 from customers.models import Customer
+from devices import states
 from licensing.models import Activation, Batch, License, Revocation, SeatRelease, SigningKey, Sku
 from licensing.seats import ReleasePolicy, seat_release
 from licensing.services import (
@@ -91,18 +92,24 @@ def revoked_or_valid(lic: License, *, full: bool = False):
     )
 
 
+# What the console calls each state of devices.license_state.
+LICENSE_STATE_WORDS = {
+    states.NOT_YET_VALID: "not yet valid",
+    states.ACTIVE: "active",
+    states.GRACE: "grace",
+    states.EXPIRED: "expired",
+    states.REVOKED: "revoked",
+}
+
+
 def license_state(lic: License, now: dt.datetime | None = None) -> str:
-    """The licence's state as a device would see it (spec §3), or revoked."""
-    now = now or timezone.now()
-    if lic.revoked_at is not None:
-        return "revoked"
-    if lic.expires_at is None:
+    """The licence's state as a device would see it (spec §3, from its signed claims),
+    or revoked; "active (perpetual)" for an ``exp`` of 0."""
+    moment = (now or timezone.now()).timestamp()
+    state = states.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
+    if state == states.ACTIVE and not lic.claims["exp"]:
         return "active (perpetual)"
-    if now <= lic.expires_at:
-        return "active"
-    if now <= lic.expires_at + dt.timedelta(days=lic.grace_days):
-        return "grace"
-    return "expired"
+    return LICENSE_STATE_WORDS[state]
 
 
 def _admin_link(obj, label: str | None = None):

@@ -10,17 +10,19 @@ through ``svccore.licencefile``, and certificates through ``svcctl.certs``.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from devices import keys as devkeys
+from devices import states
 from devices import token as codec
 from devices.errors import BadSignature
 from svccore import claims as claimbuilder
 from svccore import licencefile
-from svccore.claims import DAY, DEFAULT_ISSUER
+from svccore.claims import DEFAULT_ISSUER
 from svccore.keyfile import KeyFileError, write_private_key
 from svcctl import OfflineError, files
 from svcctl.certs import describe, read_signing_key
@@ -100,15 +102,14 @@ def parse_licence(text: str, *, source: str = "stdin") -> licencefile.LicenceFil
         return licencefile.parse(text, source=source)
 
 
-def licence_state(claims: dict[str, Any], now: int) -> str:
-    """Spec §3 as a device evaluates it: not yet valid, active, grace or expired."""
-    if now < claims["nbf"]:
-        return "not yet valid"
-    if claims["exp"] == 0 or now <= claims["exp"]:
-        return "active"
-    if now <= claims["exp"] + claims["grace_days"] * DAY:
-        return "grace"
-    return "expired"
+# What inspect calls each state of devices.license_state (spec §3, nbf to the second).
+STATE_WORDS = {
+    states.NOT_YET_VALID: "not yet valid",
+    states.ACTIVE: "active",
+    states.GRACE: "grace",
+    states.EXPIRED: "expired",
+    states.REVOKED: "revoked",
+}
 
 
 def _certificate_report(text: str, roots: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +192,7 @@ def inspect(
             verified, problem = True, ""
         except BadSignature as exc:
             verified, problem = False, str(exc)
-    grace_until = claims["exp"] + claims["grace_days"] * DAY if claims["exp"] else 0
+    grace_end = states.grace_end(claims)
     return {
         "claims": claims,
         "kid": claims.get("kid"),
@@ -200,11 +201,11 @@ def inspect(
         "key_fingerprint": codec.key_fingerprint(checked_with) if checked_with else "",
         "chain": chain,
         "certificates": [_certificate_report(text, root_keys) for text in certificates],
-        "state": licence_state(claims, now),
+        "state": STATE_WORDS[states.license_state(claims, now)],
         "at": now,
         "not_before": claims["nbf"],
         "expires_at": claims["exp"],
-        "grace_until": grace_until,
+        "grace_until": 0 if grace_end == math.inf else grace_end,
         "kind": "batch key" if claims["dev"] == "*" else "device-bound licence",
     }
 

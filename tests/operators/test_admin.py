@@ -15,7 +15,7 @@ from audit.services import operator_key_create
 from customers.models import Customer
 from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
-from licensing.services import license_issue
+from licensing.services import license_issue, license_revoke
 
 pytestmark = pytest.mark.django_db
 
@@ -412,3 +412,36 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
         admin_client.post(url, {"customer": customer.pk, "period_days": 30}).url
     )
     assert "already invoiced" in again.content.decode()
+
+
+def test_licence_list_shows_each_licence_state(admin_client, customer, monkeypatch):
+    """The state column is devices.license_state in the console's words, at the spec §3
+    boundaries: active up to exp, grace up to exp + grace_days, then expired."""
+    term = license_issue(
+        customer_id=customer.id, sku="API-METERED", device_id="cam-term", term_days=1
+    )  # grace 7 days
+    perpetual = license_issue(
+        customer_id=customer.id, sku="ANPR-PERPETUAL", device_id="cam-perpetual"
+    )
+    revoked = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-stolen")
+    license_revoke(license_id=revoked.id, reason="stolen")
+    exp = dt.datetime.fromtimestamp(term.claims["exp"], dt.UTC)
+
+    def states_at(moment: dt.datetime) -> dict[str, str]:
+        monkeypatch.setattr(timezone, "now", lambda: moment)
+        body = admin_client.get(reverse("admin:licensing_license_changelist")).content.decode()
+        found = {}
+        for lic in (term, perpetual, revoked):
+            row = next(row for row in body.split("<tr") if f">{lic.id}</a>" in row)
+            cell = re.search(r'<td class="field-state">(.*?)</td>', row, re.S)[1]
+            found[lic.id] = re.sub(r"<[^>]+>", "", cell)
+        return found
+
+    always = {perpetual.id: "active (perpetual)", revoked.id: "revoked"}
+    for moment, state in [
+        (exp, "active"),
+        (exp + dt.timedelta(seconds=1), "grace"),
+        (exp + dt.timedelta(days=7), "grace"),
+        (exp + dt.timedelta(days=7, seconds=1), "expired"),
+    ]:
+        assert states_at(moment) == {term.id: state, **always}, moment

@@ -1,0 +1,57 @@
+"""A licence's state at a moment (spec §3): the one function that decides it.
+
+The engine, the server's admin and ``svcctl inspect`` all call :func:`license_state`;
+each turns the machine name into its own words in one place. Pure: claims and a Unix
+time in, a name out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+DAY = 86400
+NBF_LEEWAY_SECONDS = 300  # device clocks run a little behind the service's
+
+# Machine names. ACTIVE and GRACE are what Engine.start returns (contract §8), GRACE and
+# EXPIRED are the spec's names (§3), REVOKED is the code of devices.Revoked.
+NOT_YET_VALID = "LICENSE_NOT_YET_VALID"
+ACTIVE = "active"
+GRACE = "SVC_LIC_GRACE"
+EXPIRED = "LICENSE_EXPIRED"
+REVOKED = "LICENSE_REVOKED"
+STATES = (NOT_YET_VALID, ACTIVE, GRACE, EXPIRED, REVOKED)
+
+
+def grace_end(claims: Mapping[str, Any]) -> float:
+    """The last second of grace, ``exp`` + ``grace_days`` days; infinity when ``exp`` is 0
+    (perpetual)."""
+    exp = claims["exp"]
+    return exp + claims["grace_days"] * DAY if exp else math.inf
+
+
+def license_state(
+    claims: Mapping[str, Any],
+    now: float,
+    *,
+    revoked: bool = False,
+    nbf_leeway: float = 0,
+) -> str:
+    """State of the licence with ``claims`` at Unix time ``now`` (spec §3).
+
+    :data:`REVOKED` when ``revoked``; :data:`NOT_YET_VALID` before ``nbf`` less
+    ``nbf_leeway`` (the engine allows :data:`NBF_LEEWAY_SECONDS`); :data:`ACTIVE` up to
+    and including ``exp`` (always, when ``exp`` is 0: perpetual); :data:`GRACE` after
+    ``exp`` up to and including ``exp`` + ``grace_days`` days; :data:`EXPIRED` after.
+    """
+    if revoked:
+        return REVOKED
+    if now < claims["nbf"] - nbf_leeway:
+        return NOT_YET_VALID
+    exp = claims["exp"]
+    if not exp or now <= exp:
+        return ACTIVE
+    if now <= grace_end(claims):
+        return GRACE
+    return EXPIRED
