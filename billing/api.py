@@ -109,7 +109,7 @@ class InvoiceApi(APIView):
         rated = services.invoice_rate(
             customer_id=customer_id, period_days=query.validated_data["period_days"]
         )
-        return Response(rated)
+        return Response(serializers.invoice_preview_out(rated))
 
 
 class InvoiceIssueApi(APIView):

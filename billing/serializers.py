@@ -13,6 +13,7 @@ from rest_framework import serializers
 from billing.limits import MAX_TIMESTAMP, PERIOD_DAYS_MAX, unix
 from billing.models import Invoice
 from config.fields import IdField, StrictCharField, StrictIntegerField
+from svccore import money
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -64,6 +65,26 @@ class CreditNoteIn(serializers.Serializer):
     reason = StrictCharField(max_length=500)
 
 
+def _line_out(line: dict[str, Any], currency: str) -> dict[str, Any]:
+    """An invoice line with its numbers exact for the renderer: the quantity without
+    trailing zeros (``3``, ``12.345``), price and amount with the currency's decimals."""
+    return line | {
+        "quantity": money.quantity(line["quantity"]),
+        "unit_price": money.amount(line["unit_price"], currency),
+        "amount": money.amount(line["amount"], currency),
+    }
+
+
+def invoice_preview_out(rated: dict[str, Any]) -> dict[str, Any]:
+    """A rated invoice (``billing.services.invoice_rate``, spec §2.7) as the admin API
+    renders it: money with the currency's decimals (``630.00``)."""
+    currency = rated["currency"]
+    return rated | {
+        "lines": [_line_out(line, currency) for line in rated["lines"]],
+        "total": money.amount(rated["total"], currency),
+    }
+
+
 def invoice_out(invoice: Invoice) -> dict[str, Any]:
     """An issued invoice or credit note as the admin API renders it (spec §2.7 plus its
     number and ledger facts)."""
@@ -79,17 +100,20 @@ def invoice_out(invoice: Invoice) -> dict[str, Any]:
         "reason": invoice.reason,
         "currency": invoice.currency,
         "lines": [
-            {
-                "kind": line.kind,
-                "sku": line.sku,
-                "description": line.description,
-                "quantity": line.quantity,
-                "unit": line.unit,
-                "unit_price": line.unit_price,
-                "amount": line.amount,
-            }
-            | ({"batch_id": line.batch_id} if line.batch_id else {})
+            _line_out(
+                {
+                    "kind": line.kind,
+                    "sku": line.sku,
+                    "description": line.description,
+                    "quantity": line.quantity,
+                    "unit": line.unit,
+                    "unit_price": line.unit_price,
+                    "amount": line.amount,
+                }
+                | ({"batch_id": line.batch_id} if line.batch_id else {}),
+                invoice.currency,
+            )
             for line in invoice.lines.order_by("position")
         ],
-        "total": invoice.total,
+        "total": money.amount(invoice.total, invoice.currency),
     }

@@ -26,15 +26,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from svccore.csvformat import plain
+from svccore.money import minor_units
 
 # The admin's navigation sidebar takes 300 px from every list, which then no longer fits
 # a laptop screen; the index lists every model and every page has breadcrumbs.
 admin.site.enable_nav_sidebar = False
 
 TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
-# ISO 4217 minor units of the currencies that do not have two decimals.
-MINOR_UNITS = {"BHD": 3, "CLP": 0, "ISK": 0, "JOD": 3, "JPY": 0, "KRW": 0, "KWD": 3,
-               "OMR": 3, "TND": 3, "VND": 0}  # fmt: skip
 # Keys whose integer values are Unix seconds, in licence claims and audit details.
 TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
              "usable_until")  # fmt: skip
@@ -69,7 +67,7 @@ def amount(value: Decimal | int | float | str | None, currency: str) -> str:
     only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
     if value is None or value == "":
         return ""
-    return f"{plain(value, MINOR_UNITS.get(currency.upper(), 2)):f}"
+    return f"{plain(value, minor_units(currency)):f}"
 
 
 def money(value: Decimal | int | float | str | None, currency: str) -> str:

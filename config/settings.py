@@ -176,11 +176,14 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
     "UNAUTHENTICATED_USER": None,
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    # DRF's JSON renderer writing each Decimal as its exact JSON number: money goes out
+    # with its currency's decimals (630.00), never through a float (config.renderers).
+    "DEFAULT_RENDERER_CLASSES": ["config.renderers.ExactJSONRenderer"],
     # DRF's JSON parser behind a nesting limit (config.parsers.JSON_MAX_DEPTH, 32).
     "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Money is a JSON number (spec §2.7), not a string.
     "COERCE_DECIMAL_TO_STRING": False,
 }
 

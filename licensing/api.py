@@ -208,7 +208,8 @@ class CatalogueApi(APIView):
         auth=schema.ADMIN_AUTH,
     )
     def get(self, request):
-        return Response({"skus": [sku.entry() for sku in selectors.catalogue_list()]})
+        skus = [serializers.catalogue_entry_out(sku.entry()) for sku in selectors.catalogue_list()]
+        return Response({"skus": skus})
 
 
 class BatchCreateApi(APIView):

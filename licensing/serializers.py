@@ -13,6 +13,7 @@ from config.fields import (
 )
 from licensing.models import Activation, Batch, License, unix
 from licensing.selectors import FLEET_CURSOR_MAX, FLEET_MAX
+from svccore import money
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
@@ -32,6 +33,42 @@ class UnixField(serializers.Field):
 
     def to_representation(self, value) -> int:
         return value if isinstance(value, int) else unix(value)
+
+
+class MoneyField(serializers.DecimalField):
+    """An amount or price out as the exact JSON number with the decimals of the object's
+    ``currency`` (:func:`svccore.money.amount`: ``630.00`` EUR, ``630`` JPY); the
+    renderer writes its digits as they are (``config.renderers``)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("max_digits", 12)
+        kwargs.setdefault("decimal_places", 2)
+        super().__init__(coerce_to_string=False, read_only=True, **kwargs)
+
+    def get_attribute(self, instance) -> Decimal | None:
+        value = super().get_attribute(instance)
+        return None if value is None else money.amount(value, instance.currency)
+
+    def to_representation(self, value: Decimal) -> Decimal:
+        return value
+
+
+def catalogue_entry_out(entry: dict) -> dict:
+    """A catalogue entry (contract §5) for the API: tier prices with the currency's
+    decimals and any more they carry (``90.00``, ``0.35``, ``0.0125``), the maintenance
+    rate exact (``0.2``)."""
+    currency = entry["currency"]
+    return entry | {
+        "unit_price_tiers": [
+            tier | {"unit_price": money.amount(tier["unit_price"], currency)}
+            for tier in entry["unit_price_tiers"]
+        ],
+        "overage_tiers": [
+            tier | {"price_per_1000": money.amount(tier["price_per_1000"], currency)}
+            for tier in entry["overage_tiers"]
+        ],
+        "maintenance_rate": money.exact(entry["maintenance_rate"], 0),
+    }
 
 
 class ActivateIn(serializers.Serializer):
@@ -63,6 +100,7 @@ class BatchOut(serializers.ModelSerializer):
     license_id = serializers.CharField(source="license.id")
     batch_token = serializers.CharField(source="license.token")
     units = serializers.IntegerField(source="units_purchased")
+    unit_price = MoneyField()
     order_value = serializers.SerializerMethodField()
     expires_at = UnixField()
 
@@ -82,7 +120,7 @@ class BatchOut(serializers.ModelSerializer):
         ]
 
     def get_order_value(self, batch: Batch) -> Decimal:
-        return batch.unit_price * batch.units_purchased
+        return money.amount(batch.unit_price * batch.units_purchased, batch.currency)
 
 
 class BatchStatusOut(serializers.ModelSerializer):
@@ -124,6 +162,7 @@ class LicenseIn(serializers.Serializer):
 class LicenseOut(serializers.ModelSerializer):
     license_id = serializers.CharField(source="id")
     expires_at = UnixField()
+    unit_price = MoneyField(allow_null=True)
 
     class Meta:
         model = License

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any, TextIO
 
 from svccore import csvformat
+from svccore.money import minor_units
 
 
 def when(seconds: int | None, *, zero: str = "never") -> str:
@@ -17,15 +18,6 @@ def when(seconds: int | None, *, zero: str = "never") -> str:
     if not seconds:
         return zero
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-# ISO 4217 minor units of the currencies that do not have two.
-_DECIMALS = {
-    **dict.fromkeys(
-        "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF".split(), 0
-    ),
-    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
-}
 
 
 def amount(value: Decimal | int | str, currency: str) -> str:
@@ -37,8 +29,7 @@ def amount(value: Decimal | int | str, currency: str) -> str:
     float is refused rather than formatted, it would already have lost the exact value."""
     if isinstance(value, float | bool):
         raise TypeError(f"money must be Decimal, int or str, not {type(value).__name__}")
-    places = _DECIMALS.get(currency.upper(), 2)
-    return f"{csvformat.plain(Decimal(value), places):f}"
+    return f"{csvformat.plain(Decimal(value), minor_units(currency)):f}"
 
 
 def money(value: Decimal | int | str, currency: str) -> str:
