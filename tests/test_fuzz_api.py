@@ -38,6 +38,7 @@ from customers.services import customer_create
 from licensing.activation import unit_activate
 from licensing.models import License
 from licensing.revocations import answers_forget
+from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
 from tests.conftest import LiveService, start_gunicorn, stop_gunicorn
 
@@ -62,6 +63,7 @@ REFUSED_BY_CONTENT = [
     "POST /v1/admin/invoices",
     "POST /v1/usage",
     "POST /v1/admin/seats/release",  # a seat named both ways, a direct licence, past the policy
+    "GET /v1/admin/fleet",  # a cursor the service did not give, or cursor with before
 ]
 ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
@@ -113,7 +115,14 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/invoices/{number}/credit-note": {
             "path_parameters": {"number": invoice.number}
         },
-        "GET /v1/admin/fleet": {"query": {"customer_id": customer.id, "batch_id": batch.id}},
+        "GET /v1/admin/fleet": {
+            "query": {
+                "customer_id": customer.id,
+                "batch_id": batch.id,
+                # After the batch's newest unit: the page of the other one.
+                "cursor": fleet_page(batch_id=batch.id, limit=1).next_cursor,
+            }
+        },
     }
     return values, unit.token
 
