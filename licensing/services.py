@@ -43,6 +43,7 @@ from svccore.claims import (
     MAX_STREAMS_MAX,
     TERM_DAYS_MAX,
     UNITS_MAX,
+    build_claims,
     device_id_problem,
 )
 
@@ -70,32 +71,33 @@ def license_claims(
     activation: str,
     issued_at: dt.datetime,
     expires_at: dt.datetime | None,
-    entitlements: list[str],
+    entitlements: dict[str, bool],
     max_streams: int,
     max_fps: int,
     api_calls: int,
     grace_days: int,
     batch: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The claims of a licence this authority issues (spec §2.1): the one place they
-    are put together, for batch keys, direct licences and unit licences."""
-    claims: dict[str, Any] = {
-        "lic": license_id,
-        "sku": sku,
-        "sub": customer_id,
-        "iss": settings.SVC_ISSUER,
-        "dev": device_id,
-        "ent": entitlements,
-        "lim": {"max_streams": max_streams, "max_fps": max_fps, "api_calls": api_calls},
-        "iat": unix(issued_at),
-        "nbf": unix(issued_at),
-        "exp": unix(expires_at),
-        "grace_days": grace_days,
-        "act": activation,
-    }
-    if batch is not None:
-        claims["batch"] = batch
-    return claims
+    """The claims of a licence this authority issues (spec §2.1), for batch keys, direct
+    licences and unit licences: :func:`svccore.claims.build_claims` with this server's
+    issuer (``SVC_ISSUER``) and the times in Unix seconds (``expires_at`` None: 0,
+    perpetual)."""
+    return build_claims(
+        license_id=license_id,
+        sku=sku,
+        customer_id=customer_id,
+        issuer=settings.SVC_ISSUER,
+        device_id=device_id,
+        activation=activation,
+        issued_at=unix(issued_at),
+        expires_at=unix(expires_at),
+        entitlements=entitlements,
+        max_streams=max_streams,
+        max_fps=max_fps,
+        api_calls=api_calls,
+        grace_days=grace_days,
+        batch=batch,
+    )
 
 
 def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:

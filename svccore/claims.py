@@ -1,5 +1,6 @@
-"""Claims of an air-gapped licence, built from a catalogue entry: the one builder behind
-``svcctl mint`` (and, once the server shares it, ``manage.py mint``). Free of Django.
+"""Licence claims: the one builder (:func:`build_claims`) behind the server's licences
+and ``svcctl mint`` (:func:`mint_claims`, from a catalogue entry), and the bounds of
+every number signed into one. Free of Django.
 """
 
 from __future__ import annotations
@@ -75,6 +76,46 @@ def customer_id(value: str) -> str:
     return chosen if chosen.startswith("CUST-") else f"CUST-{chosen}"
 
 
+def build_claims(
+    *,
+    license_id: str,
+    sku: str,
+    customer_id: str,
+    issuer: str,
+    device_id: str,
+    activation: str,
+    issued_at: int,
+    expires_at: int,
+    entitlements: dict[str, bool],
+    max_streams: int,
+    max_fps: int,
+    api_calls: int,
+    grace_days: int,
+    batch: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The claims of a licence (spec §2.1): the one place they are put together, for the
+    server's batch keys, direct and unit licences and for ``svcctl mint``. Times are Unix
+    seconds; ``expires_at`` 0 is perpetual, and ``nbf`` is the issue time. ``batch``
+    (``{"id", "units"}``) marks a batch key. The signer adds ``kid``."""
+    claims: dict[str, Any] = {
+        "lic": license_id,
+        "sku": sku,
+        "sub": customer_id,
+        "iss": issuer,
+        "dev": device_id,
+        "ent": entitlements,
+        "lim": {"max_streams": max_streams, "max_fps": max_fps, "api_calls": api_calls},
+        "iat": issued_at,
+        "nbf": issued_at,
+        "exp": expires_at,
+        "grace_days": grace_days,
+        "act": activation,
+    }
+    if batch is not None:
+        claims["batch"] = batch
+    return claims
+
+
 def mint_claims(
     *,
     entry: dict[str, Any],
@@ -110,21 +151,18 @@ def mint_claims(
         if value is not None and value > high:
             raise ClaimsError(f"{name} must be at most {high}, not {value}")
     issued = int(time.time()) if now is None else now
-    return {
-        "lic": ids.license_id(),
-        "sku": entry["sku"],
-        "sub": customer_id(customer),
-        "iss": issuer,
-        "dev": device_id,
-        "ent": catalogue.entitlements(entry["modules"]),
-        "lim": {
-            "max_streams": entry["max_streams"] if max_streams is None else max_streams,
-            "max_fps": entry["max_fps"],
-            "api_calls": entry["api_calls"] if api_quota is None else api_quota,
-        },
-        "iat": issued,
-        "nbf": issued,
-        "exp": 0 if term == 0 else issued + term * DAY,
-        "grace_days": entry["grace_days"],
-        "act": "optional",
-    }
+    return build_claims(
+        license_id=ids.license_id(),
+        sku=entry["sku"],
+        customer_id=customer_id(customer),
+        issuer=issuer,
+        device_id=device_id,
+        activation="optional",
+        issued_at=issued,
+        expires_at=0 if term == 0 else issued + term * DAY,
+        entitlements=catalogue.entitlements(entry["modules"]),
+        max_streams=entry["max_streams"] if max_streams is None else max_streams,
+        max_fps=entry["max_fps"],
+        api_calls=entry["api_calls"] if api_quota is None else api_quota,
+        grace_days=entry["grace_days"],
+    )
