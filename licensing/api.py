@@ -358,7 +358,13 @@ class FleetApi(APIView):
         parameters=[serializers.FleetQuery, schema.retry_after(429, 503)],
         responses={
             200: schemas.FleetOut,
-            **schema.errors({**schema.QUERY_ERRORS, **schema.ADMIN_ERRORS}),
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.QUERY_ERRORS[400]} Or a cursor the service did not give "
+                    "(edited, or made under another SVC_SECRET_KEY), or cursor with before.",
+                }
+            ),
         },
         auth=schema.ADMIN_AUTH,
         description="Activation records, most recent first (activated_at, then activation "
