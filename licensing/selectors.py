@@ -114,7 +114,9 @@ def fleet_page(
         )
     if not 1 <= limit <= FLEET_MAX:
         raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
-    records = Activation.objects.select_related("batch", "license").order_by("-activated_at", "-id")
+    records = Activation.objects.select_related(
+        "batch", "license", "license__seat_release", "transfer_of"
+    ).order_by("-activated_at", "-id")
     if customer_id:
         records = records.filter(batch__customer_id=customer_id)
     if batch_id:

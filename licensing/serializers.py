@@ -284,6 +284,16 @@ class ActivationRecordOut(serializers.ModelSerializer):
     sku = serializers.CharField(source="batch.sku")
     customer_id = serializers.CharField(source="batch.customer_id")
     revoked = serializers.SerializerMethodField()
+    seat_released = serializers.SerializerMethodField(
+        help_text="1 when an operator released this unit's seat (its licence is revoked)."
+    )
+    transfer_of = serializers.CharField(
+        source="transfer_of.license_id",
+        allow_null=True,
+        default=None,
+        help_text="The released unit licence whose seat this activation took (a transfer, "
+        "not billed), or null.",
+    )
 
     class Meta:
         model = Activation
@@ -298,6 +308,8 @@ class ActivationRecordOut(serializers.ModelSerializer):
             "sku",
             "customer_id",
             "revoked",
+            "seat_released",
+            "transfer_of",
         ]
 
     def get_weak_binding(self, record: Activation) -> int:
@@ -305,3 +317,6 @@ class ActivationRecordOut(serializers.ModelSerializer):
 
     def get_revoked(self, record: Activation) -> int:
         return int(record.license.revoked)
+
+    def get_seat_released(self, record: Activation) -> int:
+        return int(hasattr(record.license, "seat_release"))

@@ -84,6 +84,11 @@ def test_the_replacement_takes_the_seat_as_a_transfer_not_billed_again(
     assert record.transfer_of.license_id == dead
     full_batch.refresh_from_db()
     assert (full_batch.units_activated, full_batch.released_seats) == (20, 0)
+    fleet = admin_api.get(f"/v1/admin/fleet?batch_id={full_batch.id}").json()["units"]
+    by_device = {unit["device_id"]: unit for unit in fleet}
+    assert by_device["cam-replacement"]["transfer_of"] == dead
+    assert by_device["cam-3"]["seat_released"] == 1 and by_device["cam-3"]["revoked"] == 1
+    assert by_device["cam-4"]["seat_released"] == 0 and by_device["cam-4"]["transfer_of"] is None
     # The seat was taken once; a next camera finds the batch exhausted again.
     assert activate(device_api, full_batch.license.token, "cam-more").status_code == 402
     # Billing: 20 seats sold and paid once, 21 activations on file.

@@ -502,7 +502,7 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
-ONLINE = ["customer", "batch", "license", "revoke", "fleet", "batch-status", "usage", "invoice"]
+ONLINE = ["customer", "batch", "license", "revoke", "release", "fleet", "batch-status", "usage", "invoice"]
 ONLINE += ["catalogue", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
