@@ -61,7 +61,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.middleware.AdminKeyMiddleware",
+    "audit.middleware.AdminKeyMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 

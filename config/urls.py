@@ -11,6 +11,7 @@ from config import (
 from console import views as console_views
 from customers.api import CustomerCreateApi, CustomerDetailApi
 from licensing import api as licensing_api
+from licensing import health
 
 v1 = [
     path("activate", licensing_api.ActivateApi.as_view(), name="activate"),
@@ -41,7 +42,7 @@ v1 = [
 
 urlpatterns = [
     path("", views.index, name="index"),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
     path("v1/", include(v1)),
     path("v1/", include("billing.urls")),
     # [\s\S], not ".": a path holding a newline (%0A) is an unknown route too.

@@ -1,63 +1,10 @@
-"""Monitoring endpoints and the JSON fallbacks for /v1 (unknown routes, 500s)."""
+"""The service index and the JSON fallbacks for /v1 (unknown routes, 500s). ``/healthz``
+checks the signing key, so it lives with it: :mod:`licensing.health`."""
 
 from __future__ import annotations
 
-import logging
-import time
-
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-
-from licensing import signing
-
-log = logging.getLogger(__name__)
-
-# A load balancer may poll /healthz many times a second: a database check that passed
-# less than this long ago in this process stands (a failed one is never reused).
-DB_CHECK_REUSE_SECONDS = 1.0
-_db_passed_at = [float("-inf")]  # time.monotonic() of this process's last passed check
-
-
-def _database_ok() -> bool:
-    if time.monotonic() - _db_passed_at[0] < DB_CHECK_REUSE_SECONDS:
-        return True
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-    except Exception:
-        log.exception("healthz: database unavailable")
-        _db_passed_at[0] = float("-inf")
-        return False
-    _db_passed_at[0] = time.monotonic()
-    return True
-
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    """``{ok, public_key (fingerprint of the active signing key), kid, time}``; 503 with
-    ``detail`` when the key, its certificate or the database is unusable (a database
-    check that passed within :data:`DB_CHECK_REUSE_SECONDS` is reused)."""
-    body = {"ok": True, "public_key": "", "kid": "", "time": int(time.time())}
-    try:
-        body["public_key"] = signing.public_key_fingerprint()
-        body["kid"] = signing.active_kid()
-    except Exception:
-        log.exception("healthz: signing key unavailable")
-        body["ok"] = False
-        body["detail"] = "signing key unavailable; the service log has the details"
-    if not _database_ok():
-        body["ok"] = False
-        body.setdefault("detail", "database unavailable; the service log has the details")
-    if body["ok"]:
-        try:
-            problem = signing.active_key_problem()
-        except Exception:
-            log.exception("healthz: signing keys unreadable")
-            problem = "signing keys unreadable; the service log has the details"
-        if problem:
-            body["ok"] = False
-            body["detail"] = problem
-    return JsonResponse(body, status=200 if body["ok"] else 503)
 
 
 def index(request: HttpRequest) -> JsonResponse:

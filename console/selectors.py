@@ -9,24 +9,16 @@ from django.db.models import Count, F, Max, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from licensing.models import Activation, Batch, SeatRelease
+from licensing.models import Activation, Batch, SeatRelease, near_exhaustion_condition
 from licensing.seats import ReleasePolicy
-
-# A batch is near exhaustion once 9 in 10 of its units are activated (integer maths, so
-# the database and Python agree exactly).
-NEAR_NUM, NEAR_DEN = 9, 10
-
-
-def is_near_exhaustion(*, activated: int, purchased: int) -> bool:
-    return purchased > 0 and activated * NEAR_DEN >= purchased * NEAR_NUM
 
 
 def batches_near_exhaustion(*, limit: int = 20) -> QuerySet[Batch]:
-    """Batches with at least 90% of units activated, fullest first (exhausted included)."""
+    """Batches near exhaustion (``licensing.models.NEAR_EXHAUSTION_PERCENT`` or more of
+    their units activated), fullest first (exhausted included)."""
     return (
         Batch.objects.select_related("customer")
-        .alias(scaled=F("units_activated") * NEAR_DEN)
-        .filter(scaled__gte=F("units_purchased") * NEAR_NUM)
+        .filter(near_exhaustion_condition())
         .order_by(F("units_purchased") - F("units_activated"), "-issued_at")[:limit]
     )
 

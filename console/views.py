@@ -25,6 +25,7 @@ from config.adminbase import amount, money, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
+from licensing.models import NEAR_EXHAUSTION_PERCENT
 from svccore.csvformat import plain
 
 DASHBOARD_DAYS = 30
@@ -68,6 +69,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         ),
         "top_customers": top,
         "near_exhaustion": selectors.batches_near_exhaustion(),
+        "near_exhaustion_percent": NEAR_EXHAUSTION_PERCENT,
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
         "releases": selectors.seat_releases(),

@@ -10,8 +10,7 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from config.adminbase import NoEditAdmin
-from console.adminforms import service_form_view
+from config.adminbase import NoEditAdmin, service_form_view
 from customers.models import Customer
 from customers.services import customer_create
 

@@ -15,6 +15,7 @@ import datetime as dt
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.db.models import F
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -25,16 +26,28 @@ from config.adminbase import (
     LicenceRevokeMixin,
     NoEditAdmin,
     ReadOnlyAdmin,
+    ReasonForm,
     money,
     pretty_json,
+    revoke_with_reason,
+    service_form_view,
     utc_time,
 )
 from config.errors import ServiceError
-from console.adminforms import ReasonForm, revoke_with_reason, service_form_view
-from console.selectors import is_near_exhaustion
 from customers.models import Customer
 from devices import states
-from licensing.models import Activation, Batch, License, Revocation, SeatRelease, SigningKey, Sku
+from licensing.models import (
+    NEAR_EXHAUSTION_PERCENT,
+    Activation,
+    Batch,
+    License,
+    Revocation,
+    SeatRelease,
+    SigningKey,
+    Sku,
+    is_near_exhaustion,
+    near_exhaustion_condition,
+)
 from licensing.seats import ReleasePolicy, seat_release
 from licensing.services import (
     batch_issue,
@@ -208,15 +221,14 @@ class NearExhaustionFilter(admin.SimpleListFilter):
     parameter_name = "units_left"
 
     def lookups(self, request, model_admin):
-        return [("near", "near exhaustion (>= 90% activated)"), ("exhausted", "exhausted")]
+        return [
+            ("near", f"near exhaustion (>= {NEAR_EXHAUSTION_PERCENT}% activated)"),
+            ("exhausted", "exhausted"),
+        ]
 
     def queryset(self, request, queryset):
-        from django.db.models import F
-
         if self.value() == "near":
-            return queryset.alias(scaled=F("units_activated") * 10).filter(
-                scaled__gte=F("units_purchased") * 9
-            )
+            return queryset.filter(near_exhaustion_condition())
         if self.value() == "exhausted":
             return queryset.filter(units_activated=F("units_purchased"))
         return queryset

@@ -15,6 +15,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.lookups import GreaterThanOrEqual
 from django.utils import timezone
 
 from svccore import catalogue
@@ -82,6 +83,23 @@ class Sku(models.Model):
         unknown = [m for m in self.modules if not isinstance(m, str)]
         if unknown:
             raise ValidationError("modules must be a list of module names")
+
+
+# A batch is near exhaustion once this share of its units is activated (exhausted ones
+# included): the console's red progress bar, its batch filter and the dashboard list.
+# Integer maths, so the database and Python agree exactly.
+NEAR_EXHAUSTION_PERCENT = 90
+
+
+def is_near_exhaustion(*, activated: int, purchased: int) -> bool:
+    return purchased > 0 and activated * 100 >= purchased * NEAR_EXHAUSTION_PERCENT
+
+
+def near_exhaustion_condition() -> GreaterThanOrEqual:
+    """:func:`is_near_exhaustion` as a condition on Batch rows, for ``.filter()``."""
+    return GreaterThanOrEqual(
+        F("units_activated") * 100, F("units_purchased") * NEAR_EXHAUSTION_PERCENT
+    )
 
 
 class Batch(models.Model):

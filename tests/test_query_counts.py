@@ -11,9 +11,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from config import views
 from devices.documents import parse_revocation_page
-from licensing import revocations, signing
+from licensing import health, revocations, signing
 from licensing.activation import unit_activate
 from licensing.models import Batch
 from licensing.services import license_issue, license_revoke
@@ -122,7 +121,7 @@ def test_throttle_counting_without_redis_is_an_upsert_and_a_read(
 
 
 def test_healthz_reuses_a_database_check_for_a_second(client, django_assert_num_queries):
-    views._db_passed_at[0] = float("-inf")
+    health._db_passed_at[0] = float("-inf")
     signing.registry()
     with django_assert_num_queries(1):
         assert client.get("/healthz").status_code == 200
@@ -131,13 +130,13 @@ def test_healthz_reuses_a_database_check_for_a_second(client, django_assert_num_
 
 
 def test_healthz_is_503_when_the_database_check_fails(client, monkeypatch):
-    views._db_passed_at[0] = float("-inf")
+    health._db_passed_at[0] = float("-inf")
     signing.registry()
 
     def broken():
-        raise views.connection.OperationalError("connection refused")
+        raise health.connection.OperationalError("connection refused")
 
-    monkeypatch.setattr(views.connection, "cursor", broken, raising=False)
+    monkeypatch.setattr(health.connection, "cursor", broken, raising=False)
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["detail"].startswith("database unavailable")
