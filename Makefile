@@ -19,16 +19,14 @@ install: $(BIN)/.installed
 	@mkdir -p var staticfiles
 
 # Development defaults (secret key, admin key, a root key that certifies the signing
-# key) live in var/, created on first run. A real root key lives offline.
+# key) live in var/, created on first run; dev_setup writes what the server runs with to
+# var/dev.env, which config/settings.py reads (so do `python manage.py ...` commands run
+# by hand). Variables set in the environment win. A real root key lives offline.
 run: install
 	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py migrate --noinput -v 0
 	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py dev_setup --url http://$(HOST):$(PORT)
 	SVC_DEBUG=1 $(PY) manage.py collectstatic --noinput -v 0
-	SVC_SECRET_KEY="$$(cat var/secret-key)" \
-	SVC_ADMIN_KEY="$${SVC_ADMIN_KEY:-$$(cat var/admin-key)}" \
-	SVC_ACTIVATION_ALLOWLIST="$${SVC_ACTIVATION_ALLOWLIST:-}" \
-	SVC_ROOT_KEYS=var/root-key.pub \
-	SVC_SSL_REDIRECT=0 SVC_SECURE_COOKIES=0 SVC_HSTS_SECONDS=0 \
+	SVC_ENV_FILE=var/dev.env \
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
 
 lint: install

@@ -23,14 +23,16 @@ import datetime as dt
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, F, Min, Sum
 
 from audit.services import audited
 from billing import ledger, limits, rating
 from billing.limits import is_midnight, start_of_day
-from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage
+from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, UsageDaily
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
 from customers.services import customer_get
+from licensing.models import Activation, License
 
 SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
 
@@ -135,6 +137,57 @@ def invoice_period(
     return start, end
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _nothing_owed(customer_id: str, start: dt.datetime, end: dt.datetime, taken) -> str:
+    """Why an invoice for (start, end) would be empty, with the numbers: what it held, and
+    what of the customer's activity lies after ``end`` (today's, on a fresh install) and
+    the first day a period holding it can be issued."""
+    inferences = sum(meter.inferences + meter.late_inferences for meter in taken.meters.values())
+    held = (
+        f"{_plural(sum(row.units for row in taken.activations), 'new activation')}, "
+        f"{_plural(sum(row.licences for row in taken.directs), 'direct licence')}, "
+        f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
+    )
+    activations = Activation.objects.filter(
+        batch__customer_id=customer_id, transfer_of__isnull=True, activated_at__gte=end
+    ).aggregate(n=Count("id"), first=Min("activated_at"))
+    directs = (
+        License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT)
+        .filter(issued_at__gte=end)
+        .exclude(device_id="*")
+        .aggregate(n=Count("id"), first=Min("issued_at"))
+    )
+    usage = (
+        UsageDaily.objects.filter(customer_id=customer_id, day__gte=end.date())
+        .exclude(records=F("billed_records"))
+        .aggregate(n=Sum(F("records") - F("billed_records")), first=Min("day"))
+    )
+    reason = f"customer {customer_id} owes nothing for {_day(start)} to {_day(end)} UTC ({held})"
+    firsts = [
+        start_of_day(moment) if isinstance(moment, dt.datetime) else limits.midnight(moment)
+        for moment in (activations["first"], directs["first"], usage["first"])
+        if moment is not None
+    ]
+    if not firsts:
+        return f"{reason}; no invoice issued"
+    ready = min(firsts) + dt.timedelta(days=1)
+    later = ", ".join(
+        [
+            _plural(activations["n"], "activation"),
+            _plural(directs["n"], "direct licence"),
+            _plural(usage["n"] or 0, "usage record"),
+        ]
+    )
+    return (
+        f"{reason}; no invoice issued. Its {later} from {_day(end)} 00:00 UTC on fall after "
+        f"this period: a period ends at 00:00 UTC of a day no later than today, so they can "
+        f"be invoiced from {_day(ready)}, in a period ending then or later"
+    )
+
+
 def _store_lines(invoice: Invoice, lines: list[dict[str, Any]]) -> None:
     InvoiceLine.objects.bulk_create(
         InvoiceLine(
@@ -192,10 +245,7 @@ def invoice_issue(
         entries=rating.catalogue_entries(),
     )
     if not rated["total"]:
-        raise NothingToInvoice(
-            f"customer {customer.id} owes nothing for {_day(start)} to {_day(end)} UTC; "
-            "no invoice issued"
-        )
+        raise NothingToInvoice(_nothing_owed(customer.id, start, end, taken))
     invoice = Invoice.objects.create(
         kind=Invoice.Kind.INVOICE,
         number=number,

@@ -1,7 +1,8 @@
 """The one settings file. Everything configurable comes from the environment (contract §1).
 
 Production fails closed: no default secret, DEBUG off. Development defaults come from
-``make run``, which exports them, not from here.
+``make run``, not from here: it writes them to ``var/dev.env``, which this file reads
+when it exists (``SVC_ENV_FILE``), so ``manage.py`` run by hand uses the dev server's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,26 @@ from devices import token as codec
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
+
+
+def _read_env_file() -> None:
+    """Load ``SVC_ENV_FILE`` (default ``var/dev.env``, which ``make run`` writes) into the
+    environment; variables already set win, and an empty value reads no file. Without
+    the file (production) nothing changes; a file named explicitly must exist."""
+    named = os.environ.get("SVC_ENV_FILE")
+    if named is not None and not named.strip():
+        return
+    path = Path(named.strip() if named else "var/dev.env")
+    if not path.is_absolute():
+        path = BASE_DIR / path
+    if not path.is_file():
+        if named:
+            raise ImproperlyConfigured(f"SVC_ENV_FILE names {path}, which is not a file")
+        return
+    environ.Env.read_env(path, overwrite=False)
+
+
+_read_env_file()
 
 DEBUG = env.bool("SVC_DEBUG", default=False)
 SECRET_KEY = env.str("SVC_SECRET_KEY", default="")

@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import secrets
 
+# Never the developer's var/dev.env (written by `make run`): tests set their own values,
+# and a test of production settings must see none of the development ones.
+os.environ["SVC_ENV_FILE"] = ""
 os.environ.setdefault("SVC_SECRET_KEY", secrets.token_urlsafe(32))
 os.environ.setdefault("SVC_ADMIN_KEY", "test-admin-key-" + secrets.token_urlsafe(16))
 os.environ.setdefault("SVC_ISSUER", "svc-test")

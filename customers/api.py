@@ -30,13 +30,15 @@ class CustomerCreateApi(APIView):
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.BODY_ERRORS[400]} Or an id that is not 1-59 characters of "
                     "A-Z, 0-9, '-' or '_' after the CUST- prefix.",
-                    409: "The id is taken.",
+                    409: "The id is taken, or another customer has the name (ignoring "
+                    "case and surrounding spaces); detail names that customer's id.",
                 }
             ),
         },
         parameters=[schema.retry_after(429, 503)],
         auth=schema.ADMIN_AUTH,
-        description="Create a customer; an operator-chosen id is stored with the CUST- prefix.",
+        description="Create a customer; an operator-chosen id is stored with the CUST- prefix. "
+        "Names are unique, ignoring case and surrounding spaces.",
     )
     def post(self, request):
         serializer = CustomerIn(data=request.data)

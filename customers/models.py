@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Lower, Trim
 from django.utils import timezone
 
 
@@ -17,6 +18,11 @@ class Customer(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            # One customer per name, ignoring case and surrounding spaces; the service
+            # (customers.services.customer_create) refuses first, naming the customer.
+            models.UniqueConstraint(Lower(Trim("name")), name="customer_name_unique"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"

@@ -26,6 +26,7 @@ def production_env(**extra: str) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "SVC_SECRET_KEY": secrets.token_urlsafe(50),
         "SVC_ALLOWED_HOSTS": "licensing.example.com",
+        "SVC_ENV_FILE": "",  # never a developer's var/dev.env
         **extra,
     }
 

@@ -102,6 +102,34 @@ def test_issue_without_end_covers_whole_days_to_today(billed):
     assert invoice.period_end == today
 
 
+def test_todays_activity_is_skipped_saying_from_which_day_it_can_be_invoiced(
+    customer, make_batch, activate, direct
+):
+    """A fresh install: everything happened today, after the last possible period end
+    (00:00 UTC today). Every skipped customer is listed with the reason and the numbers,
+    and the day its activity can first be invoiced; nothing is issued early."""
+    activate(make_batch(units=2), "cam-today")
+    direct("DETECT-STD", "cam-direct")
+    idle = CustomerFactory()
+    today = timezone.now().astimezone(dt.UTC).date()
+    output = issue("--period-days", "30")
+    assert "0 invoice(s) issued, 2 customer(s) skipped" in output
+    start = today - dt.timedelta(days=30)
+    assert (
+        f"skipped {customer.id}: customer {customer.id} owes nothing for {start} to {today} "
+        "UTC (0 new activations, 0 direct licences, 0 inferences); no invoice issued. Its "
+        f"1 activation, 1 direct licence, 0 usage records from {today} 00:00 UTC on fall "
+        "after this period: a period ends at 00:00 UTC of a day no later than today, so "
+        f"they can be invoiced from {today + dt.timedelta(days=1)}, in a period ending then "
+        "or later"
+    ) in output
+    assert (
+        f"skipped {idle.id}: customer {idle.id} owes nothing for {start} to {today} UTC "
+        "(0 new activations, 0 direct licences, 0 inferences); no invoice issued\n"
+    ) in output
+    assert not Invoice.objects.exists()
+
+
 def test_issue_for_unknown_customer_fails_clearly():
     with pytest.raises(CommandError, match="CUST-NOPE does not exist"):
         issue("--period-days", "30", "--customer", "CUST-NOPE")
@@ -160,9 +188,14 @@ def test_export_json_and_since_filter(billed, tmp_path):
         (500, 0.8, 400),
     ]
     tomorrow = (timezone.now() + dt.timedelta(days=1)).date().isoformat()
+    said = io.StringIO()
     call_command("export_invoices", "--format", "json", "--out", str(out), "--since", tomorrow,
-                 stderr=io.StringIO())  # fmt: skip
+                 stderr=said)  # fmt: skip
     assert json.loads(out.read_text()) == []
+    assert said.getvalue().strip() == (
+        f"0 invoice line(s) written to {out} "
+        f"(no invoice or credit note has been issued on or after {tomorrow})"
+    )
 
 
 def test_export_rejects_bad_date(tmp_path):

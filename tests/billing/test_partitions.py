@@ -15,6 +15,7 @@ from billing import partitions
 from billing.models import PrunedUsageMonth, UsageDaily, UsageRecord
 from billing.rating import invoice_rate
 from billing.reconciliation import ledger_reconcile
+from config.errors import InvalidInput
 from tests.billing.conftest import hour, record
 
 pytestmark = pytest.mark.django_db
@@ -115,7 +116,12 @@ def test_prune_keeps_a_month_whose_records_do_not_match_their_rollups(camera, up
 
 
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="SQLite keeps the plain table")
-def test_prune_needs_postgresql():
+def test_prune_on_sqlite_has_nothing_to_do_and_says_why():
+    """A monthly prune_usage (README's billing block) runs on the development SQLite too:
+    nothing is partitioned there, so nothing is dropped, and it says so (exit 0)."""
     assert not partitions.is_partitioned()
-    with pytest.raises(CommandError, match="pruning needs PostgreSQL"):
-        prune("--older-than-months", "3")
+    output = prune("--older-than-months", "3")
+    assert output.startswith("0 month(s) pruned: usage records are not partitioned")
+    assert "pruning needs PostgreSQL" in output
+    with pytest.raises(InvalidInput, match="pruning needs PostgreSQL"):
+        partitions.usage_prune(older_than_months=3)

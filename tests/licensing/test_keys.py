@@ -55,7 +55,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,
-        env={**clean, **env},
+        env={**clean, "SVC_ENV_FILE": "", **env},  # never a developer's var/dev.env
         capture_output=True,
         text=True,
         timeout=60,

@@ -108,6 +108,73 @@ def test_dev_setup_certifies_the_signing_key_with_a_development_root(settings, t
     assert signing.active_key_problem() == ""
 
 
+def test_dev_setup_writes_the_servers_environment_and_the_public_key(settings, tmp_path):
+    """`make run` leaves what its server runs with in var/dev.env (mode 600), the signing
+    key's public key as PEM beside it, and prints the fingerprint /healthz shows under
+    that name, never a base64 key under the name public key."""
+    settings.SVC_SIGNING_KEY_FILE = tmp_path / "signing-key.pem"
+    settings.SVC_ADMIN_KEY = ""
+    var = tmp_path / "var"
+    out = io.StringIO()
+    call_command("dev_setup", var=str(var), stdout=out)
+    env_file = var / "dev.env"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+    assert values == {
+        "SVC_SECRET_KEY": (var / "secret-key").read_text().strip(),
+        "SVC_ADMIN_KEY": (var / "admin-key").read_text().strip(),
+        "SVC_ROOT_KEYS": str(var / "root-key.pub"),
+        "SVC_SSL_REDIRECT": "0",
+        "SVC_SECURE_COOKIES": "0",
+        "SVC_HSTS_SECONDS": "0",
+    }
+    public = read_private_key(settings.SVC_SIGNING_KEY_FILE).public_key()
+    pub_file = var / "signing-key.pub"
+    assert pub_file.read_text() == codec.public_key_pem(public)
+    assert stat.S_IMODE(pub_file.stat().st_mode) == 0o644
+    printed = out.getvalue()
+    assert f"fingerprint    {codec.key_fingerprint(public)}  (/healthz public_key)" in printed
+    assert codec.public_key_b64url(public) not in printed
+    # Every run rewrites the same file, still mode 600.
+    os.chmod(env_file, 0o644)
+    call_command("dev_setup", var=str(var), stdout=io.StringIO())
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+
+
+def _settings_of(code: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DJANGO_"))}
+    return subprocess.run(
+        [sys.executable, "-c", f"from config import settings as s; {code}"],
+        cwd=REPO,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_settings_read_the_env_file_and_the_environment_wins(tmp_path):
+    env_file = tmp_path / "dev.env"
+    env_file.write_text("# a comment\nSVC_SECRET_KEY=from-the-file\nSVC_ISSUER=file-issuer\n")
+    read = _settings_of(
+        "print(s.SECRET_KEY, s.SVC_ISSUER)", SVC_ENV_FILE=str(env_file), SVC_ISSUER="from-env"
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["from-the-file", "from-env"]
+
+
+def test_an_empty_svc_env_file_reads_none_and_production_still_fails_closed():
+    """Empty: no file, not even a var/dev.env in the checkout; no secret, no start."""
+    off = _settings_of("print(s.SECRET_KEY)", SVC_ENV_FILE="")
+    assert off.returncode != 0 and "SVC_SECRET_KEY is not set" in off.stderr
+
+
+def test_a_named_env_file_that_is_missing_stops_start_up(tmp_path):
+    missing = _settings_of("", SVC_ENV_FILE=str(tmp_path / "absent.env"))
+    assert missing.returncode != 0
+    assert "SVC_ENV_FILE" in missing.stderr and "absent.env" in missing.stderr
+
+
 # --- SVC_ROOT_KEYS ---------------------------------------------------------------------
 
 
@@ -144,6 +211,7 @@ def test_the_service_does_not_start_with_an_unusable_root_key(tmp_path):
         env={
             **clean,
             "DJANGO_SETTINGS_MODULE": "config.settings",
+            "SVC_ENV_FILE": "",  # never a developer's var/dev.env
             "SVC_DEBUG": "1",
             "SVC_ROOT_KEYS": str(tmp_path / "absent.pub"),
         },

@@ -49,4 +49,9 @@ class Command(BaseCommand):
                     count = write(rows, handle)
             except OSError as exc:
                 raise CommandError(f"cannot write {out}: {exc.strerror}") from None
-        self.stderr.write(f"{count} invoice line(s) written to {out}")
+        why = ""
+        if not count:
+            when = "yet" if since is None else f"on or after {since}"
+            why = f" (no invoice or credit note has been issued {when})"
+        # On stderr, since --out - writes the export to stdout; a report, not an error.
+        self.stderr.write(f"{count} invoice line(s) written to {out}{why}", style_func=str)

@@ -51,7 +51,7 @@ class Command(BaseCommand):
             if invoice is not None:
                 issued += 1
                 self.stdout.write(f"issued {note} ({customer_id}, {invoice.lines.count()} lines)")
-            elif customer or options["verbosity"] > 1:
+            else:  # the reason, with the period and the numbers
                 self.stdout.write(f"skipped {customer_id}: {note}")
         self.stdout.write(
             f"{issued} invoice(s) issued, {len(results) - issued} customer(s) skipped"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.partitions import usage_prune
+from billing.partitions import is_partitioned, usage_prune
 from config.errors import ServiceError
 
 
@@ -21,6 +21,13 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="check and report, drop nothing")
 
     def handle(self, *args, older_than_months: int, dry_run: bool, **options):
+        if not is_partitioned():
+            # Nothing to do, and why: a monthly job run against SQLite is not an error.
+            self.stdout.write(
+                "0 month(s) pruned: usage records are not partitioned on this database "
+                "(SQLite keeps one plain table, nothing to drop); pruning needs PostgreSQL"
+            )
+            return
         try:
             checks = usage_prune(older_than_months=older_than_months, dry_run=dry_run)
         except ServiceError as exc:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from django.conf import settings
@@ -18,6 +19,10 @@ from svccore.keyfile import read_private_key, write_private_key
 
 ROOT_KEY = "root-key.pem"
 ROOT_PUBLIC = "root-key.pub"
+SIGNING_PUBLIC = "signing-key.pub"
+# What the development server runs with; config/settings.py reads it (SVC_ENV_FILE), so
+# `python manage.py ...` run by hand gets the server's secret, admin key and roots.
+ENV_FILE = "dev.env"
 
 
 def _secret_file(path: Path, nbytes: int) -> str:
@@ -28,6 +33,30 @@ def _secret_file(path: Path, nbytes: int) -> str:
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(nbytes))
     return path.read_text().strip()
+
+
+def _private_file(path: Path, text: str) -> None:
+    """Write a file only its owner may read (mode 600), replacing it if ``text`` differs."""
+    if path.exists() and path.read_text() == text and stat.S_IMODE(path.stat().st_mode) == 0o600:
+        return
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.unlink(missing_ok=True)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def _database_owner_only() -> None:
+    """The development SQLite database (and its WAL files) mode 600: it holds licences,
+    operator key hashes and console sessions."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3":
+        return
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{database['NAME']}{suffix}")
+        if path.is_file():
+            os.chmod(path, 0o600)
 
 
 def _public_file(path: Path, text: str) -> None:
@@ -41,11 +70,13 @@ def _public_file(path: Path, text: str) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Development set-up used by `make run` (after migrate): create the signing key, a "
-        "development root key (var/root-key.pem and .pub), admin key and secret key under "
-        "var/ if missing (secrets mode 600), certify the signing key with that root and "
-        "install the certificate, and print what an operator needs. A real root key lives "
-        "offline, never on a server."
+        "Development set-up used by `make run` (after migrate): create the signing key "
+        "(and its public key, var/signing-key.pub), a development root key "
+        "(var/root-key.pem and .pub), admin key and secret key under var/ if missing "
+        "(secrets mode 600), certify the signing key with that root and install the "
+        "certificate, write var/dev.env (mode 600: the environment the development server "
+        "runs with, which the settings read), make the SQLite database mode 600, and print "
+        "what an operator needs. A real root key lives offline, never on a server."
     )
 
     def add_arguments(self, parser):
@@ -70,9 +101,29 @@ class Command(BaseCommand):
             )
         root = read_private_key(root_path)
         _public_file(var_dir / ROOT_PUBLIC, codec.public_key_pem(root.public_key()))
+        _public_file(var_dir / SIGNING_PUBLIC, codec.public_key_pem(public))
         installed = self._certify(signing, root)
-        _secret_file(var_dir / "secret-key", 48)
-        admin_key = settings.SVC_ADMIN_KEY or _secret_file(var_dir / "admin-key", 32)
+        secret_key = _secret_file(var_dir / "secret-key", 48)
+        dev_admin_key = _secret_file(var_dir / "admin-key", 32)
+        admin_key = settings.SVC_ADMIN_KEY or dev_admin_key
+        _private_file(
+            var_dir / ENV_FILE,
+            "\n".join(
+                [
+                    "# Written by `make run` (manage.py dev_setup) on every run: what the",
+                    "# development server runs with. config/settings.py reads this file when",
+                    "# it exists (SVC_ENV_FILE); a variable set in the environment wins.",
+                    f"SVC_SECRET_KEY={secret_key}",
+                    f"SVC_ADMIN_KEY={dev_admin_key}",
+                    f"SVC_ROOT_KEYS={var_dir / ROOT_PUBLIC}",
+                    "SVC_SSL_REDIRECT=0",
+                    "SVC_SECURE_COOKIES=0",
+                    "SVC_HSTS_SECONDS=0",
+                    "",
+                ]
+            ),
+        )
+        _database_owner_only()
         self.stdout.write(
             "\n".join(
                 [
@@ -83,10 +134,11 @@ class Command(BaseCommand):
                     f"  admin API      {url}/v1/admin/...  header X-Admin-Key",
                     f"  admin key      {admin_key}",
                     f"  signing key    {key_path}",
+                    f"  its public key {var_dir / SIGNING_PUBLIC} (PEM)",
                     f"  key id (kid)   {codec.key_id(public)}{installed}",
-                    f"  key fingerprint {codec.key_fingerprint(public)}",
-                    f"  public key     {codec.public_key_b64url(public)}",
+                    f"  fingerprint    {codec.key_fingerprint(public)}  (/healthz public_key)",
                     f"  root key       {var_dir / ROOT_PUBLIC} (SVC_ROOT_KEYS; development only)",
+                    f"  environment    {var_dir / ENV_FILE} (read by manage.py and the server)",
                     "",
                 ]
             )
