@@ -10,7 +10,10 @@ the request's own input makes Django or the database raise:
   column's range): 400;
 - the database unreachable or failing (``OperationalError``, ``InterfaceError``): 503
   with ``Retry-After: DB_RETRY_AFTER_SECONDS``; the error itself (hosts, users) only in
-  the service log.
+  the service log;
+- the signing key unreachable (:class:`SignerUnavailable`: a PKCS#11 token unplugged,
+  locked or too slow): 503 with ``Retry-After: SIGNER_RETRY_AFTER_SECONDS`` and a
+  ``detail`` naming the token and what is wrong (never the PIN).
 
 Anything else unexpected is Django's 500 (``config.views.server_error``).
 """
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 
 # How long a client is asked to wait (Retry-After) while the database is unavailable.
 DB_RETRY_AFTER_SECONDS = 5
+# ... and while the signing key's token is (a process retries the token every second).
+SIGNER_RETRY_AFTER_SECONDS = 2
 
 
 class ServiceError(Exception):
@@ -64,6 +69,15 @@ class NotFound(ServiceError):
 
 class Conflict(ServiceError):
     status_code = status.HTTP_409_CONFLICT
+
+
+class SignerUnavailable(ServiceError):
+    """The signing key cannot sign now (its PKCS#11 token is unplugged, locked or does
+    not answer in time): 503 with Retry-After. Raised before anything is committed, so
+    the request's transaction rolls back whole; the service reconnects by itself."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    retry_after = SIGNER_RETRY_AFTER_SECONDS
 
 
 class MisconfiguredService(ServiceError):
@@ -135,7 +149,10 @@ def database_unavailable(exc: BaseException) -> JsonResponse:
 
 def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, ServiceError):
-        return Response({"detail": exc.detail}, status=exc.status_code)
+        response = Response({"detail": exc.detail}, status=exc.status_code)
+        if isinstance(exc, SignerUnavailable):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, RequestDataTooBig):
         return _body_too_big(context)
     if isinstance(exc, DataError | OperationalError | InterfaceError):

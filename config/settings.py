@@ -233,6 +233,43 @@ SPECTACULAR_SETTINGS = {
 SVC_SIGNING_KEY_FILE = Path(env.str("SVC_SIGNING_KEY_FILE", default="var/signing-key.pem"))
 if not SVC_SIGNING_KEY_FILE.is_absolute():
     SVC_SIGNING_KEY_FILE = BASE_DIR / SVC_SIGNING_KEY_FILE
+
+# --- Where the signing key lives (licensing.signers) ----------------------------------
+# file: SVC_SIGNING_KEY_FILE. pkcs11: a key that never leaves a PKCS#11 token (HSM). The
+# PIN is read from SVC_PKCS11_PIN_FILE or the environment's SVC_PKCS11_PIN when the
+# service logs in; it is never kept here (Django's error reports show settings).
+SVC_SIGNER = env.str("SVC_SIGNER", default="file").strip().lower()
+SVC_PKCS11_MODULE = env.str("SVC_PKCS11_MODULE", default="").strip()
+SVC_PKCS11_TOKEN_LABEL = env.str("SVC_PKCS11_TOKEN_LABEL", default="").strip()
+SVC_PKCS11_KEY_LABEL = env.str("SVC_PKCS11_KEY_LABEL", default="svc-signing").strip()
+SVC_PKCS11_PIN_FILE = env.str("SVC_PKCS11_PIN_FILE", default="").strip()
+SVC_PKCS11_TIMEOUT = env.float("SVC_PKCS11_TIMEOUT", default=3.0)
+SVC_PKCS11_SESSIONS = env.int("SVC_PKCS11_SESSIONS", default=4)
+if SVC_SIGNER not in ("file", "pkcs11"):
+    raise ImproperlyConfigured(f"SVC_SIGNER must be file or pkcs11, not {SVC_SIGNER!r}")
+if SVC_SIGNER == "pkcs11":
+    if not SVC_PKCS11_MODULE or not Path(SVC_PKCS11_MODULE).is_file():
+        raise ImproperlyConfigured(
+            "SVC_PKCS11_MODULE must name the token's PKCS#11 module (a .so file), not "
+            f"{SVC_PKCS11_MODULE!r}"
+        )
+    if not SVC_PKCS11_TOKEN_LABEL or not SVC_PKCS11_KEY_LABEL:
+        raise ImproperlyConfigured(
+            "SVC_SIGNER=pkcs11 needs SVC_PKCS11_TOKEN_LABEL and SVC_PKCS11_KEY_LABEL"
+        )
+    if bool(SVC_PKCS11_PIN_FILE) == bool(os.environ.get("SVC_PKCS11_PIN")):
+        raise ImproperlyConfigured(
+            "SVC_SIGNER=pkcs11 needs the token's user PIN from exactly one of "
+            "SVC_PKCS11_PIN_FILE (a mode 600 file) or SVC_PKCS11_PIN"
+        )
+    if SVC_PKCS11_PIN_FILE and not Path(SVC_PKCS11_PIN_FILE).is_absolute():
+        SVC_PKCS11_PIN_FILE = str(BASE_DIR / SVC_PKCS11_PIN_FILE)
+    if not 0 < SVC_PKCS11_TIMEOUT <= 60 or not 1 <= SVC_PKCS11_SESSIONS <= 64:
+        raise ImproperlyConfigured(
+            "SVC_PKCS11_TIMEOUT must be 0-60 seconds and SVC_PKCS11_SESSIONS 1-64, not "
+            f"{SVC_PKCS11_TIMEOUT} and {SVC_PKCS11_SESSIONS}"
+        )
+
 SVC_ADMIN_KEY = env.str("SVC_ADMIN_KEY", default="")
 SVC_ISSUER = env.str("SVC_ISSUER", default="svc-licensing")
 SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"

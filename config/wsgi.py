@@ -1,5 +1,6 @@
-"""WSGI entry point (gunicorn config.wsgi). Loads the signing key at start-up so a
-missing or world-readable key stops the server before it serves a single request."""
+"""WSGI entry point (gunicorn config.wsgi). Loads the signer at start-up so a missing or
+world-readable key file, or a PKCS#11 token that cannot sign (no such token or key, a
+refused PIN), stops the server before it serves a single request."""
 
 from __future__ import annotations
 

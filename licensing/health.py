@@ -9,6 +9,7 @@ import time
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from config.errors import SignerUnavailable
 from licensing import signing
 
 log = logging.getLogger(__name__)
@@ -34,13 +35,20 @@ def _database_ok() -> bool:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """``{ok, public_key (fingerprint of the active signing key), kid, time}``; 503 with
-    ``detail`` when the key, its certificate or the database is unusable (a database
-    check that passed within :data:`DB_CHECK_REUSE_SECONDS` is reused)."""
-    body = {"ok": True, "public_key": "", "kid": "", "time": int(time.time())}
+    """``{ok, public_key (fingerprint of the active signing key), kid, signer, time}``;
+    503 with ``detail`` when the key, its certificate, its token (``signer`` pkcs11: a
+    probe signature, one that passed within a second standing) or the database is
+    unusable (a database check that passed within :data:`DB_CHECK_REUSE_SECONDS` is
+    reused)."""
+    body = {"ok": True, "public_key": "", "kid": "", "signer": "", "time": int(time.time())}
     try:
         body["public_key"] = signing.public_key_fingerprint()
         body["kid"] = signing.active_kid()
+        body["signer"] = signing.signer_kind()
+        signing.signer_check()
+    except SignerUnavailable as exc:
+        body["ok"] = False
+        body["detail"] = exc.detail
     except Exception:
         log.exception("healthz: signing key unavailable")
         body["ok"] = False

@@ -1,8 +1,11 @@
 """The authority's signing keys on the server: the one that signs here, and the registry
 of every key whose signatures the authority accepts.
 
-The private key is loaded from ``SVC_SIGNING_KEY_FILE`` into this process only; it is
-never logged, returned or written anywhere else. Its public half is registered
+The private key is held by the configured signer (:mod:`licensing.signers`): the file
+``SVC_SIGNING_KEY_FILE`` read into this process only (never logged, returned or written
+anywhere else), or a PKCS#11 token that signs without ever handing the key out
+(``SVC_SIGNER=pkcs11``). Key ids, the registry, certificates and rotation are the same
+with either: a key is known by its public half. That public half is registered
 (:class:`licensing.models.SigningKey`) the first time this process reads the registry,
 beside the other keys of the authority (standby keys, retired keys, air-gap minting
 keys) and their root-signed key certificates (``devices.keys``).
@@ -43,25 +46,25 @@ from devices import documents
 from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import ONLINE, KeyNotTrusted, Keyring, unverified_payload
+from licensing import signers
 from licensing.models import SigningKey, unix
-from svccore.keyfile import KeyFileError, read_private_key
 
 REFRESH_SECONDS = 5.0
 MISS_RELOAD_SECONDS = 0.2  # an unknown kid re-reads the registry at most this often
 INSTALL_COMMAND = "python manage.py key_install CERT"
 
 _lock = threading.Lock()
-_loaded: dict[str, ActiveKey] = {}
+_loaded: dict[tuple[str, Any], ActiveKey] = {}
 _roots: dict[tuple[str, ...], dict[str, Ed25519PublicKey]] = {}
 _registry: list[Registry] = []  # zero or one: the registry this process holds
 
 
 @dataclass(frozen=True)
 class ActiveKey:
-    """The key ``SVC_SIGNING_KEY_FILE`` holds."""
+    """The key the configured signer holds (``SVC_SIGNING_KEY_FILE`` or a token's)."""
 
-    path: str
-    private: Ed25519PrivateKey
+    path: str  # the key file, or "pkcs11:<token label>/<key label>"
+    signer: signers.Signer
     public: Ed25519PublicKey
     kid: str
     fingerprint: str
@@ -96,30 +99,47 @@ class Registry:
 
 
 def _active() -> ActiveKey:
-    path = str(settings.SVC_SIGNING_KEY_FILE)
+    config = signers.configured()
     with _lock:
-        active = _loaded.get(path)
+        active = _loaded.get(config)
         if active is None:
-            try:
-                private = read_private_key(path)
-            except KeyFileError as exc:
-                raise ImproperlyConfigured(str(exc)) from None
-            public = private.public_key()
+            signer = signers.load(*config)  # ImproperlyConfigured when unusable
+            public = signer.public_key()
+            kind, where = config
+            if kind == signers.PKCS11:
+                path = f"pkcs11:{where.token_label}/{where.key_label}"
+            else:
+                path = where
             active = ActiveKey(
                 path=path,
-                private=private,
+                signer=signer,
                 public=public,
                 kid=codec.key_id(public),
                 fingerprint=codec.key_fingerprint(public),
             )
+            for old in _loaded.values():
+                old.signer.close()
             _loaded.clear()
-            _loaded[path] = active
+            _loaded[config] = active
         return active
 
 
-def signing_key() -> Ed25519PrivateKey:
-    """The private key of ``SVC_SIGNING_KEY_FILE``; ImproperlyConfigured when unusable."""
-    return _active().private
+def signing_key() -> Ed25519PrivateKey | signers.Signer:
+    """What signs: the ``Ed25519PrivateKey`` of ``SVC_SIGNING_KEY_FILE``, or the PKCS#11
+    signer, which has the surface the device codec uses of one (``sign``,
+    ``public_key``); ImproperlyConfigured when unusable."""
+    signer = _active().signer
+    return signer.key if isinstance(signer, signers.FileSigner) else signer
+
+
+def signer_kind() -> str:
+    """``file`` or ``pkcs11``: what /healthz reports."""
+    return _active().signer.kind
+
+
+def signer_check() -> None:
+    """SignerUnavailable unless the signer can sign now (a PKCS#11 token is probed)."""
+    _active().signer.check()
 
 
 def public_key() -> Ed25519PublicKey:
@@ -131,7 +151,7 @@ def public_key_fingerprint() -> str:
 
 
 def active_kid() -> str:
-    """Key id of the key ``SVC_SIGNING_KEY_FILE`` holds."""
+    """Key id of the key the configured signer holds."""
     return _active().kid
 
 
@@ -169,9 +189,12 @@ def _problem(
     trusted: dict[str, TrustedKey],
     roots: dict[str, Ed25519PublicKey],
 ) -> str:
-    where = f"signing key {active.kid} (SVC_SIGNING_KEY_FILE)"
+    setting = (
+        "SVC_PKCS11_KEY_LABEL" if active.signer.kind == signers.PKCS11 else "SVC_SIGNING_KEY_FILE"
+    )
+    where = f"signing key {active.kid} ({setting})"
     switch = (
-        "point SVC_SIGNING_KEY_FILE at a key that is certified and neither retired nor "
+        f"point {setting} at a key that is certified and neither retired nor "
         f"revoked (`{INSTALL_COMMAND}` installs a key's certificate)"
     )
     if row.revoked_at is not None:
@@ -303,7 +326,7 @@ def active_certificate() -> str:
 def sign_claims(claims: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Sign ``claims`` with the active key: the token and the claims as signed (naming
     the key, ``kid``). MisconfiguredService when the active key may not sign."""
-    key = _usable().active.private
+    key = _usable().active.signer
     signed = codec.with_kid(claims, key)
     return codec.encode_token(signed, key), signed
 
@@ -314,7 +337,7 @@ def sign(claims: dict[str, Any]) -> str:
 
 def sign_document(prefix: str, payload: dict[str, Any]) -> str:
     """Sign a revocation-list page or usage receipt (``devices.documents``)."""
-    return documents.sign_document(prefix, payload, _usable().active.private)
+    return documents.sign_document(prefix, payload, _usable().active.signer)
 
 
 def verify(token: str) -> dict[str, Any]:
