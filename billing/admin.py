@@ -79,8 +79,10 @@ def download_csv(modeladmin, request, queryset):
 
 @admin.register(Invoice)
 class InvoiceAdmin(ReadOnlyAdmin):
-    list_display = ("number", "kind", "customer", "period_start", "period_end", "period_days",
-                    "total_shown", "issued_at", "credits", "credited_by")  # fmt: skip
+    # Narrow enough for a 1000 px window: the number says the kind (INV-/CN-), the period
+    # its length; issue dates are the date hierarchy and on the invoice's page.
+    list_display = ("number", "customer", "period_start", "period_end", "total_shown",
+                    "credits", "credited_by")  # fmt: skip
     list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
@@ -109,8 +111,9 @@ class InvoiceLineAdmin(LineMoney, ReadOnlyAdmin):
 
 @admin.register(UsageDaily)
 class UsageDailyAdmin(ReadOnlyAdmin):
-    list_display = ("day", "license", "customer", "sku", "records", "inferences", "frames",
-                    "stream_seconds", "events")  # fmt: skip
+    # What is billed (inferences) per licence and day; the other counters are on the
+    # row's page.
+    list_display = ("day", "license", "customer", "sku", "records", "inferences")
     list_filter = ("sku",)
     search_fields = ("license__id", "customer__id", "customer__name")
     date_hierarchy = "day"
@@ -122,8 +125,9 @@ class UsageDailyAdmin(ReadOnlyAdmin):
 class UsageRecordAdmin(ReadOnlyAdmin):
     """Raw records; searched by exact device id (the dedup index's leading column)."""
 
-    list_display = ("device_id", "period_start", "period_end", "license", "customer_id", "sku",
-                    "inferences", "frames", "stream_seconds", "events", "received_at")  # fmt: skip
+    # A device's records with every counter; customer, SKU and arrival on the record's page.
+    list_display = ("device_id", "period_start", "period_end", "license", "inferences",
+                    "frames", "stream_seconds", "events")  # fmt: skip
     unix_time_fields = ("period_start", "period_end")
     search_fields = ("=device_id",)
     list_select_related = ("license",)

@@ -182,6 +182,7 @@ class LicenseIssueForm(forms.Form):
 
 @admin.register(Sku)
 class SkuAdmin(admin.ModelAdmin):
+    # The currency is in every unit price (and a filter): its column would squeeze them.
     list_display = [
         "code",
         "name",
@@ -192,7 +193,6 @@ class SkuAdmin(admin.ModelAdmin):
         "term_days",
         "grace_days",
         "allowance_per_unit",
-        "currency",
         "unit_prices",
     ]
     list_filter = ["currency", "term_days"]
@@ -375,17 +375,10 @@ class RevokedFilter(admin.SimpleListFilter):
 
 @admin.register(License)
 class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
-    list_display = [
-        "id",
-        "kind",
-        "customer_link",
-        "sku",
-        "device_id",
-        "activation",
-        "issued_at",
-        "expires_at",
-        "state",
-    ]
+    # What finds a licence and says whether it works, narrow enough for a 1000 px window
+    # (licence and customer ids are long); the SKU, activation mode and issue time are
+    # filters and on the licence's page.
+    list_display = ["id", "kind", "customer_link", "device_id", "expires_at", "state"]
     list_filter = ["kind", RevokedFilter, "sku", "activation", "issued_at"]
     empty_times = {"expires_at": "perpetual", "revoked_at": "not revoked"}
     search_fields = ["id", "device_id", "customer__id", "customer__name", "batch__id"]
@@ -483,17 +476,16 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
 
 @admin.register(Activation)
 class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
+    # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
+    # since when and whether its licence still works. The licence, fingerprint source,
+    # SDK version and client address are on the activation's page, the SKU on its
+    # batch's (SKU and source are filters too).
     list_display = [
         "device_id",
-        "license_link",
         "batch_link",
         "customer",
-        "sku",
-        "fingerprint_source",
         "weak_binding",
-        "sdk_version",
         "activated_at",
-        "client_ip",
         "revoked",
     ]
     list_filter = ["weak_binding", "fingerprint_source", "batch__sku", "activated_at"]
