@@ -200,20 +200,14 @@ def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
     )
 
 
-def _unit_create(
-    key: BatchKey,
-    *,
-    device_id: str,
-    fingerprint_source: str,
-    weak_binding: bool,
-    sdk_version: str,
-    client_ip: str | None,
-    transfer_of: int | None,
-) -> tuple[str, str]:
-    """Sign the unit licence and write it with its activation record: (licence id,
-    token). The unit carries
-    the batch key's entitlements, caps and grace, whatever the catalogue says today: the
-    customer bought what the key says."""
+def _unit_sign(key: BatchKey, device_id: str) -> tuple[dt.datetime, str, dict[str, Any]]:
+    """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
+    carries the batch key's entitlements, caps and grace, whatever the catalogue says
+    today: the customer bought what the key says.
+
+    Done before the seat is taken, outside the transaction: a signer that is slow or
+    unreachable (an HSM) then holds no lock on the batch row, and its failure leaves
+    nothing to roll back."""
     now = timezone.now()
     lim = key.claims["lim"]
     claims = license_claims(
@@ -231,6 +225,22 @@ def _unit_create(
         grace_days=key.claims["grace_days"],
     )
     token, signed = signing.sign_claims(claims)
+    return now, token, signed
+
+
+def _unit_create(
+    key: BatchKey,
+    *,
+    device_id: str,
+    fingerprint_source: str,
+    weak_binding: bool,
+    sdk_version: str,
+    client_ip: str | None,
+    transfer_of: int | None,
+    signed_unit: tuple[dt.datetime, str, dict[str, Any]],
+) -> tuple[str, str]:
+    """Write the signed unit licence with its activation record: (licence id, token)."""
+    now, token, signed = signed_unit
     _insert(
         License,
         id=signed["lic"],
@@ -324,6 +334,7 @@ def unit_activate(
     existing = _lookup(key, device_id)
     if existing is not None:
         return existing
+    signed_unit = _unit_sign(key, device_id)
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
@@ -342,6 +353,7 @@ def unit_activate(
                 sdk_version=sdk_version,
                 client_ip=client_ip,
                 transfer_of=transfer_of,
+                signed_unit=signed_unit,
             )
     except IntegrityError:
         existing = _lookup(key, device_id)
