@@ -38,8 +38,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from config.errors import ServiceError
-from svccore.csvformat import plain
-from svccore.money import minor_units
+from svccore.money import exact, minor_units
 
 # The admin's navigation sidebar takes 300 px from every list, which then no longer fits
 # a laptop screen; the index lists every model and every page has breadcrumbs.
@@ -80,7 +79,7 @@ def amount(value: Decimal | int | float | str | None, currency: str) -> str:
     only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
     if value is None or value == "":
         return ""
-    return f"{plain(value, minor_units(currency)):f}"
+    return f"{exact(value, minor_units(currency)):f}"
 
 
 def money(value: Decimal | int | float | str | None, currency: str) -> str:

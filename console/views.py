@@ -26,7 +26,7 @@ from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
 from licensing.models import NEAR_EXHAUSTION_PERCENT
-from svccore.csvformat import plain
+from svccore.money import exact
 
 DASHBOARD_DAYS = 30
 LEDGER_ROWS = 50
@@ -100,7 +100,7 @@ def _lines_shown(rated: dict) -> list[dict]:
         {
             **line,
             "kind_label": kinds.get(line["kind"], line["kind"]),
-            "quantity": f"{plain(line['quantity'], 0):f}",
+            "quantity": f"{exact(line['quantity'], 0):f}",
             "unit_price": amount(line["unit_price"], currency),
             "amount": amount(line["amount"], currency),
         }

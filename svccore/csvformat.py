@@ -13,8 +13,9 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Iterable, Iterator
-from decimal import Decimal
 from typing import IO, Any
+
+from svccore.money import exact
 
 COLUMNS = (
     "invoice_number",
@@ -44,16 +45,6 @@ def iso(moment: dt.datetime | int) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def plain(value: Any, places: int) -> Decimal:
-    """``value`` with at least ``places`` decimals and no trailing zeros beyond them:
-    3.000 -> 3, 0.35 -> 0.35, 90.0000 -> 90.00."""
-    value = Decimal(str(value))
-    trimmed = value.normalize()
-    if -trimmed.as_tuple().exponent < places or trimmed.as_tuple().exponent > 0:
-        return value.quantize(Decimal(1).scaleb(-places))
-    return trimmed
-
-
 def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
     """One export row: the invoice's header fields plus one line's."""
     return header | {
@@ -61,10 +52,10 @@ def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
         "sku": line["sku"],
         "batch_id": line.get("batch_id") or "",
         "description": line["description"],
-        "quantity": plain(line["quantity"], 0),
+        "quantity": exact(line["quantity"], 0),
         "unit": line["unit"],
-        "unit_price": plain(line["unit_price"], 2),
-        "amount": plain(line["amount"], 2),
+        "unit_price": exact(line["unit_price"], 2),
+        "amount": exact(line["amount"], 2),
     }
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sys
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
-from svccore import csvformat
-from svccore.money import minor_units
+from svccore import csvformat, exactjson
+from svccore.money import exact, minor_units
 
 
 def when(seconds: int | None, *, zero: str = "never") -> str:
@@ -29,7 +28,7 @@ def amount(value: Decimal | int | str, currency: str) -> str:
     float is refused rather than formatted, it would already have lost the exact value."""
     if isinstance(value, float | bool):
         raise TypeError(f"money must be Decimal, int or str, not {type(value).__name__}")
-    return f"{csvformat.plain(Decimal(value), minor_units(currency)):f}"
+    return f"{exact(value, minor_units(currency)):f}"
 
 
 def money(value: Decimal | int | str, currency: str) -> str:
@@ -38,14 +37,16 @@ def money(value: Decimal | int | str, currency: str) -> str:
 
 
 def _default(value: Any) -> Any:
-    if isinstance(value, Decimal):  # money is parsed as Decimal; scripts get JSON numbers
-        return int(value) if value == value.to_integral_value() else float(value)
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def print_json(data: Any, out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    out.write(json.dumps(data, indent=2, sort_keys=True, default=_default) + "\n")
+    # Money is parsed as Decimal and written back as the exact number the service sent.
+    out.write(
+        exactjson.encode(data, indent=2, separators=(",", ": "), sort_keys=True, default=_default)
+        + "\n"
+    )
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None) -> None:

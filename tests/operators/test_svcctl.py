@@ -800,3 +800,13 @@ def test_release_frees_a_seat_says_so_and_is_idempotent(live_service, online, tr
     assert refused.returncode == 1 and "next release is possible at" in refused.stderr
     usage = svcctl("release", "--batch", batch["batch_id"], "--reason", "x", env=online)
     assert usage.returncode == 2 and "--batch and --device go together" in usage.stderr
+
+
+@pytest.mark.live
+def test_json_output_writes_money_exactly_as_the_service_sent_it(online, transactional_db):
+    customer = _json(svcctl("customer", "Exact Money", "--kind", "oem", "--json", env=online))
+    batch = svcctl("batch", customer["customer_id"], "VISION-PRO", "3", "--json", env=online)
+    assert batch.returncode == 0, batch.stderr
+    assert '"unit_price": 240.00' in batch.stdout and '"order_value": 720.00' in batch.stdout
+    catalogue = svcctl("catalogue", "--json", env=online).stdout
+    assert '"price_per_1000": 0.35' in catalogue and '"unit_price": 15.00' in catalogue
