@@ -170,7 +170,10 @@ class Invoice(_Immutable):
 
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INVOICE)
     number = models.CharField(
-        max_length=32, unique=True, help_text="INV-YYYY-NNNNNN (an invoice) or CN-YYYY-NNNNNN (a credit note), numbered without gaps per year."
+        max_length=32,
+        unique=True,
+        help_text="INV-YYYY-NNNNNN (an invoice) or CN-YYYY-NNNNNN (a credit note), "
+        "numbered without gaps per year.",
     )
     year = models.PositiveIntegerField()
     seq = models.PositiveIntegerField()
