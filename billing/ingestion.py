@@ -126,7 +126,7 @@ def _nonce(value: Any) -> str:
     return value
 
 
-def _licence_for(claims: dict[str, Any], device_id: Any, token: str) -> tuple[str, str, str]:
+def _license_for(claims: dict[str, Any], device_id: Any, token: str) -> tuple[str, str, str]:
     """(licence id, customer id, SKU) a unit token may upload for, or Forbidden. The
     token must be byte for byte the one issued: a validly signed variant is refused and
     recorded as a possible signing-key compromise."""
@@ -289,7 +289,7 @@ def usage_ingest(
     (a signed time and the current total).
     """
     claims = _unit_claims(token)
-    license_id, customer_id, sku = _licence_for(claims, device_id, token)
+    license_id, customer_id, sku = _license_for(claims, device_id, token)
     rows = _validated(records)
     nonce = _nonce(nonce)
     processed = rows[:MAX_RECORDS_PER_CALL]

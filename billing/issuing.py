@@ -148,7 +148,7 @@ def _nothing_owed(customer_id: str, start: dt.datetime, end: dt.datetime, taken)
     inferences = sum(meter.inferences + meter.late_inferences for meter in taken.meters.values())
     held = (
         f"{_plural(sum(row.units for row in taken.activations), 'new activation')}, "
-        f"{_plural(sum(row.licences for row in taken.directs), 'direct licence')}, "
+        f"{_plural(sum(row.licenses for row in taken.directs), 'direct licence')}, "
         f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
     )
     activations = Activation.objects.filter(

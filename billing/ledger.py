@@ -209,7 +209,7 @@ def taken_by(document: str) -> Taken:
             direct = directs.setdefault(
                 key, DirectRow(row["sku"], row["unit_price"], row["currency"], 0)
             )
-            direct.licences += row["quantity"]
+            direct.licenses += row["quantity"]
             direct.late += late
         else:
             meter = meters[row["sku"]]

@@ -49,7 +49,7 @@ class DirectRow:
     sku: str
     unit_price: Decimal
     currency: str
-    licences: int
+    licenses: int
     late: int = 0
 
 
@@ -134,7 +134,7 @@ def direct_lines(rows: list[DirectRow]) -> list[dict]:
             sku=row.sku,
             description=f"{row.sku} direct licences at {row.unit_price} each"
             + _late_note(row.late, "issued"),
-            quantity=row.licences,
+            quantity=row.licenses,
             unit="licence",
             unit_price=row.unit_price,
             currency=row.currency,
@@ -326,7 +326,7 @@ def _window_directs(customer_id: str, start: dt.datetime, end: dt.datetime):
         )
         .exclude(device_id="*")
         .values("sku", "unit_price", "currency")
-        .annotate(licences=Count("id"))
+        .annotate(licenses=Count("id"))
         .order_by()
     )
     return [
@@ -334,7 +334,7 @@ def _window_directs(customer_id: str, start: dt.datetime, end: dt.datetime):
             sku=row["sku"],
             unit_price=row["unit_price"],
             currency=row["currency"],
-            licences=row["licences"],
+            licenses=row["licenses"],
         )
         for row in rows
     ]

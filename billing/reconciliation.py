@@ -56,8 +56,8 @@ class LedgerRow:
     activations: int = 0
     activations_billed: int = 0
     transfers: int = 0  # activations on released seats: stored, never billed
-    licences: int = 0
-    licences_billed: int = 0
+    licenses: int = 0
+    licenses_billed: int = 0
 
 
 @dataclass
@@ -118,15 +118,15 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     for item in activations:
         row = rows[(item["batch__customer_id"], item["batch__sku"])]
         row.activations, row.transfers = item["n"], item["transfers"]
-    licences = (
+    licenses = (
         License.objects.filter(scope, kind=License.Kind.DIRECT)
         .exclude(device_id="*")
         .values("customer_id", "sku")
         .annotate(n=Count("id"))
         .order_by()
     )
-    for item in licences:
-        rows[(item["customer_id"], item["sku"])].licences = item["n"]
+    for item in licenses:
+        rows[(item["customer_id"], item["sku"])].licenses = item["n"]
     billed = (
         LedgerEntry.objects.filter(scope)
         .exclude(kind=LedgerEntry.Kind.USAGE)
@@ -139,7 +139,7 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
         if item["kind"] == LedgerEntry.Kind.ACTIVATION:
             row.activations_billed = item["n"]
         else:
-            row.licences_billed = item["n"]
+            row.licenses_billed = item["n"]
 
 
 def _bucket_problems(customer_id: str | None) -> list[str]:

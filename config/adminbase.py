@@ -164,7 +164,7 @@ class ReadOnlyAdmin(NoEditAdmin):
         return False
 
 
-class LicenceRevokeMixin:
+class LicenseRevokeMixin:
     """Permission for the revoke-with-reason actions on licences and what holds them."""
 
     def has_revoke_permission(self, request) -> bool:

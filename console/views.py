@@ -39,7 +39,7 @@ def _context(request: HttpRequest, title: str) -> dict:
 def _ledger_cells(row, *, label: str | None = None) -> list:
     """One row of the ledger table, numbers grouped as ``manage.py reconcile`` prints them."""
     numbers = (row.inferences, row.billed, row.waiting, row.unbillable, row.activations,
-               row.activations_billed, row.licences, row.licences_billed)  # fmt: skip
+               row.activations_billed, row.licenses, row.licenses_billed)  # fmt: skip
     name = label or format_html(
         '{} <span class="svc-nowrap">({})</span>', row.customer_name, row.customer_id
     )

@@ -49,7 +49,7 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import fingerprint
-from .keys import Keyring, split_licence_file
+from .keys import Keyring, split_license_file
 from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
 from .state import (
     CRL_FILE,
@@ -355,7 +355,7 @@ class Engine:
         """
         if token is None:
             token = self._read_token_file()
-        token, certificates = split_licence_file(token)
+        token, certificates = split_license_file(token)
         with self._lock:
             self._learn_certificates(certificates, strict=True)
         claims = verify_token(token, self._keys)
@@ -632,7 +632,7 @@ class Engine:
                 self._advance(now)
             token = self._token
             if token is None:  # not started: the licence file, token and certificates
-                token, certificates = split_licence_file(self._read_token_file())
+                token, certificates = split_license_file(self._read_token_file())
                 self._learn_certificates(certificates)
         license_id = decode_unverified(token)["lic"]
         summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
@@ -776,7 +776,7 @@ class Engine:
             learn=learn,
         )
 
-    def revoked_licences(self) -> frozenset[str]:
+    def revoked_licenses(self) -> frozenset[str]:
         """Licence ids this device holds that the verified revocation list names."""
         return frozenset(self._crl.revoked) if self._crl is not None else frozenset()
 

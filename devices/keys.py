@@ -96,7 +96,7 @@ class KeyCertificate:
         return self.not_before <= moment and (not self.not_after or moment <= self.not_after)
 
 
-def split_licence_file(text: str) -> tuple[str, list[str]]:
+def split_license_file(text: str) -> tuple[str, list[str]]:
     """A licence file is the token on its first line, then the key certificates that
     let a device chain its signing key to a root (``svcctl mint`` writes them). Blank
     lines and surrounding white space are ignored; nothing is verified here."""

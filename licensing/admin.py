@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from config.adminbase import (
-    LicenceRevokeMixin,
+    LicenseRevokeMixin,
     NoEditAdmin,
     ReadOnlyAdmin,
     ReasonForm,
@@ -235,7 +235,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(LicenceRevokeMixin, NoEditAdmin):
+class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
     list_display = [
@@ -374,7 +374,7 @@ class RevokedFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
+class LicenseAdmin(LicenseRevokeMixin, NoEditAdmin):
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
     # filters and on the licence's page.
@@ -399,7 +399,7 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
         "state",
         "revoked_at",
         "revoke_reason",
-        "licence_token",
+        "license_token",
         "token_claims",
     ]
     readonly_fields = fields
@@ -423,7 +423,7 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
         return money(lic.unit_price, lic.currency) or None
 
     @admin.display(description="token")
-    def licence_token(self, lic: License):
+    def license_token(self, lic: License):
         return copyable(lic.token, element_id="licence-token")
 
     @admin.display(description="claims")
@@ -475,7 +475,7 @@ class LicenseAdmin(LicenceRevokeMixin, NoEditAdmin):
 
 
 @admin.register(Activation)
-class ActivationAdmin(LicenceRevokeMixin, ReadOnlyAdmin):
+class ActivationAdmin(LicenseRevokeMixin, ReadOnlyAdmin):
     # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
     # since when and whether its licence still works. The licence, fingerprint source,
     # SDK version and client address are on the activation's page, the SKU on its

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from devices import keys as devkeys
 from devices import token as codec
-from svccore import licencefile
+from svccore import licensefile
 from svccore.keyfile import KeyFileError, read_private_key
 from svcctl import OfflineError
 
@@ -214,8 +214,8 @@ def certify(
         issuer=issuer,
     )
     try:
-        licencefile.write_text(out, text + "\n", force=force)
-    except licencefile.LicenceFileError as exc:
+        licensefile.write_text(out, text + "\n", force=force)
+    except licensefile.LicenseFileError as exc:
         raise OfflineError(str(exc)) from None
     return describe(text)
 

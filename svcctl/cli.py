@@ -879,20 +879,20 @@ def cmd_catalogue(args) -> int:
     return EXIT_OK
 
 
-def _read_licence(source: str):
+def _read_license(source: str):
     if source == "-":
-        return offline.parse_licence(sys.stdin.read())
-    return offline.read_licence(source)
+        return offline.parse_license(sys.stdin.read())
+    return offline.read_license(source)
 
 
 def cmd_register(args) -> int:
     client = _client(args)
-    licence = _read_licence(args.source)
+    license = _read_license(args.source)
     try:
-        codec.decode_unverified(licence.token)
+        codec.decode_unverified(license.token)
     except BadSignature as exc:  # refuse before asking the server
         raise OfflineError(f"{args.source} holds no licence token: {exc}") from None
-    result = client.post("licenses/register", {"token": licence.token})
+    result = client.post("licenses/register", {"token": license.token})
     if args.json:
         output.print_json(result)
         return EXIT_OK
@@ -1013,11 +1013,11 @@ def _certificate_row(cert: dict) -> str:
 def cmd_inspect(args) -> int:
     if args.pubkey is None and not args.root:
         raise UsageError("give the key to verify with: --pubkey FILE, --root FILE, or both")
-    licence = _read_licence(args.source)
+    license = _read_license(args.source)
     public_key = certs.read_public_key(args.pubkey) if args.pubkey is not None else None
     roots = list(certs.read_roots(args.root).values())
     report = offline.inspect(
-        licence.token, public_key, now=args.at, roots=roots, certificates=licence.certificates
+        license.token, public_key, now=args.at, roots=roots, certificates=license.certificates
     )
     if args.json:
         output.print_json(report)

@@ -4,7 +4,7 @@ refusal names the file and the option.
 
 A file holding a credential (a batch key, a licence token, a licence file) is written
 with mode 600. Private keys are written by ``svccore.keyfile`` (mode 600 too);
-certificates and public keys are public (``svccore.licencefile``, mode 644).
+certificates and public keys are public (``svccore.licensefile``, mode 644).
 """
 
 from __future__ import annotations

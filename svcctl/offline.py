@@ -4,7 +4,7 @@ file, create a signing key. Files only: no service, no database, no Django.
 Tokens go through the one SVC1 codec (``devices.token``), keys through the one key-file
 module (``svccore.keyfile``, also behind ``manage.py keygen``), claims through the one
 builder (``svccore.claims``, SKU modules and caps from a catalogue file), licence files
-through ``svccore.licencefile``, and certificates through ``svcctl.certs``.
+through ``svccore.licensefile``, and certificates through ``svcctl.certs``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from devices import states
 from devices import token as codec
 from devices.errors import BadSignature
 from svccore import claims as claimbuilder
-from svccore import licencefile
+from svccore import licensefile
 from svccore.claims import DEFAULT_ISSUER
 from svccore.keyfile import KeyFileError, write_private_key
 from svcctl import OfflineError, files
@@ -34,7 +34,7 @@ def _refusals() -> Iterator[None]:
     catches that one too)."""
     try:
         yield
-    except (claimbuilder.ClaimsError, licencefile.LicenceFileError, KeyFileError) as exc:
+    except (claimbuilder.ClaimsError, licensefile.LicenseFileError, KeyFileError) as exc:
         raise OfflineError(str(exc)) from None
 
 
@@ -83,7 +83,7 @@ def mint(
         )
         claims = codec.with_kid(claims, key)  # as signed: naming the key
         token = codec.encode_token(claims, key)
-    text = licencefile.LicenceFile(token, tuple(certificates)).text()
+    text = licensefile.LicenseFile(token, tuple(certificates)).text()
     files.write_secret(out, text, option="--out", force=force)
     return token, claims
 
@@ -91,15 +91,15 @@ def mint(
 # --- inspect ---------------------------------------------------------------------------
 
 
-def read_licence(path: Path | str) -> licencefile.LicenceFile:
+def read_license(path: Path | str) -> licensefile.LicenseFile:
     """A token file or a licence file (token, then certificate lines)."""
     with _refusals():
-        return licencefile.read(path)
+        return licensefile.read(path)
 
 
-def parse_licence(text: str, *, source: str = "stdin") -> licencefile.LicenceFile:
+def parse_license(text: str, *, source: str = "stdin") -> licensefile.LicenseFile:
     with _refusals():
-        return licencefile.parse(text, source=source)
+        return licensefile.parse(text, source=source)
 
 
 # What inspect calls each state of devices.license_state (spec §3, nbf to the second).

@@ -340,7 +340,7 @@ def test_largest_usage_upload_fits_the_body_limit(device_api, make_batch):
         ("term_days", 2**63, TERM_DAYS_MAX),
     ],
 )
-def test_licence_numbers_above_their_bound_are_400(admin_api, customer, field, value, bound):
+def test_license_numbers_above_their_bound_are_400(admin_api, customer, field, value, bound):
     before = written()
     body = {"customer_id": customer.id, "sku": "VISION-PRO", "device_id": "cam-1", field: value}
     detail = refused(admin_api.post("/v1/admin/licenses", body, format="json"), 400)
@@ -349,7 +349,7 @@ def test_licence_numbers_above_their_bound_are_400(admin_api, customer, field, v
     assert written() == before
 
 
-def test_licence_numbers_at_their_bound_are_signed(admin_api, customer):
+def test_license_numbers_at_their_bound_are_signed(admin_api, customer):
     body = {
         "customer_id": customer.id,
         "sku": "VISION-PRO",
@@ -430,7 +430,7 @@ def test_activation_refuses_control_characters_in_device_id(
 
 
 @pytest.mark.parametrize(("device_id", "code"), BAD_DEVICE_IDS)
-def test_licence_issue_refuses_control_characters_in_device_id(
+def test_license_issue_refuses_control_characters_in_device_id(
     admin_api, customer, device_id, code
 ):
     before = written()

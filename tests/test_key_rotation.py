@@ -56,7 +56,7 @@ for step in args["steps"]:
         attempt(step, lambda: devices.activate(url, args["batch_token"], state,
                                                 device_id=device, allow_http=True)[:4])
     elif kind == "install":
-        open(state + "/license.token", "w").write(open(args["licence_file"]).read())
+        open(state + "/license.token", "w").write(open(args["license_file"]).read())
         out[step] = "ok"
     elif kind == "start":
         def start():
@@ -191,16 +191,16 @@ def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signin
         tool("-m", "svcctl", "certify", "--root", str(root), "--key", str(airgap),
              "--use", "offline", "--out", str(airgap_cert))  # fmt: skip
         manage("key_install", str(airgap_cert))
-        licence = tmp_path / "cam-air.lic"
+        license = tmp_path / "cam-air.lic"
         tool("-m", "svcctl", "mint", "--sku", "DETECT-STD", "--customer", customer.id,
              "--device", "cam-air", "--days", "30", "--key", str(airgap),
-             "--cert", str(airgap_cert), "--out", str(licence))  # fmt: skip
-        token = licence.read_text().splitlines()[0]
+             "--cert", str(airgap_cert), "--out", str(license))  # fmt: skip
+        token = license.read_text().splitlines()[0]
         license_id = codec.decode_unverified(token)["lic"]
         online = {"SVC_URL": service.url, "SVC_ADMIN_KEY": service.admin_key}
-        tool("-m", "svcctl", "register", str(licence), **online)
+        tool("-m", "svcctl", "register", str(license), **online)
         air = device(vendored, tmp_path / "air", "cam-air", service.url,
-                     "install", "start", "sync", "start#2", licence_file=str(licence))  # fmt: skip
+                     "install", "start", "sync", "start#2", license_file=str(license))  # fmt: skip
         assert air["start"] == "SYNC_REQUIRED", air  # an online device looks it up first
         assert air["start#2"] == "active", air
         tool("-m", "svcctl", "revoke", license_id, "--reason", "stolen", **online)

@@ -76,7 +76,7 @@ def test_batch_issue_sends_unit_price_and_order_value_with_two_decimals(admin_ap
     assert response.json()["order_value"] == 630.0  # a float reader sees the same value
 
 
-def test_licence_issue_sends_its_unit_price_with_two_decimals(admin_api, customer):
+def test_license_issue_sends_its_unit_price_with_two_decimals(admin_api, customer):
     response = admin_api.post(
         "/v1/admin/licenses",
         {"customer_id": customer.id, "sku": "DETECT-STD", "device_id": "cam-1"},

@@ -43,7 +43,7 @@ def test_reactivation_is_one_query(device_api, warm_batch, django_assert_num_que
     assert response.status_code == 200 and response.json()["reactivated"] is True
 
 
-def test_new_activation_is_the_lookup_then_seat_licence_activation(
+def test_new_activation_is_the_lookup_then_seat_license_activation(
     device_api, warm_batch, django_assert_num_queries
 ):
     # lookup; UPDATE (seat); INSERT licence; INSERT activation
@@ -93,7 +93,7 @@ def test_revoking_a_cached_batch_key_is_seen_at_once(device_api, warm_batch):
     assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 403
 
 
-def test_a_revoked_unit_on_file_is_refused_with_its_licence(device_api, warm_batch):
+def test_a_revoked_unit_on_file_is_refused_with_its_license(device_api, warm_batch):
     unit = unit_activate(batch_token=warm_batch.license.token, device_id="cam-r")
     license_revoke(license_id=unit.license_id)
     response = activate(device_api, warm_batch.license.token, "cam-r")

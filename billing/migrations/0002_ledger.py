@@ -41,7 +41,7 @@ def ledger_of_earlier_invoices(apps, schema_editor):
     entry = apps.get_model("billing", "LedgerEntry")
     usage_model = apps.get_model("billing", "InvoiceUsage")
     activation = apps.get_model("licensing", "Activation")
-    licence = apps.get_model("licensing", "License")
+    license = apps.get_model("licensing", "License")
     sku_model = apps.get_model("licensing", "Sku")
     allowance_per_unit = {sku.code: sku.allowance_per_unit for sku in sku_model.objects.all()}
     epoch = dt.date(1970, 1, 1)
@@ -105,7 +105,7 @@ def ledger_of_earlier_invoices(apps, schema_editor):
                     quantity=1,
                 )
             )
-        for lic in licence.objects.filter(
+        for lic in license.objects.filter(
             customer_id=invoice.customer_id,
             kind="direct",
             issued_at__gte=window["gte"],
@@ -131,7 +131,7 @@ def ledger_of_earlier_invoices(apps, schema_editor):
                 total[1] += row.records
         for sku, (inferences, records) in per_sku.items():
             units = (
-                licence.objects.filter(
+                license.objects.filter(
                     customer_id=invoice.customer_id, sku=sku, kind__in=["unit", "direct"]
                 )
                 .exclude(device_id="*")

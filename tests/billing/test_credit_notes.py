@@ -69,7 +69,7 @@ def test_credit_note_reverses_the_invoice_and_its_events_wait_again(customer, ja
     assert entry.detail["number"] == january.number
     assert UsageDaily.objects.aggregate(n=Sum("billed_inferences"))["n"] == 0
     totals = ledger_reconcile(customer_id=customer.id).totals()
-    assert (totals.billed, totals.waiting, totals.licences_billed) == (0, 40_000, 0)
+    assert (totals.billed, totals.waiting, totals.licenses_billed) == (0, 40_000, 0)
 
 
 def test_reissue_after_a_credit_note_bills_the_same_period_again(customer, january):

@@ -178,7 +178,7 @@ def test_first_invoice_bills_everything_before_its_end_not_yet_billed(
     assert (meter.inferences, meter.late_inferences) == (100, 70_000)
 
 
-def test_activations_and_direct_licences_are_billed_in_their_period_once(
+def test_activations_and_direct_licenses_are_billed_in_their_period_once(
     customer, make_batch, activate, direct
 ):
     batch = make_batch(units=5, sku="VISION-PRO")

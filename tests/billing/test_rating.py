@@ -203,7 +203,7 @@ def test_overage_spans_two_tiers_with_graduated_prices(customer, direct, upload)
     assert rated["total"] == D("1600.00")
 
 
-def test_other_customers_usage_and_licences_are_not_billed(customer, direct, upload):
+def test_other_customers_usage_and_licenses_are_not_billed(customer, direct, upload):
     from tests.factories import CustomerFactory
 
     other = CustomerFactory()

@@ -46,7 +46,7 @@ def receipt_of(response, signing_key):
     return parse_receipt(response.json()["receipt"], signing_key.public_key())
 
 
-def test_receipt_verifies_and_names_device_licence_nonce_and_issuer(unit, upload, signing_key):
+def test_receipt_verifies_and_names_device_license_nonce_and_issuer(unit, upload, signing_key):
     before = int(time.time())
     response = upload(unit, [record(T0, inferences=5)], nonce="n0nce-A_z9")
     receipt = receipt_of(response, signing_key)
@@ -91,7 +91,7 @@ def test_receipt_covers_exactly_the_first_1000_records_not_the_deferred(unit, up
     assert not receipt.records & keys(records[1000:])
 
 
-def test_receipt_inferences_is_the_licence_total_after_the_upload(
+def test_receipt_inferences_is_the_license_total_after_the_upload(
     make_batch, activate, upload, admin_api, signing_key
 ):
     batch = make_batch(units=5)
@@ -140,7 +140,7 @@ def test_bad_nonce_is_400_and_nothing_is_stored(unit, upload, nonce):
     assert not UsageRecord.objects.exists() and not UsageDaily.objects.exists()
 
 
-def test_receipt_licence_comes_from_the_token_not_the_body(
+def test_receipt_license_comes_from_the_token_not_the_body(
     make_batch, activate, upload, signing_key
 ):
     batch = make_batch(units=5)

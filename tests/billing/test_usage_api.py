@@ -65,7 +65,7 @@ def test_same_period_key_with_other_counts_is_a_duplicate(unit, upload):
     assert UsageRecord.objects.get().inferences == 5
 
 
-def test_rollups_sum_by_licence_and_utc_day(unit, upload):
+def test_rollups_sum_by_license_and_utc_day(unit, upload):
     upload(unit, [record(T0 - 3600, inferences=1), record(T0, inferences=2),
                   record(T0 + 23 * 3600, inferences=4)])  # fmt: skip
     upload(unit, [record(T0 + 3600, inferences=8), record(T0, inferences=100)])
@@ -109,7 +109,7 @@ def test_batch_key_cannot_upload_even_for_device_star(make_batch, upload):
     assert "batch key" in response.json()["detail"]
 
 
-def test_revoked_licence_is_403(unit, upload):
+def test_revoked_license_is_403(unit, upload):
     license_revoke(license_id=unit.id, reason="stolen")
     response = upload(unit, [record(T0)])
     assert response.status_code == 403
@@ -127,7 +127,7 @@ def test_expired_but_valid_token_may_still_upload(direct, upload):
     assert counts(response) == {"accepted": 1, "duplicates": 0}
 
 
-def test_token_decides_licence_not_body_license_id(make_batch, activate, upload):
+def test_token_decides_license_not_body_license_id(make_batch, activate, upload):
     batch = make_batch(units=5)
     mine, other = activate(batch, "cam-1"), activate(batch, "cam-2")
     response = upload(mine, [record(T0, inferences=9)], license_id=other.id)
@@ -202,13 +202,13 @@ def test_empty_records_is_a_no_op(unit, upload):
     assert counts(upload(unit, [])) == {"accepted": 0, "duplicates": 0}
 
 
-def test_usage_of_unknown_licence_is_404(admin_api):
+def test_usage_of_unknown_license_is_404(admin_api):
     response = admin_api.get("/v1/admin/usage/LIC-NOPE")
     assert response.status_code == 404
     assert "LIC-NOPE" in response.json()["detail"]
 
 
-def test_usage_of_licence_without_records_is_zero(unit, admin_api):
+def test_usage_of_license_without_records_is_zero(unit, admin_api):
     body = admin_api.get(f"/v1/admin/usage/{unit.id}").json()
     assert body == {"license_id": unit.id, "inferences": 0, "frames": 0, "stream_seconds": 0,
                     "events": 0, "records": 0}  # fmt: skip

@@ -112,7 +112,7 @@ def test_last_second_of_grace_is_still_grace(make_engine, make_token, clock):
     assert make_engine().start(make_token()) == "SVC_LIC_GRACE"
 
 
-def test_perpetual_licence_never_expires(make_engine, make_token, clock):
+def test_perpetual_license_never_expires(make_engine, make_token, clock):
     clock.now = NOW + 50 * 365 * DAY
     assert make_engine().start(make_token(exp=0, grace_days=0)) == "active"
 
@@ -166,7 +166,7 @@ def test_revoked_in_cached_crl_is_refused(make_engine, make_token, state_dir):
     assert caught.value.code == "LICENSE_REVOKED"
 
 
-def test_crl_listing_other_licences_does_not_refuse(make_engine, make_token, state_dir):
+def test_crl_listing_other_licenses_does_not_refuse(make_engine, make_token, state_dir):
     crl = json.loads((state_dir / "crl.json").read_text())
     crl["revoked"] = {"LIC-OTHER": 0}
     (state_dir / "crl.json").write_text(json.dumps(crl))

@@ -86,11 +86,11 @@ def test_license_pubkey_cannot_add_trust_to_a_rooted_build(rooted):
     assert caught.value.code == "BAD_PUBLIC_KEY"
 
 
-def test_licence_file_carries_the_certificate_of_a_new_key(rooted, root):
+def test_license_file_carries_the_certificate_of_a_new_key(rooted, root):
     rotated = Ed25519PrivateKey.generate()
-    licence_file = token(rotated) + "\n" + certify(root, rotated) + "\n"
+    license_file = token(rotated) + "\n" + certify(root, rotated) + "\n"
     engine = rooted()
-    assert engine.start(licence_file) == "active"
+    assert engine.start(license_file) == "active"
     kept = json.loads((rooted.state / "keys.json").read_text())["certificates"]
     assert len(kept) == 2  # learned for the next boot
     assert rooted().start(token(rotated)) == "active"
@@ -106,7 +106,7 @@ def test_licence_file_carries_the_certificate_of_a_new_key(rooted, root):
     ],
     ids=["foreign root", "tampered", "malformed", "garbage"],
 )
-def test_bad_certificate_in_a_licence_file_is_a_coded_refusal(rooted, root, certificate, code):
+def test_bad_certificate_in_a_license_file_is_a_coded_refusal(rooted, root, certificate, code):
     rotated = Ed25519PrivateKey.generate()
     with pytest.raises(KeyNotTrusted) as caught:
         rooted().start(token(rotated) + "\n" + certificate(root, rotated))
@@ -123,7 +123,7 @@ def test_certificate_must_cover_the_signing_time(rooted, root):
     assert rooted().start(token(old, iat=NOW - 20 * 86400) + "\n" + ended) == "active"
 
 
-def test_offline_key_signs_licences_but_not_lists(rooted, root, service, first):
+def test_offline_key_signs_licenses_but_not_lists(rooted, root, service, first):
     airgap = Ed25519PrivateKey.generate()
     offline_cert = certify(root, airgap, use="offline")
     engine = rooted()

@@ -177,7 +177,7 @@ def test_resent_period_keeps_its_boundaries(running, clock, service):
     assert first[0] == second[0]
 
 
-def test_usage_upload_on_revoked_licence_raises_revoked_and_keeps_records(running, clock, service):
+def test_usage_upload_on_revoked_license_raises_revoked_and_keeps_records(running, clock, service):
     running.count(inferences=1)
     clock.now = PERIOD + HOUR
     service.reply("POST", "/v1/usage", 403, {"detail": "licence LIC-0123456789 is revoked"})
@@ -264,7 +264,7 @@ def test_activated_token_starts_the_engine(service, make_token, tmp_path, public
     engine.close()
 
 
-def test_reactivated_licence_without_state_waits_for_a_sync(
+def test_reactivated_license_without_state_waits_for_a_sync(
     service, make_token, tmp_path, public_key, clock
 ):
     answer = {"unit_token": make_token(), "reactivated": True, "revocations": service.page(0)}

@@ -89,7 +89,7 @@ def test_forged_or_replayed_list_is_refused_and_the_held_one_kept(
         make_engine().start(make_token())
 
 
-def test_revoked_licence_stays_revoked_after_a_forged_list(
+def test_revoked_license_stays_revoked_after_a_forged_list(
     running, service, make_engine, make_token
 ):
     service.revoked = [(LICENSE, 0)]
@@ -113,7 +113,7 @@ def test_unchanged_list_is_a_304_and_later_syncs_fetch_only_the_delta(running, s
     assert calls[2]["headers"]["Accept-Encoding"] == "gzip"
 
 
-def test_a_licence_not_yet_looked_up_walks_the_list_page_by_page(
+def test_a_license_not_yet_looked_up_walks_the_list_page_by_page(
     make_engine, make_token, service, state_dir
 ):
     service.page_size = 3

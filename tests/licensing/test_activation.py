@@ -249,7 +249,7 @@ def test_provisioning_line_behind_trusted_proxy_is_exempt(device_api, make_batch
     assert [via_proxy("198.51.100.4", f"field-{n}") for n in range(2)] == [200, 429]
 
 
-def test_unit_licence_row_links_batch(device_api, make_batch):
+def test_unit_license_row_links_batch(device_api, make_batch):
     batch = make_batch()
     body = activate(device_api, batch.license.token, "cam-7").json()
     unit = License.objects.get(pk=body["license_id"])

@@ -170,7 +170,7 @@ def test_batch_status_shows_seat_accounting(admin_api, device_api, make_batch):
 # --- direct licences ----------------------------------------------------------------
 
 
-def test_direct_licence_is_device_bound_and_priced_for_one_unit(admin_api, customer, signing_key):
+def test_direct_license_is_device_bound_and_priced_for_one_unit(admin_api, customer, signing_key):
     body = {
         "customer_id": customer.id,
         "sku": "DETECT-STD",
@@ -196,7 +196,7 @@ def test_direct_licence_is_device_bound_and_priced_for_one_unit(admin_api, custo
     assert License.objects.get(pk=out["license_id"]).kind == License.Kind.DIRECT
 
 
-def test_direct_licence_caps_and_validation(admin_api, customer):
+def test_direct_license_caps_and_validation(admin_api, customer):
     base = {"customer_id": customer.id, "sku": "VISION-PRO", "device_id": "cam-1", "term_days": 30}
     streams = post(admin_api, "/v1/admin/licenses", {**base, "max_streams": 2, "api_quota": 0})
     assert streams.status_code == 201

@@ -60,13 +60,13 @@ def test_resigned_batch_key_with_more_units_takes_no_seat_and_the_genuine_one_wo
     device_api, make_batch, signing_key
 ):
     batch = make_batch(units=1)
-    licences = License.objects.count()
+    licenses = License.objects.count()
     greedy = resign(batch.license.token, signing_key, batch={"id": batch.id, "units": 1000})
     response = activate(device_api, greedy)
     assert response.status_code == 403
     assert "claims differ: batch.units" in response.json()["detail"]
     assert Batch.objects.get(pk=batch.pk).units_activated == 0
-    assert not Activation.objects.exists() and License.objects.count() == licences
+    assert not Activation.objects.exists() and License.objects.count() == licenses
     differs = AuditEntry.objects.get(action=COMPROMISE).detail["differs"]
     assert differs == {"batch.units": {"presented": 1000, "issued": 1}}
 

@@ -37,7 +37,7 @@ def mint(customer_id: str, out: Path, *extra: str) -> str:
     return stdout.getvalue()
 
 
-def test_mint_stores_an_audited_licence_and_writes_token_then_certificate(
+def test_mint_stores_an_audited_license_and_writes_token_then_certificate(
     customer, with_roots, signing_key, tmp_path
 ):
     cert = certificate(with_roots, signing_key)

@@ -57,7 +57,7 @@ def register(admin_api, token: str):
     return admin_api.post(URL, {"token": token}, format="json")
 
 
-def test_offline_licence_is_registered_201_and_stored_as_presented(
+def test_offline_license_is_registered_201_and_stored_as_presented(
     admin_api, air_gap_key, customer
 ):
     token = minted(air_gap_key, customer.id)
@@ -82,7 +82,7 @@ def test_offline_licence_is_registered_201_and_stored_as_presented(
     assert (entry.target, entry.result, entry.actor) == (claims["lic"], "ok", "bootstrap")
 
 
-def test_registering_the_same_licence_again_is_409(admin_api, air_gap_key, customer):
+def test_registering_the_same_license_again_is_409(admin_api, air_gap_key, customer):
     token = minted(air_gap_key, customer.id)
     assert register(admin_api, token).status_code == 201
     again = register(admin_api, token)
@@ -91,7 +91,7 @@ def test_registering_the_same_licence_again_is_409(admin_api, air_gap_key, custo
     assert register(admin_api, other).status_code == 409
 
 
-def test_a_perpetual_offline_licence_has_no_expiry(admin_api, air_gap_key, customer):
+def test_a_perpetual_offline_license_has_no_expiry(admin_api, air_gap_key, customer):
     response = register(admin_api, minted(air_gap_key, customer.id, exp=0))
     assert response.status_code == 201 and response.json()["expires_at"] == 0
 
@@ -108,7 +108,7 @@ def test_unknown_customer_is_404_and_unknown_sku_is_400(admin_api, air_gap_key, 
     ("changes", "message"),
     [({"dev": "*"}, "unbound"), ({"act": "required"}, "act 'required'")],
 )
-def test_an_unbound_or_activation_required_licence_is_400(
+def test_an_unbound_or_activation_required_license_is_400(
     admin_api, air_gap_key, customer, changes, message
 ):
     response = register(admin_api, minted(air_gap_key, customer.id, **changes))
@@ -140,7 +140,7 @@ def test_malformed_input_is_400(admin_api, air_gap_key, token):
     assert response.status_code == 400 and response.json()["detail"]
 
 
-def test_tampered_offline_licence_is_403(admin_api, air_gap_key, customer):
+def test_tampered_offline_license_is_403(admin_api, air_gap_key, customer):
     prefix, payload, signature = minted(air_gap_key, customer.id).split(".")
     other = minted(air_gap_key, customer.id, dev="cam-other").split(".")[1]
     response = register(admin_api, f"{prefix}.{other}.{signature}")
@@ -152,7 +152,7 @@ def test_registering_needs_the_admin_key(device_api, air_gap_key, customer):
     assert response.status_code == 401
 
 
-def test_a_registered_licence_can_be_revoked_and_is_listed(
+def test_a_registered_license_can_be_revoked_and_is_listed(
     admin_api, device_api, air_gap_key, customer, signing_key
 ):
     token = minted(air_gap_key, customer.id)
@@ -167,7 +167,7 @@ def test_a_registered_licence_can_be_revoked_and_is_listed(
     assert license_id in device_api.get("/v1/revocations").json()["revoked"]
 
 
-def test_a_registered_licence_uploads_usage(admin_api, device_api, air_gap_key, customer):
+def test_a_registered_license_uploads_usage(admin_api, device_api, air_gap_key, customer):
     token = minted(air_gap_key, customer.id)
     assert register(admin_api, token).status_code == 201
     start = int(time.time()) // 3600 * 3600 - 3600

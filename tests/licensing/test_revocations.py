@@ -75,11 +75,11 @@ def later(monkeypatch, moment: dt.datetime) -> None:
 
 def test_revocations_are_numbered_strictly_increasing_without_gaps(issue):
     start = head()
-    licences = [issue() for _ in range(5)]
-    for lic in licences:
+    licenses = [issue() for _ in range(5)]
+    for lic in licenses:
         license_revoke(license_id=lic.id, reason="stolen")
     rows = list(Revocation.objects.filter(seq__gt=start).values_list("seq", "license_id"))
-    assert rows == [(start + n, lic.id) for n, lic in enumerate(licences, 1)]
+    assert rows == [(start + n, lic.id) for n, lic in enumerate(licenses, 1)]
     assert head() == start + 5
 
 
@@ -112,7 +112,7 @@ def test_usable_until_is_expiry_plus_grace_and_zero_when_perpetual(issue):
 # --- pages --------------------------------------------------------------------------
 
 
-def test_walking_pages_from_zero_collects_every_listed_licence_exactly_once(
+def test_walking_pages_from_zero_collects_every_listed_license_exactly_once(
     device_api, issue, signing_key, monkeypatch
 ):
     monkeypatch.setattr(revocations, "PAGE_ENTRIES", 3)
@@ -155,7 +155,7 @@ def test_page_lists_entries_after_since_in_sequence_order(device_api, issue, sig
     assert doc.issued_at == page(fetch(device_api, start + 1), signing_key).issued_at
 
 
-def test_licence_past_expiry_and_grace_drops_out_perpetual_stays(
+def test_license_past_expiry_and_grace_drops_out_perpetual_stays(
     device_api, issue, signing_key, monkeypatch
 ):
     start = head()

@@ -200,7 +200,7 @@ def test_an_unknown_device_on_a_real_batch_is_404(admin_api, full_batch):
     assert f"device cam-x has no activation on batch {full_batch.id}" in response.json()["detail"]
 
 
-def test_only_a_unit_licence_holds_a_seat(admin_api, full_batch, customer):
+def test_only_a_unit_license_holds_a_seat(admin_api, full_batch, customer):
     for license_id in (full_batch.license_id, _direct(admin_api, customer)):
         response = release(admin_api, license_id=license_id, reason="dead")
         assert response.status_code == 400

@@ -160,7 +160,7 @@ def test_issue_batch_form_prefills_the_customer(admin_client, customer):
     assert re.search(rf'<option value="{customer.pk}" selected>', body)
 
 
-def test_issue_licence_through_the_admin(admin_client, customer):
+def test_issue_license_through_the_admin(admin_client, customer):
     response = admin_client.post(
         reverse("admin:licensing_license_add"),
         {
@@ -179,7 +179,7 @@ def test_issue_licence_through_the_admin(admin_client, customer):
     assert AuditEntry.objects.get(action="license.issue").target == lic.pk
 
 
-def test_unbound_optional_licence_is_refused_with_the_services_rule(admin_client, customer):
+def test_unbound_optional_license_is_refused_with_the_services_rule(admin_client, customer):
     response = admin_client.post(
         reverse("admin:licensing_license_add"),
         {"customer": customer.pk, "sku": "DETECT-STD", "device_id": "*", "activation": "optional"},
@@ -299,7 +299,7 @@ def test_audit_log_is_read_only(admin_client, fleet):
     assert filtered.status_code == 200
 
 
-def test_batches_and_licences_cannot_be_edited_or_deleted_directly(admin_client, fleet):
+def test_batches_and_licenses_cannot_be_edited_or_deleted_directly(admin_client, fleet):
     batch, direct = fleet
     response = admin_client.post(
         reverse("admin:licensing_license_change", args=[direct.pk]), {"device_id": "other"}
@@ -414,7 +414,7 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
     assert "already invoiced" in again.content.decode()
 
 
-def test_licence_list_shows_each_licence_state(admin_client, customer, monkeypatch):
+def test_license_list_shows_each_license_state(admin_client, customer, monkeypatch):
     """The state column is devices.license_state in the console's words, at the spec §3
     boundaries: active up to exp, grace up to exp + grace_days, then expired."""
     term = license_issue(

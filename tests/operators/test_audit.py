@@ -60,7 +60,7 @@ def test_failed_batch_issue_is_recorded_with_the_servers_detail(admin_api):
     assert entry.message == response.json()["detail"]
 
 
-def test_licence_issue_and_revoke_are_recorded(admin_api, customer):
+def test_license_issue_and_revoke_are_recorded(admin_api, customer):
     issued = admin_api.post(
         "/v1/admin/licenses",
         {"customer_id": customer.id, "sku": "DETECT-STD", "device_id": "cam-1"},

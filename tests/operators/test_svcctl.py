@@ -257,7 +257,7 @@ def test_help_of_every_subcommand_reads_well():
 def test_svcctl_never_imports_django():
     code = (
         "import sys, svcctl.cli, svcctl.offline, svcctl.certs, svcctl.client, "
-        "svccore.claims, svccore.licencefile; "
+        "svccore.claims, svccore.licensefile; "
         "sys.exit(any(m == 'django' or m.startswith('django.') for m in sys.modules))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO", "SVC_"))}
@@ -293,7 +293,7 @@ def keypair(tmp_path):
     return key, pub
 
 
-def test_mint_signs_an_air_gapped_device_bound_licence_from_the_seeded_catalogue(tmp_path, keypair):
+def test_mint_signs_an_air_gapped_device_bound_license_from_the_seeded_catalogue(tmp_path, keypair):
     key, pub = keypair
     out = tmp_path / "cam.lic"
     result = svcctl(
@@ -459,7 +459,7 @@ def test_export_catalogue_writes_the_live_catalogue_svcctl_mint_reads(tmp_path, 
 
 
 @pytest.mark.django_db
-def test_manage_py_mint_issues_a_stored_licence_file_with_the_servers_key(
+def test_manage_py_mint_issues_a_stored_license_file_with_the_servers_key(
     tmp_path, signing_key, settings, customer
 ):
     """manage.py mint is the server-side twin: the licence service, the server's key and
@@ -700,19 +700,19 @@ def test_invoice_csv_refuses_an_existing_file_unless_force(online, transactional
     assert export.read_text(encoding="utf-8-sig").startswith("invoice_number,")
 
 
-def test_offline_output_files_name_the_option_and_licences_are_mode_600(tmp_path, keypair):
+def test_offline_output_files_name_the_option_and_licenses_are_mode_600(tmp_path, keypair):
     key, pub = keypair
-    licence = tmp_path / "cam.lic"
+    license = tmp_path / "cam.lic"
     mint = ["mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam"]
-    mint += ["--key", str(key), "--out", str(licence)]
+    mint += ["--key", str(key), "--out", str(license)]
     assert svcctl(*mint).returncode == 0
-    assert _mode(licence) == 0o600
+    assert _mode(license) == 0o600
     refused = svcctl(*mint)
     assert refused.returncode == 1
-    assert f"{licence} already exists; pass --force to replace it" in refused.stderr
+    assert f"{license} already exists; pass --force to replace it" in refused.stderr
     assert "--out" in refused.stderr
-    licence.chmod(0o644)
-    assert svcctl(*mint, "--force").returncode == 0 and _mode(licence) == 0o600
+    license.chmod(0o644)
+    assert svcctl(*mint, "--force").returncode == 0 and _mode(license) == 0o600
 
     other = tmp_path / "other.pem"
     public = svcctl("keygen", "--out", str(other), "--public-out", str(pub))
@@ -746,7 +746,7 @@ def test_fleet_of_an_unknown_customer_or_batch_fails(online, transactional_db):
 
 
 @pytest.mark.live
-def test_revoking_a_revoked_licence_says_when_and_why_and_exits_0(
+def test_revoking_a_revoked_license_says_when_and_why_and_exits_0(
     online, transactional_db, monkeypatch
 ):
     customer = _json(svcctl("customer", "Revoke", "--kind", "oem", "--json", env=online))

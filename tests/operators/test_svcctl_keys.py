@@ -355,7 +355,7 @@ def test_mint_without_a_certificate_still_works_but_warns(tmp_path, root, airgap
 # --- inspect --root ------------------------------------------------------------------------
 
 
-def test_inspect_root_follows_the_chain_of_a_licence_file(tmp_path, root, airgap, certified):
+def test_inspect_root_follows_the_chain_of_a_license_file(tmp_path, root, airgap, certified):
     _json(mint(tmp_path, airgap[0], "cam.lic", "--json"))
     lic = tmp_path / "cam.lic"
     kid = codec.key_id(airgap[1].read_text())
@@ -534,7 +534,7 @@ def test_register_refuses_a_file_without_a_token_before_calling_the_service(tmp_
 
 
 @pytest.mark.live
-def test_register_an_offline_licence_with_the_live_service_then_revoke_it(
+def test_register_an_offline_license_with_the_live_service_then_revoke_it(
     live_service, transactional_db, tmp_path, root, airgap, certified
 ):
     """The whole air-gap path against the real service: the air-gap key's certificate

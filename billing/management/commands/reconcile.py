@@ -53,8 +53,8 @@ class Command(BaseCommand):
                         row.unbillable,
                         row.activations,
                         row.activations_billed,
-                        row.licences,
-                        row.licences_billed,
+                        row.licenses,
+                        row.licenses_billed,
                         row.transfers,
                     ]
                 )  # fmt: skip

@@ -10,7 +10,7 @@ from config.errors import ServiceError
 from licensing import signing
 from licensing.models import License
 from licensing.services import license_issue
-from svccore import licencefile
+from svccore import licensefile
 
 
 class Command(BaseCommand):
@@ -66,12 +66,12 @@ class Command(BaseCommand):
             except ServiceError as exc:
                 raise CommandError(exc.detail) from None
         certificate = signing.active_certificate()
-        licence = licencefile.LicenceFile(
+        license = licensefile.LicenseFile(
             token=lic.token, certificates=(certificate,) if certificate else ()
         )
         try:
-            licencefile.write(out, licence, force=options["force"])
-        except licencefile.LicenceFileError as exc:
+            licensefile.write(out, license, force=options["force"])
+        except licensefile.LicenseFileError as exc:
             raise CommandError(
                 f"licence {lic.id} was issued and stored but could not be written: {exc}; "
                 "copy its token from the admin or revoke it"

@@ -18,12 +18,12 @@ from devices import keys
 CERT_PREFIX = keys.CERT_PREFIX + "."
 
 
-class LicenceFileError(ValueError):
+class LicenseFileError(ValueError):
     """A file that is not a licence file, or that cannot be read or written."""
 
 
 @dataclass(frozen=True)
-class LicenceFile:
+class LicenseFile:
     token: str
     certificates: tuple[str, ...] = ()
 
@@ -31,37 +31,37 @@ class LicenceFile:
         return "".join(line + "\n" for line in (self.token, *self.certificates))
 
 
-def parse(text: str, *, source: str = "licence file") -> LicenceFile:
+def parse(text: str, *, source: str = "licence file") -> LicenseFile:
     """Split a licence file into its token and certificate lines (not verified).
 
     The first line is taken as the token whatever it holds, so the token codec reports
     what is wrong with it; only the lines after it must be certificates."""
-    token, rest = keys.split_licence_file(text)
+    token, rest = keys.split_license_file(text)
     if not token:
-        raise LicenceFileError(f"{source} is empty")
+        raise LicenseFileError(f"{source} is empty")
     strays = [n for n, line in enumerate(rest, start=2) if not line.startswith(CERT_PREFIX)]
     if strays:
-        raise LicenceFileError(
+        raise LicenseFileError(
             f"{source}: line {strays[0]} is not a key certificate ({CERT_PREFIX}...); a "
             "licence file holds the token, then certificates, one per line"
         )
-    return LicenceFile(token=token, certificates=tuple(rest))
+    return LicenseFile(token=token, certificates=tuple(rest))
 
 
-def read(path: Path | str) -> LicenceFile:
+def read(path: Path | str) -> LicenseFile:
     try:
         text = Path(path).read_text(encoding="ascii")
     except FileNotFoundError:
-        raise LicenceFileError(f"token file {path} does not exist") from None
+        raise LicenseFileError(f"token file {path} does not exist") from None
     except (UnicodeDecodeError, OSError) as exc:
-        raise LicenceFileError(f"cannot read token file {path}: {exc}") from None
+        raise LicenseFileError(f"cannot read token file {path}: {exc}") from None
     return parse(text, source=str(path))
 
 
-def write(path: Path | str, licence: LicenceFile, *, force: bool = False) -> None:
+def write(path: Path | str, license: LicenseFile, *, force: bool = False) -> None:
     """Write a licence file (mode 644: it holds no secret); an existing file is replaced
     only with ``force``."""
-    write_text(path, licence.text(), force=force)
+    write_text(path, license.text(), force=force)
 
 
 def write_text(path: Path | str, text: str, *, force: bool = False) -> None:
@@ -71,8 +71,8 @@ def write_text(path: Path | str, text: str, *, force: bool = False) -> None:
     try:
         fd = os.open(path, flags, 0o644)
     except FileExistsError:
-        raise LicenceFileError(f"{path} already exists; pass --force to replace it") from None
+        raise LicenseFileError(f"{path} already exists; pass --force to replace it") from None
     except OSError as exc:
-        raise LicenceFileError(f"cannot write {path}: {exc.strerror}") from None
+        raise LicenseFileError(f"cannot write {path}: {exc.strerror}") from None
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(text)
