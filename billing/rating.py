@@ -25,7 +25,7 @@ from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.models import InvoiceLine
 from config.errors import InvalidInput, MisconfiguredService
 from customers.services import customer_get
-from licensing.models import Activation, License, Sku
+from licensing.models import License, Sku
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -293,26 +293,18 @@ def rated(
 
 
 def _window_activations(customer_id: str, start: dt.datetime, end: dt.datetime):
-    rows = (
-        Activation.objects.filter(
-            batch__customer_id=customer_id,
-            activated_at__gte=start,
-            activated_at__lt=end,
-            transfer_of__isnull=True,  # a transfer takes a seat already paid for
-        )
-        .values("batch_id", "batch__sku", "batch__unit_price", "batch__currency")
-        .annotate(units=Count("id"))
-        .order_by()
-    )
+    """Billable activations per batch in the window, from the daily rollups (a transfer
+    takes a seat already paid for: never billed)."""
     return [
         ActivationRow(
-            batch_id=row["batch_id"],
-            sku=row["batch__sku"],
-            unit_price=row["batch__unit_price"],
-            currency=row["batch__currency"],
-            units=row["units"],
+            batch_id=row.batch_id,
+            sku=row.sku,
+            unit_price=row.unit_price,
+            currency=row.currency,
+            units=row.billable,
         )
-        for row in rows
+        for row in selectors.activations_by_batch(customer_id=customer_id, start=start, end=end)
+        if row.billable
     ]
 
 
@@ -364,13 +356,16 @@ def invoice_rate(
     period_days = check_period_days(period_days)
     end = _whole_second_after(now or limits.now())
     start = end - dt.timedelta(days=period_days)
-    usage = selectors.inferences_by_sku(customer_id=customer.id, start=unix(start), end=unix(end))
-    return rated(
-        customer_id=customer.id,
-        start=start,
-        end=end,
-        activations=_window_activations(customer.id, start, end),
-        directs=_window_directs(customer.id, start, end),
-        meters={sku: Meter(sku=sku, inferences=n) for sku, n in usage.items()},
-        entries=catalogue_entries(),
-    )
+    with selectors.one_snapshot():
+        usage = selectors.inferences_by_sku(
+            customer_id=customer.id, start=unix(start), end=unix(end)
+        )
+        return rated(
+            customer_id=customer.id,
+            start=start,
+            end=end,
+            activations=_window_activations(customer.id, start, end),
+            directs=_window_directs(customer.id, start, end),
+            meters={sku: Meter(sku=sku, inferences=n) for sku, n in usage.items()},
+            entries=catalogue_entries(),
+        )

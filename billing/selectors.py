@@ -4,17 +4,23 @@ rating window touch usage records (by an index range scan)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db import connection, transaction
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from billing.limits import DAY, month_start
+from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import PrunedUsageMonth, UsageDaily, UsageRecord
 from config.errors import NotFound
-from licensing.models import License
+from licensing.models import Activation, ActivationDaily, Batch, License
 
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
 
@@ -102,20 +108,154 @@ def _taken_before(end: dt.datetime) -> Q:
     )
 
 
+# --- activations, from their daily rollups (licensing.models.ActivationDaily) ----------
+
+
+@contextlib.contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Reads inside see the database as of one moment: on PostgreSQL, a read-only
+    REPEATABLE READ transaction when none is open yet (inside one, the caller's
+    transaction decides); SQLite reads in a transaction see one snapshot already. So an
+    invoice counted by several statements agrees with itself while activations,
+    revocations and uploads commit around it."""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+@dataclass(frozen=True)
+class BatchActivations:
+    """Activations of one batch in a window: ``billable`` ones and ``transfers``."""
+
+    batch_id: str
+    sku: str
+    unit_price: Decimal
+    currency: str
+    billable: int
+    transfers: int
+
+
+def _whole_days(start: dt.datetime, end: dt.datetime) -> tuple[dt.date, dt.date]:
+    """The first whole UTC day in [start, end) and the day after the last one (equal
+    when the window holds no whole day)."""
+    first = start.astimezone(dt.UTC).date()
+    if midnight(first) < start:
+        first += dt.timedelta(days=1)
+    after = max(first, end.astimezone(dt.UTC).date())
+    return first, after
+
+
+def _activation_counts(*, start: dt.datetime | None, end: dt.datetime) -> dict[str, Subquery]:
+    """Per batch (``OuterRef("pk")``), its billable activations and transfers with
+    ``start <= activated_at < end`` (no start: since the first one): the rollup rows of
+    the whole UTC days, and the activation rows of the partial days at either edge, read
+    from the index activation_batch_recent. One statement reads both, so the sum is as
+    exact as a count of the rows in that statement's snapshot: a rollup row changes in
+    the transaction of the activation it counts (a trigger)."""
+    if start is None:
+        first, after = None, end.astimezone(dt.UTC).date()
+        edges = Q(activated_at__gte=midnight(after), activated_at__lt=end)
+    else:
+        first, after = _whole_days(start, end)
+        if first == after:
+            edges = Q(activated_at__gte=start, activated_at__lt=end)
+        else:
+            edges = Q(activated_at__gte=start, activated_at__lt=midnight(first)) | Q(
+                activated_at__gte=midnight(after), activated_at__lt=end
+            )
+    days = ActivationDaily.objects.filter(batch=OuterRef("pk"), day__lt=after)
+    if first is not None:
+        days = days.filter(day__gte=first)
+    rows = Activation.objects.filter(edges, batch=OuterRef("pk"))
+    zero = Value(0, output_field=IntegerField())
+
+    def summed(queryset, total) -> Coalesce:
+        query = queryset.order_by().values("batch").annotate(n=total).values("n")
+        return Coalesce(Subquery(query, output_field=IntegerField()), zero)
+
+    return {
+        "days_billable": summed(days, Sum("activations")),
+        "days_transfers": summed(days, Sum("transfers")),
+        "edge_billable": summed(rows, Count("pk", filter=Q(transfer_of__isnull=True))),
+        "edge_transfers": summed(rows, Count("pk", filter=Q(transfer_of__isnull=False))),
+    }
+
+
+def activations_by_batch(
+    *, customer_id: str, start: dt.datetime | None, end: dt.datetime
+) -> list[BatchActivations]:
+    """The customer's batches with their activations in [start, end) (``start`` None:
+    every activation before ``end``), billable and transfers apart, batches without
+    any left out. Its cost follows the customer's batches and the days of the window
+    (plus the activations of the partial days at its edges), not its activations."""
+    rows = (
+        Batch.objects.filter(customer_id=customer_id)
+        .annotate(**_activation_counts(start=start, end=end))
+        .values_list(
+            "id",
+            "sku",
+            "unit_price",
+            "currency",
+            "days_billable",
+            "days_transfers",
+            "edge_billable",
+            "edge_transfers",
+        )  # fmt: skip
+        .order_by()
+    )
+    found = []
+    for batch_id, sku, price, currency, days_b, days_t, edge_b, edge_t in rows:
+        if days_b + edge_b or days_t + edge_t:
+            found.append(
+                BatchActivations(batch_id, sku, price, currency, days_b + edge_b, days_t + edge_t)
+            )
+    return found
+
+
 def billable_units_by_sku(
     *, customer_id: str, start: dt.datetime, end: dt.datetime
 ) -> dict[str, int]:
     """N of contract §6.3 per SKU: unit and direct licences activated/issued before
-    ``end`` and not revoked before ``start``."""
-    rows = (
-        _units(customer_id)
-        .filter(_taken_before(end))
-        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gte=start))
+    ``end`` and not revoked before ``start``.
+
+    Counted as: units activated before ``end`` (from the activation rollups), plus
+    device-bound direct licences issued before ``end``, minus those of both revoked
+    before ``start`` (a licence is revoked after it is taken, so it was taken before
+    ``end`` too). The last two read small partial indexes (license_direct_issued,
+    license_customer_revoked), never the customer's units. The caller reads them in one
+    snapshot (:func:`billing.rating.invoice_rate` does) for an exact N under concurrent
+    activations and revocations."""
+    units: dict[str, int] = {}
+    for row in activations_by_batch(customer_id=customer_id, start=None, end=end):
+        units[row.sku] = units.get(row.sku, 0) + row.billable + row.transfers
+    directs = (
+        License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT, issued_at__lt=end)
+        .exclude(device_id="*")
         .values("sku")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("pk"))
         .order_by()
     )
-    return {row["sku"]: row["n"] for row in rows}
+    for row in directs:
+        units[row["sku"]] = units.get(row["sku"], 0) + row["n"]
+    revoked = (
+        License.objects.filter(
+            customer_id=customer_id,
+            revoked_at__lt=start,
+            kind__in=[License.Kind.UNIT, License.Kind.DIRECT],
+        )
+        .exclude(device_id="*")
+        .values("sku")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for row in revoked:
+        units[row["sku"]] = units.get(row["sku"], 0) - row["n"]
+    return {sku: n for sku, n in units.items() if n}
 
 
 def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, Any, str, int]]:

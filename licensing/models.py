@@ -163,8 +163,9 @@ class License(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64, verbose_name="licence id")
     kind = models.CharField(max_length=16, choices=Kind.choices)
+    # Indexed by license_customer_recent (customer first), not by an index of its own.
     customer = models.ForeignKey(
-        "customers.Customer", on_delete=models.PROTECT, related_name="licenses"
+        "customers.Customer", on_delete=models.PROTECT, related_name="licenses", db_index=False
     )
     sku = models.CharField(max_length=64, verbose_name="SKU")
     device_id = models.CharField(max_length=128, help_text="Bound fingerprint, or * (unbound).")
@@ -202,6 +203,36 @@ class License(models.Model):
                 name="license_revoked",
                 condition=Q(revoked_at__isnull=False),
             ),
+            # What the console lists at fleet scale (issue 15): every list in its order
+            # (newest first, then id), whole or narrowed by customer, SKU or a kind other
+            # than unit (a small partial index: units are nearly all of the table), and
+            # device ids by prefix (pattern operators: LIKE 'cam-1%' whatever the collation).
+            models.Index(fields=["-issued_at", "-id"], name="license_recent_first"),
+            models.Index(fields=["customer", "-issued_at", "-id"], name="license_customer_recent"),
+            models.Index(fields=["sku", "-issued_at", "-id"], name="license_sku_recent"),
+            models.Index(
+                fields=["-issued_at", "-id"],
+                name="license_not_unit_recent",
+                condition=~Q(kind="unit"),
+            ),
+            models.Index(
+                fields=["device_id"],
+                name="license_device_prefix",
+                opclasses=["varchar_pattern_ops"],
+            ),
+            # Rating: a customer's direct licences by issue time, and its revoked licences
+            # by revocation time (both small: the customer's units are not in them).
+            models.Index(
+                fields=["customer", "issued_at"],
+                name="license_direct_issued",
+                condition=Q(kind="direct"),
+            ),
+            models.Index(
+                fields=["customer", "revoked_at"],
+                include=["kind", "sku", "device_id"],
+                name="license_customer_revoked",
+                condition=Q(revoked_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -213,7 +244,10 @@ class License(models.Model):
 
 
 class Activation(models.Model):
-    batch = models.ForeignKey(Batch, on_delete=models.PROTECT, related_name="activations")
+    # Indexed by activation_batch_recent (batch first), not by an index of its own.
+    batch = models.ForeignKey(
+        Batch, on_delete=models.PROTECT, related_name="activations", db_index=False
+    )
     device_id = models.CharField(max_length=128)
     license = models.OneToOneField(
         License, on_delete=models.PROTECT, related_name="activation_record"
@@ -238,10 +272,68 @@ class Activation(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["batch", "device_id"], name="activation_once_per_batch")
         ]
-        indexes = [models.Index(fields=["-activated_at", "-id"], name="activation_recent_first")]
+        indexes = [
+            models.Index(fields=["-activated_at", "-id"], name="activation_recent_first"),
+            # A batch's fleet newest first, and the activations of a batch in part of a
+            # day (rating's window edges: transfer_of included, so counting billable ones
+            # reads the index alone).
+            models.Index(
+                fields=["batch", "-activated_at", "-id"],
+                include=["transfer_of"],
+                name="activation_batch_recent",
+            ),
+            # The console's filters and search at fleet scale (issue 15).
+            models.Index(
+                fields=["-activated_at", "-id"],
+                name="activation_weak_recent",
+                condition=Q(weak_binding=True),
+            ),
+            models.Index(
+                fields=["fingerprint_source", "-activated_at", "-id"],
+                name="activation_source_recent",
+            ),
+            models.Index(
+                fields=["device_id"],
+                name="activation_device_prefix",
+                opclasses=["varchar_pattern_ops"],
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.device_id} on {self.batch_id}"
+
+
+class ActivationDaily(models.Model):
+    """New activations of one batch on one UTC day (of ``activated_at``): billable ones
+    and transfers (onto a released seat, never billed) apart.
+
+    Kept by database triggers on ``licensing_activation`` (migration 0006), in the
+    statement that inserts, moves or deletes an activation and so in its transaction:
+    a rollup row never disagrees with the activations committed with it, whoever
+    writes them (the activation hot path, a bulk load, a test back-dating rows), and the
+    hot path stays at its four statements. Rating and the dashboard sum these rows
+    instead of counting activations (``billing.selectors``), like ``UsageDaily`` for
+    usage."""
+
+    # Indexed by activation_daily_once (batch first), not by an index of its own.
+    batch = models.ForeignKey(
+        Batch, on_delete=models.PROTECT, related_name="activation_days", db_index=False
+    )
+    day = models.DateField(help_text="UTC day of the activations' activated_at.")
+    activations = models.BigIntegerField(default=0, help_text="Billable: not transfers.")
+    transfers = models.BigIntegerField(default=0, help_text="Onto released seats: not billed.")
+
+    class Meta:
+        verbose_name = "daily activations"
+        verbose_name_plural = "daily activations"
+        ordering = ["-day", "batch"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "day"], name="activation_daily_once"),
+        ]
+        indexes = [models.Index(fields=["day"], name="activation_daily_day")]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id} {self.day}"
 
 
 class SeatRelease(models.Model):

@@ -1,0 +1,832 @@
+"""Operator reads at fleet scale (issue 15): a generated fleet of 10^7 unit licences and
+activations, 10^5 revocations and 10^7 usage records on PostgreSQL, and the time of
+every read an operator makes of it, printed as one table.
+
+The set (``svc_scale``, its own database; dropped at the end unless ``--keep``):
+
+- 10 customers; batches, direct licences, seat releases and their replacement
+  activations go through the services (so they are real, signed and audited);
+- the units: 10^7 licences with their activations, written by ``INSERT ... SELECT FROM
+  generate_series`` in chunks of a million (one progress line each), in time order:
+  89.9 % spread over 17 batches from 730 to 30 days ago, 0.1 % on a small customer's
+  batch over the last year, and 10 % on one batch of the big customer (CUST-SCALE)
+  inside the last 30 days, so that customer has 10^6 activations in a 30-day invoice
+  window. Device ids are ``scale-<n>`` (the issue's search ``scale-77`` matches 111,111
+  of them by prefix), 1 % weakly bound (MAC). A licence holds short placeholder
+  claims and token: this is a read benchmark, nothing verifies them;
+- 1 % of the units revoked (10^5), each on the revocation list;
+- 10^7 hourly usage records of 1000 of the big customer's units (10^4 hours back from
+  the last whole hour), with their daily rollups;
+- one issued invoice (for CUST-C01: about 10^6 activations on the ledger).
+
+Bulk rows go in with ``session_replication_role = replica`` (no per-row foreign-key
+checks or triggers) and without the secondary indexes, which are rebuilt afterwards;
+the activation rollups are then filled by one ``INSERT ... SELECT`` and checked
+against the activations, and everything is ``VACUUM ANALYZE``d.
+
+Then one gunicorn (2 workers x 4 gthread threads, as the issue measured) serves it,
+and every read is timed over HTTP, logged in as a superuser (admin pages) or with the
+admin key (API): the median of RUNS after a warm-up, the slowest, the answer's size,
+the queries the page ran (from ``CaptureQueriesContext`` in this process, on the same
+database) and, where one makes sense, a floor: the hand-written SQL of the same read,
+timed on its own. Targets: admin pages 300 ms, invoice rating 50 ms, fleet pages
+100 ms; a read over its target is marked OVER (reported, not a failure). The CSV export
+of a fleet is streamed: its rows per second and the serving worker's peak RSS for a
+small and a large fleet show its memory does not grow with the fleet.
+
+Run from the repository root: ``python bench/bench_scale.py`` (or ``make bench``, or
+``python -m bench scale``). Options: ``--licences N`` (default 10^7; every part of the
+set scales with it), ``--keep`` (leave the database), ``--reuse`` (measure a kept
+database without loading it again; migrations still run). Setting: BENCH_PG (server
+URL without database), BENCH_RUNS. 10^7 takes about 15 minutes to load on two cores and
+needs about 15 GB of disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import http.client
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import _support  # noqa: E402 - bench/_support.py, beside this script
+
+PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+DB_NAME = "svc_scale"
+RUNS = int(os.environ.get("BENCH_RUNS", "10"))
+CHUNK = 1_000_000
+USAGE_DEVICES = 1000
+HOUR = 3600
+DAY = 86_400
+PAGE_TARGET_MS = 300.0
+RATING_TARGET_MS = 50.0
+FLEET_TARGET_MS = 100.0
+BIG = "CUST-SCALE"
+SMALL = "CUST-SMALL"
+OLD_CUSTOMERS = [f"CUST-C0{n}" for n in range(1, 8)]  # two old batches each
+SKUS = {
+    BIG: "VISION-PRO",
+    SMALL: "DETECT-STD",
+    "CUST-C01": "VISION-PRO",
+    "CUST-C02": "VISION-PRO",
+    "CUST-C03": "VISION-PRO",
+    "CUST-C04": "DETECT-STD",
+    "CUST-C05": "DETECT-STD",
+    "CUST-C06": "ANPR-PERPETUAL",
+    "CUST-C07": "ANPR-PERPETUAL",
+    "CUST-C08": "DETECT-STD",  # direct licences only
+}
+TABLES = ("licensing_license", "licensing_activation")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many rows of each part; every part scales with ``licences``."""
+
+    licences: int
+
+    @property
+    def old(self) -> int:  # on the 17 old batches, 730..30 days ago
+        return self.licences - self.recent - self.small
+
+    @property
+    def recent(self) -> int:  # on the big customer's new batch, in the last 30 days
+        return self.licences // 10
+
+    @property
+    def small(self) -> int:  # on CUST-SMALL's one batch, over the last year
+        return self.licences // 1000
+
+    @property
+    def revoked(self) -> int:
+        return self.licences // 100
+
+    @property
+    def usage(self) -> int:
+        return self.licences // USAGE_DEVICES * USAGE_DEVICES
+
+
+@dataclass
+class Read:
+    name: str
+    path: str
+    auth: str  # "page" (logged-in operator), "api" (X-Admin-Key), "device" (none)
+    target_ms: float | None
+    floor_sql: str | None = None
+    median_ms: float = 0.0
+    max_ms: float = 0.0
+    size: int = 0
+    queries: int | None = None
+    floor_ms: float | None = None
+    status: int = 0
+
+
+def machine() -> str:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+        version, buffers = conn.execute(
+            "SELECT current_setting('server_version'), current_setting('shared_buffers')"
+        ).fetchone()
+    return f"{os.cpu_count()} CPUs; PostgreSQL {version}; shared_buffers {buffers}"
+
+
+# --- the data set -------------------------------------------------------------------
+
+
+def services_part(plan: Plan) -> dict[str, list[str]]:
+    """Customers and batches through the services. Returns customer id -> batch ids
+    (CUST-SCALE's last one is its new batch)."""
+    from customers.services import customer_create
+    from licensing.models import Batch
+    from licensing.services import batch_issue
+
+    per_old_batch = -(-plan.old // 17)
+    batches: dict[str, list[str]] = {}
+    for customer_id, sku in SKUS.items():
+        customer_create(name=customer_id.title(), kind="oem", id=customer_id.removeprefix("CUST-"))
+        if customer_id == BIG:
+            sizes = [per_old_batch] * 3 + [plan.recent + plan.recent // 100 + 10]
+        elif customer_id == SMALL:
+            sizes = [plan.small]
+        elif customer_id in OLD_CUSTOMERS:
+            sizes = [per_old_batch] * 2
+        else:
+            sizes = []
+        batches[customer_id] = [
+            batch_issue(customer_id=customer_id, sku=sku, units=units, term_days=3650).id
+            for units in sizes
+        ]
+    # The batches were sold before their first activation, two years ago.
+    Batch.objects.update(issued_at=dt.datetime.now(dt.UTC) - dt.timedelta(days=731))
+    return batches
+
+
+def _drop_secondary_indexes(cursor) -> list[str]:
+    """Drop the unique constraints and the indexes of the bulk-loaded tables (primary
+    keys stay: foreign keys point at them); returns the statements that build them again
+    after the load, each in one sorted pass."""
+    cursor.execute(
+        """
+        SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid)
+        FROM pg_constraint c
+        WHERE c.conrelid::regclass::text = ANY(%s) AND c.contype = 'u'
+        """,
+        [list(TABLES)],
+    )
+    constraints = cursor.fetchall()
+    cursor.execute(
+        """
+        SELECT i.indexname, i.indexdef FROM pg_indexes i
+        WHERE i.tablename = ANY(%s) AND NOT EXISTS (
+            SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)
+        """,
+        [list(TABLES)],
+    )
+    indexes = cursor.fetchall()
+    for table, name, _ in constraints:
+        cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+    for name, _ in indexes:
+        cursor.execute(f'DROP INDEX "{name}"')
+    return [definition for _, definition in indexes] + [
+        f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}'
+        for table, name, definition in constraints
+    ]
+
+
+def _unit_rows(conn, *, first: int, count: int, batches: list[str], since: str, span: str):
+    """Licences and activations ``first .. first + count - 1``, batch ``n mod len``, in
+    time order from ``since`` over ``span`` (SQL intervals relative to now())."""
+    started = time.monotonic()
+    done = 0
+    while done < count:
+        low, high = first + done, first + min(done + CHUNK, count) - 1
+        params = {
+            "low": low,
+            "high": high,
+            "first": first,
+            "count": count,
+            "batches": batches,
+            "since": since,
+            "span": span,
+        }
+        moments = """
+            SELECT n, (%(batches)s::text[])[1 + n %% cardinality(%(batches)s::text[])] AS batch_id,
+                now() - %(since)s::interval
+                    + %(span)s::interval * ((n - %(first)s)::float8 / %(count)s) AS at
+            FROM generate_series(%(low)s, %(high)s) n
+        """
+        conn.execute(
+            f"""
+            INSERT INTO licensing_license (id, kind, customer_id, sku, device_id, activation,
+                batch_id, issued_at, expires_at, grace_days, unit_price, currency, claims,
+                token, token_sha256, revoked_at, revoke_reason)
+            SELECT 'LIC-SC' || lpad(m.n::text, 10, '0'), 'unit', b.customer_id, b.sku,
+                'scale-' || m.n, 'optional', b.id, m.at, b.expires_at, 7, b.unit_price,
+                b.currency,
+                jsonb_build_object('lic', 'LIC-SC' || lpad(m.n::text, 10, '0'),
+                    'dev', 'scale-' || m.n, 'sku', b.sku, 'nbf', extract(epoch FROM m.at)::bigint,
+                    'exp', COALESCE(extract(epoch FROM b.expires_at)::bigint, 0),
+                    'grace_days', 7, 'placeholder', true),
+                'SVC1.placeholder.' || m.n, md5(m.n::text) || md5(m.n::text), NULL, ''
+            FROM ({moments}) m JOIN licensing_batch b ON b.id = m.batch_id
+            """,  # noqa: S608 - a constant subquery; values are parameters
+            params,
+        )
+        conn.execute(
+            f"""
+            INSERT INTO licensing_activation (id, batch_id, device_id, license_id,
+                fingerprint_source, weak_binding, sdk_version, activated_at, client_ip,
+                transfer_of_id)
+            SELECT m.n, m.batch_id, 'scale-' || m.n, 'LIC-SC' || lpad(m.n::text, 10, '0'),
+                CASE WHEN m.n %% 100 = 7 THEN 'mac' WHEN m.n %% 10 = 3 THEN 'machine-id'
+                    ELSE 'dmi' END,
+                m.n %% 100 = 7, '2.4.1', m.at, NULL, NULL
+            FROM ({moments}) m
+            """,  # noqa: S608
+            params,
+        )
+        conn.commit()
+        done = high - first + 1
+        print(
+            f"  units {done:,} / {count:,} since {since} ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
+
+
+def bulk_part(plan: Plan, batches: dict[str, list[str]]) -> None:
+    """The units, their revocations and the seats counted, by SQL; then the indexes and
+    the activation rollups."""
+    import psycopg
+
+    old = [b for c in [BIG, *OLD_CUSTOMERS] for b in batches[c][: 2 if c != BIG else 3]]
+    assert len(old) == 17, old
+    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+        conn.execute("SET session_replication_role = replica")  # no FK checks, no triggers
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 2")
+        with conn.cursor() as cursor:
+            definitions = _drop_secondary_indexes(cursor)
+        conn.commit()
+        _unit_rows(conn, first=1, count=plan.old, batches=old, since="730 days", span="700 days")
+        _unit_rows(
+            conn,
+            first=plan.old + 1,
+            count=plan.small,
+            batches=batches[SMALL],
+            since="365 days",
+            span="364 days",
+        )
+        _unit_rows(
+            conn,
+            first=plan.old + plan.small + 1,
+            count=plan.recent,
+            batches=batches[BIG][3:],
+            since="29 days 12 hours",
+            span="29 days 11 hours",
+        )
+        started = time.monotonic()
+        conn.execute(
+            "SELECT setval(pg_get_serial_sequence('licensing_activation', 'id'), %s)",
+            [plan.licences],
+        )
+        # 1 % revoked, each two days after its activation (or now), and on the list.
+        conn.execute(
+            """
+            UPDATE licensing_license SET revoked_at = LEAST(issued_at + interval '2 days', now()),
+                revoke_reason = 'bench: revoked'
+            WHERE id IN (SELECT 'LIC-SC' || lpad(n::text, 10, '0')
+                         FROM generate_series(50, %s, 100) n)
+            """,
+            [plan.licences],
+        )
+        conn.execute(
+            """
+            INSERT INTO licensing_revocation (seq, license_id, revoked_at, usable_until)
+            SELECT (SELECT seq FROM licensing_revocationhead WHERE id = 1)
+                    + row_number() OVER (ORDER BY revoked_at, id),
+                id, revoked_at,
+                COALESCE(extract(epoch FROM expires_at)::bigint + 7 * 86400, 0)
+            FROM licensing_license WHERE revoke_reason = 'bench: revoked'
+            """
+        )
+        conn.execute(
+            "UPDATE licensing_revocationhead SET seq = (SELECT max(seq) FROM licensing_revocation)"
+        )
+        conn.execute(
+            """
+            UPDATE licensing_batch b SET units_activated = a.n
+            FROM (SELECT batch_id, count(*) AS n FROM licensing_activation GROUP BY 1) a
+            WHERE a.batch_id = b.id
+            """
+        )
+        conn.commit()
+        print(f"  revocations and seat counts ({time.monotonic() - started:.0f} s)", flush=True)
+        started = time.monotonic()
+        for definition in definitions:
+            conn.execute(definition)
+            conn.commit()
+        print(
+            f"  {len(definitions)} indexes built ({time.monotonic() - started:.0f} s)", flush=True
+        )
+        if _has_rollups(conn):  # (a checkout from before the rollups has none)
+            conn.execute("DELETE FROM licensing_activationdaily")
+            conn.execute(
+                """
+                INSERT INTO licensing_activationdaily (batch_id, day, activations, transfers)
+                SELECT batch_id, (activated_at AT TIME ZONE 'UTC')::date,
+                    count(*) FILTER (WHERE transfer_of_id IS NULL),
+                    count(*) FILTER (WHERE transfer_of_id IS NOT NULL)
+                FROM licensing_activation GROUP BY 1, 2
+                """
+            )
+            conn.commit()
+
+
+def _has_rollups(conn) -> bool:
+    found = conn.execute("SELECT to_regclass('licensing_activationdaily')").fetchone()
+    return found[0] is not None
+
+
+def usage_part(plan: Plan, batches: dict[str, list[str]]) -> None:
+    """10^4 hours of records of 1000 of the big customer's units, with their rollups (as
+    bench_rating loads them)."""
+    import psycopg
+
+    from billing.limits import month_start, next_month
+    from billing.partitions import partitions_ensure
+
+    hours = plan.usage // USAGE_DEVICES
+    last_hour = int(time.time()) // HOUR * HOUR
+    first_hour = last_hour - hours * HOUR
+    months, month = [], month_start(dt.datetime.fromtimestamp(first_hour, tz=dt.UTC).date())
+    while month <= dt.datetime.fromtimestamp(last_hour, tz=dt.UTC).date():
+        months.append(month)
+        month = next_month(month)
+    partitions_ensure(months)
+    started = time.monotonic()
+    step = CHUNK // USAGE_DEVICES * HOUR
+    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute(
+            """
+            CREATE TEMP TABLE usage_units AS SELECT id, customer_id, sku, device_id
+            FROM licensing_license WHERE batch_id = %s ORDER BY id LIMIT %s
+            """,
+            [batches[BIG][0], USAGE_DEVICES],
+        )
+        for low in range(first_hour, last_hour, step):
+            high = min(low + step, last_hour)
+            conn.execute(
+                """
+                INSERT INTO billing_usagerecord (license_id, customer_id, sku, device_id,
+                    received_at, period_start, period_end, inferences, frames,
+                    stream_seconds, events)
+                SELECT u.id, u.customer_id, u.sku, u.device_id, now(), h, h + 3600,
+                    300 + (h / 3600 * 37 + length(u.id)) %% 100, 54000, 3600, h / 3600 %% 5
+                FROM generate_series(%s::bigint, %s::bigint, 3600) h CROSS JOIN usage_units u
+                """,
+                [low, high - HOUR],
+            )
+            conn.execute(
+                f"""
+                INSERT INTO billing_usagedaily AS daily (license_id, customer_id, sku, day,
+                    records, inferences, frames, stream_seconds, events)
+                SELECT license_id, customer_id, sku,
+                    DATE '1970-01-01' + (period_start / {DAY})::int,
+                    count(*), sum(inferences), sum(frames), sum(stream_seconds), sum(events)
+                FROM billing_usagerecord WHERE period_start >= %s AND period_start < %s
+                GROUP BY 1, 2, 3, 4
+                ON CONFLICT (license_id, day) DO UPDATE
+                SET records = daily.records + excluded.records,
+                    inferences = daily.inferences + excluded.inferences,
+                    frames = daily.frames + excluded.frames,
+                    stream_seconds = daily.stream_seconds + excluded.stream_seconds,
+                    events = daily.events + excluded.events
+                """,  # noqa: S608 - DAY is a constant
+                [low, high],
+            )
+            conn.commit()
+            loaded = (high - first_hour) // HOUR * USAGE_DEVICES
+            print(
+                f"  usage {loaded:,} / {plan.usage:,} records ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+
+
+def services_after(plan: Plan, batches: dict[str, list[str]]) -> None:
+    """What goes through the services once the units are there: seat releases and the
+    replacement activations that take them (transfers), direct licences, an invoice."""
+    from billing.services import invoice_issue
+    from licensing.activation import unit_activate
+    from licensing.models import Batch
+    from licensing.seats import seat_release
+    from licensing.services import license_issue
+
+    started = time.monotonic()
+    new_batch = Batch.objects.select_related("license").get(pk=batches[BIG][3])
+    releases = max(1, plan.licences // 50_000)
+    first_recent = plan.old + plan.small + 1
+    for n in range(releases):
+        seat_release(
+            license_id=f"LIC-SC{first_recent + 1 + 2 * n:010d}", reason="bench: camera replaced"
+        )
+        unit_activate(batch_token=new_batch.license.token, device_id=f"scale-replacement-{n}")
+    for n in range(100):
+        license_issue(customer_id="CUST-C08", sku="DETECT-STD", device_id=f"scale-direct-{n}")
+    print(
+        f"  {releases} seat releases and transfers, 100 direct licences through the services "
+        f"({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+    started = time.monotonic()
+    invoice = invoice_issue(customer_id="CUST-C01", period_days=30)
+    print(
+        f"  invoice {invoice.number} issued for CUST-C01 ({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+
+
+def check_and_vacuum(plan: Plan) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/{DB_NAME}", autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT count(*) FILTER (WHERE transfer_of_id IS NULL), "
+            "count(*) FILTER (WHERE transfer_of_id IS NOT NULL) FROM licensing_activation"
+        ).fetchone()
+        if _has_rollups(conn):
+            rollups = conn.execute(
+                "SELECT sum(activations), sum(transfers) FROM licensing_activationdaily"
+            ).fetchone()
+            assert rollups == rows, (rollups, rows)
+        started = time.monotonic()
+        conn.execute("VACUUM ANALYZE")
+        size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))")
+        print(
+            f"  rollups match the activations ({rows[0]:,} billable, {rows[1]:,} transfers); "
+            f"VACUUM ANALYZE {time.monotonic() - started:.0f} s; database {size.fetchone()[0]}",
+            flush=True,
+        )
+
+
+def load(plan: Plan) -> float:
+    started = time.monotonic()
+    print(f"loading {plan.licences:,} licences and activations into {DB_NAME}", flush=True)
+    batches = services_part(plan)
+    bulk_part(plan, batches)
+    usage_part(plan, batches)
+    services_after(plan, batches)
+    check_and_vacuum(plan)
+    return time.monotonic() - started
+
+
+# --- the reads ----------------------------------------------------------------------
+
+
+def _sample(cursor, sql: str) -> str:
+    cursor.execute(sql)
+    return cursor.fetchone()[0]
+
+
+def reads(plan: Plan) -> list[Read]:
+    """Every read to time: the issue's, the filters and searches of the big lists, and
+    every other changelist of the admin."""
+    from django.contrib import admin
+    from django.db import connection
+    from django.urls import reverse
+
+    with connection.cursor() as cursor:
+        licence = _sample(cursor, "SELECT id FROM licensing_license WHERE kind = 'unit' "
+                                  "ORDER BY id OFFSET 5000 LIMIT 1")  # fmt: skip
+        big_batch = _sample(cursor, f"SELECT id FROM licensing_batch WHERE customer_id = '{BIG}' "  # noqa: S608
+                                    "ORDER BY units_purchased DESC LIMIT 1")  # fmt: skip
+    recent = "ORDER BY issued_at DESC, id DESC LIMIT 100"
+    fleet_order = "ORDER BY activated_at DESC, id DESC LIMIT 100"
+    found = [
+        Read("licence list", "/admin/licensing/license/", "page", PAGE_TARGET_MS,
+             f"SELECT * FROM licensing_license {recent}"),  # noqa: S608
+        Read("licence search ?q=scale-77", "/admin/licensing/license/?q=scale-77", "page",
+             PAGE_TARGET_MS,
+             f"SELECT * FROM licensing_license WHERE device_id LIKE 'scale-77%%' {recent}"),  # noqa: S608
+        Read("licence search, exact id", f"/admin/licensing/license/?q={licence}", "page",
+             PAGE_TARGET_MS),
+        Read("licence search, customer id", f"/admin/licensing/license/?q={SMALL}", "page",
+             PAGE_TARGET_MS),
+        Read("licences of a customer", f"/admin/licensing/license/?customer__id__exact={SMALL}",
+             "page", PAGE_TARGET_MS),
+        Read("licences, kind direct", "/admin/licensing/license/?kind__exact=direct", "page",
+             PAGE_TARGET_MS),
+        Read("licences, revoked", "/admin/licensing/license/?revoked=yes", "page",
+             PAGE_TARGET_MS),
+        Read("licences, SKU ANPR-PERPETUAL", "/admin/licensing/license/?sku=ANPR-PERPETUAL",
+             "page", PAGE_TARGET_MS),
+        Read("licences, SKU API-METERED (none)", "/admin/licensing/license/?sku=API-METERED",
+             "page", PAGE_TARGET_MS),
+        Read("licences, activation required",
+             "/admin/licensing/license/?activation=required", "page", PAGE_TARGET_MS),
+        Read("licences, issued this month", "/admin/licensing/license/?issued_at__gte="
+             f"{dt.date.today().replace(day=1)}", "page", PAGE_TARGET_MS),
+        Read("activation list", "/admin/licensing/activation/", "page", PAGE_TARGET_MS,
+             f"SELECT * FROM licensing_activation {fleet_order}"),  # noqa: S608
+        Read("activation search ?q=scale-77", "/admin/licensing/activation/?q=scale-77", "page",
+             PAGE_TARGET_MS,
+             f"SELECT * FROM licensing_activation WHERE device_id LIKE 'scale-77%%' "  # noqa: S608
+             f"{fleet_order}"),
+        Read("activation search, batch id", f"/admin/licensing/activation/?q={big_batch}",
+             "page", PAGE_TARGET_MS),
+        Read("fleet of a customer (admin)",
+             f"/admin/licensing/activation/?batch__customer__id__exact={SMALL}", "page",
+             PAGE_TARGET_MS),
+        Read("activations, weak binding", "/admin/licensing/activation/?weak_binding__exact=1",
+             "page", PAGE_TARGET_MS),
+        Read("activations, source machine-id",
+             "/admin/licensing/activation/?fingerprint_source=machine-id", "page",
+             PAGE_TARGET_MS),
+        Read("activations, SKU DETECT-STD",
+             "/admin/licensing/activation/?batch__sku=DETECT-STD", "page", PAGE_TARGET_MS),
+        Read("dashboard", "/admin/dashboard/", "page", PAGE_TARGET_MS),
+        Read("invoice preview page (console)",
+             f"/admin/invoice-preview/?customer={BIG}&period_days=30", "page", PAGE_TARGET_MS),
+        Read(f"invoice rating GET /v1/admin/invoice/{BIG}",
+             f"/v1/admin/invoice/{BIG}?period_days=30", "api", RATING_TARGET_MS,
+             "SELECT count(*) FROM licensing_activation a JOIN licensing_batch b "  # noqa: S608
+             f"ON b.id = a.batch_id WHERE b.customer_id = '{BIG}' AND a.transfer_of_id IS NULL "
+             "AND a.activated_at >= now() - interval '30 days'"),
+        Read("fleet API, first page", "/v1/admin/fleet", "api", FLEET_TARGET_MS,
+             "SELECT * FROM licensing_activation ORDER BY activated_at DESC, id DESC LIMIT 1001"),
+        Read("fleet API, customer's first page", f"/v1/admin/fleet?customer_id={BIG}", "api",
+             FLEET_TARGET_MS),
+        Read("fleet API, weak binding", "/v1/admin/fleet?weak_binding=true", "api",
+             FLEET_TARGET_MS),
+        Read("GET /v1/revocations (full list)", "/v1/revocations", "device", None),
+    ]  # fmt: skip
+    named = {read.path.split("?")[0] for read in found}
+    for model in admin.site._registry:
+        opts = model._meta
+        path = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+        if path not in named:
+            found.append(Read(f"{opts.verbose_name_plural} list", path, "page", PAGE_TARGET_MS))
+    return found
+
+
+def _cursor_at(port: int, headers: dict[str, str], fraction: float) -> str:
+    """A fleet cursor ``fraction`` of the way through the whole fleet, from the
+    activation there (made as the service makes them)."""
+    from licensing.models import Activation
+    from licensing.selectors import fleet_cursor
+
+    total = Activation.objects.order_by().count()
+    record = Activation.objects.order_by("-activated_at", "-id")[int(total * fraction)]
+    return fleet_cursor(record)
+
+
+def _get(conn: http.client.HTTPConnection, path: str, headers: dict[str, str]):
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def time_reads(port: int, found: list[Read], headers: dict[str, dict[str, str]]) -> None:
+    import psycopg
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    for read in found:
+        status, body = _get(conn, read.path, headers[read.auth])  # warm
+        times = []
+        for _ in range(RUNS):
+            started = time.perf_counter()
+            status, body = _get(conn, read.path, headers[read.auth])
+            times.append((time.perf_counter() - started) * 1000)
+        read.status, read.size = status, len(body)
+        read.median_ms, read.max_ms = statistics.median(times), max(times)
+        if read.auth == "page":
+            read.queries = _queries_of(read.path, CaptureQueriesContext, connection)
+        if read.floor_sql:
+            with psycopg.connect(f"{PG}/{DB_NAME}") as db:
+                db.execute(read.floor_sql).fetchall()
+                floor = []
+                for _ in range(RUNS):
+                    started = time.perf_counter()
+                    db.execute(read.floor_sql).fetchall()
+                    floor.append((time.perf_counter() - started) * 1000)
+            read.floor_ms = statistics.median(floor)
+        print(f"  {read.name}: {read.median_ms:.0f} ms ({status}, {read.size:,} bytes)", flush=True)
+
+
+_client = None
+
+
+def _queries_of(path: str, capture, connection) -> int:
+    """The queries the page runs, counted in this process (same code, same database)."""
+    global _client
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    if _client is None:
+        _client = Client(HTTP_HOST="127.0.0.1")
+        _client.force_login(get_user_model().objects.get(username="bench"))
+    with capture(connection) as queries:
+        _client.get(path)
+    return len(queries)
+
+
+def fleet_pages(port: int, headers: dict[str, str]) -> list[Read]:
+    """Fleet API pages of 1000 at the start, the middle and the end of the whole fleet."""
+    found = []
+    for label, fraction in (("10 %", 0.1), ("50 %", 0.5), ("99.9 %", 0.999)):
+        cursor = urllib.parse.quote(_cursor_at(port, headers, fraction))
+        found.append(
+            Read(f"fleet API, page at {label} of the fleet", f"/v1/admin/fleet?cursor={cursor}",
+                 "api", FLEET_TARGET_MS)
+        )  # fmt: skip
+    return found
+
+
+@dataclass
+class Export:
+    label: str
+    rows: int
+    seconds: float
+    size: int
+    peak_rss_mb: float
+
+
+def _worker_peak_rss(master: int) -> float:
+    """The peak RSS (VmHWM) of the master's one worker, in MB."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    peaks = []
+    for pid in children:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]) / 1024)
+    return max(peaks)
+
+
+def exports(env: dict[str, str], tmp: Path, api: dict[str, str], batches: list[tuple]) -> list:
+    """Each fleet streamed as CSV by a fresh one-worker gunicorn: time, size and the
+    worker's peak RSS (its high-water mark, start-up included)."""
+    found = []
+    for label, query, rows in batches:
+        port = _support.free_port()
+        server = _support.start_gunicorn(
+            env, port, tmp / f"export-{port}.log", workers=1, threads=1, timeout=3600
+        )
+        try:
+            baseline = _worker_peak_rss(server.pid)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+            started = time.perf_counter()
+            conn.request("GET", f"/v1/admin/fleet.csv?{query}", headers=api)
+            response = conn.getresponse()
+            size = 0
+            while chunk := response.read(1 << 16):
+                size += len(chunk)
+            seconds = time.perf_counter() - started
+            peak = _worker_peak_rss(server.pid)
+            if response.status != 200:
+                print(f"  export {label}: {response.status}", flush=True)
+                continue
+            found.append(Export(label, rows, seconds, size, peak))
+            print(
+                f"  export {label}: {rows:,} rows in {seconds:.1f} s, peak RSS {peak:.0f} MB "
+                f"(idle {baseline:.0f} MB)",
+                flush=True,
+            )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return found
+
+
+def table(found: list[Read]) -> list[str]:
+    width = max(len(read.name) for read in found)
+    lines = [
+        f"{'read':<{width}} | {'median ms':>9} | {'max ms':>7} | {'target':>6} | "
+        f"{'floor ms':>8} | {'queries':>7} | {'bytes':>10} | status",
+        "-" * (width + 72),
+    ]
+    for read in found:
+        target = f"{read.target_ms:.0f}" if read.target_ms else "-"
+        verdict = ""
+        if read.status != 200:
+            verdict = f"HTTP {read.status}"
+        elif read.target_ms:
+            verdict = "OK" if read.median_ms < read.target_ms else "OVER"
+        floor = f"{read.floor_ms:.1f}" if read.floor_ms is not None else "-"
+        queries = str(read.queries) if read.queries is not None else "-"
+        lines.append(
+            f"{read.name:<{width}} | {read.median_ms:>9.1f} | {read.max_ms:>7.1f} | "
+            f"{target:>6} | {floor:>8} | {queries:>7} | {read.size:>10,} | {verdict}"
+        )
+    return lines
+
+
+def _exists() -> bool:
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres") as conn:
+        return bool(
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone()
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--licences", type=int, default=10_000_000)
+    parser.add_argument("--keep", action="store_true", help="leave the database")
+    parser.add_argument("--reuse", action="store_true", help="measure a kept database")
+    args = parser.parse_args()
+    plan = Plan(args.licences)
+    reuse = args.reuse and _exists()
+    print(f"disk: {shutil.disk_usage('/').free / 1e9:.0f} GB free", flush=True)
+    if not reuse:
+        _support.recreate_database(PG, DB_NAME)
+    redis, cache_url = _support.start_redis()
+    server = None
+    try:
+        with tempfile.TemporaryDirectory() as tmp_name:
+            tmp = Path(tmp_name)
+            _support.configure_django(tmp, PG, DB_NAME)
+            print(f"machine: {machine()}", flush=True)
+            seconds = 0.0 if reuse else load(plan)
+            if not reuse:
+                print(f"loaded in {seconds / 60:.1f} min", flush=True)
+            from django.conf import settings
+            from django.contrib.auth import get_user_model
+            from django.test import Client
+
+            from licensing.models import Activation
+
+            user_model = get_user_model()
+            user = user_model.objects.filter(username="bench").first()
+            if user is None:
+                user = user_model.objects.create_superuser("bench", "bench@example.com", None)
+            client = Client(HTTP_HOST="127.0.0.1")
+            client.force_login(user)
+            cookie = f"sessionid={client.cookies['sessionid'].value}"
+            env = dict(os.environ, CACHE_URL=cache_url)
+            port = _support.free_port()
+            server = _support.start_gunicorn(
+                env, port, tmp / "gunicorn.log", workers=2, threads=4, timeout=600
+            )
+            api = {"X-Admin-Key": settings.SVC_ADMIN_KEY}
+            headers = {"page": {"Cookie": cookie, "Host": "127.0.0.1"}, "api": api, "device": {}}
+            found = reads(plan) + fleet_pages(port, api)
+            print(f"timing {len(found)} reads, {RUNS} runs each after a warm-up", flush=True)
+            time_reads(port, found, headers)
+            small_batch = Activation.objects.filter(batch__customer_id=SMALL).first().batch_id
+            big_batch = Activation.objects.filter(batch__customer_id="CUST-C02").first().batch_id
+            done = exports(
+                env,
+                tmp,
+                api,
+                [
+                    ("small fleet", f"batch_id={small_batch}",
+                     Activation.objects.filter(batch_id=small_batch).count()),
+                    ("large fleet", f"batch_id={big_batch}",
+                     Activation.objects.filter(batch_id=big_batch).count()),
+                ],
+            )  # fmt: skip
+            from django.db import connection
+
+            connection.close()
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+        if redis is not None:
+            redis.terminate()
+        if not args.keep:
+            _support.recreate_database(PG, DB_NAME, create=False)
+    print(
+        f"\nfleet-scale reads: {plan.licences:,} licences and activations, {plan.revoked:,} "
+        f"revoked, {plan.usage:,} usage records; gunicorn 2 workers x 4 threads; "
+        f"median of {RUNS} runs (placeholder claims and tokens: a read benchmark)"
+    )
+    print("\n".join(table(found)))
+    for export in done:
+        print(
+            f"fleet CSV export, {export.label}: {export.rows:,} rows in {export.seconds:.1f} s "
+            f"({export.rows / export.seconds:,.0f} rows/s, {export.size / 1e6:.1f} MB); "
+            f"worker peak RSS {export.peak_rss_mb:.0f} MB"
+        )
+    over = [read.name for read in found if read.target_ms and read.median_ms >= read.target_ms]
+    print(f"over target: {', '.join(over) if over else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
