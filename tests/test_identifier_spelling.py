@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_no_python_name_is_spelled_licence():
+def test_no_python_name_takes_the_british_spelling():
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
         cwd=REPO, capture_output=True, text=True, check=True,
