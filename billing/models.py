@@ -360,3 +360,24 @@ class PrunedUsageMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m}"
+
+
+class LedgerCheck(models.Model):
+    """A run of the ledger reconciliation (``billing.reconciliation``) over every
+    customer: its totals and problems as they stood. A check reads every rollup and
+    ledger entry (seconds at 10^7 events), so the operator dashboard shows the latest
+    one instead of running it on every view (issue 15); ``manage.py reconcile`` and the
+    dashboard's "Reconcile now" write one."""
+
+    checked_at = models.DateTimeField(db_index=True)
+    today = models.DateField(help_text="The UTC day it reconciled as of.")
+    seconds = models.FloatField(help_text="How long the check took.")
+    rows = models.JSONField(help_text="Totals per customer and SKU.")
+    problems = models.JSONField(help_text="Every problem found (empty: none).")
+
+    class Meta:
+        ordering = ["-checked_at"]
+        verbose_name = "ledger check"
+
+    def __str__(self) -> str:
+        return f"ledger check {self.checked_at:%Y-%m-%d %H:%M} UTC"

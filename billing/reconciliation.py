@@ -16,27 +16,30 @@ lines do not match the events its entries attribute to it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection
 from django.db.models import Case, Count, F, Q, Sum, Value, When
-from django.db.models.functions import Greatest
+from django.db.models.functions import Greatest, TruncDate
 
 from billing import limits
 from billing.models import (
     Invoice,
     InvoiceLine,
     InvoiceUsage,
+    LedgerCheck,
     LedgerEntry,
     PrunedUsageMonth,
     UsageDaily,
     UsageRecord,
 )
 from customers.models import Customer
-from licensing.models import Activation, License
+from licensing.models import Activation, ActivationDaily, License
 
 EXAMPLES = 10  # problems listed per check; the count is always complete
 
@@ -106,16 +109,17 @@ def _usage(rows: dict, scope: Q, today: dt.date) -> None:
 
 def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     batch_scope = Q(batch__customer_id=customer_id) if customer_id else Q()
+    # From the daily rollups (kept with every activation by a trigger); ``deep`` checks
+    # them against the activations.
     activations = (
-        Activation.objects.filter(batch_scope)
+        ActivationDaily.objects.filter(batch_scope)
         .values("batch__customer_id", "batch__sku")
-        .annotate(
-            n=Count("id", filter=Q(transfer_of__isnull=True)),
-            transfers=Count("id", filter=Q(transfer_of__isnull=False)),
-        )
+        .annotate(n=Sum("activations"), transfers=Sum("transfers"))
         .order_by()
     )
     for item in activations:
+        if not (item["n"] or item["transfers"]):
+            continue
         row = rows[(item["batch__customer_id"], item["batch__sku"])]
         row.activations, row.transfers = item["n"], item["transfers"]
     licenses = (
@@ -335,9 +339,42 @@ def _deep_problems(customer_id: str | None) -> list[str]:
             )
     for (lic, day), (n, _) in raw.items():
         problems.append(f"{n} records of {lic} on {limits.date_of(day)} have no rollup")
+    problems += _activation_rollup_problems(customer_id)
     return problems[:EXAMPLES] + (
         [f"... and {len(problems) - EXAMPLES} more"] if len(problems) > EXAMPLES else []
     )
+
+
+def _activation_rollups(queryset, billable, transfers) -> dict:
+    rows = (
+        queryset.values_list("batch_id", "day")
+        .annotate(billable=billable, transfers=transfers)
+        .order_by()
+    )
+    return {(batch_id, day): (int(b or 0), int(t or 0)) for batch_id, day, b, t in rows}
+
+
+def _activation_rollup_problems(customer_id: str | None) -> list[str]:
+    """Daily activation rollups against the activations they count (a full read)."""
+    scope = Q(batch__customer_id=customer_id) if customer_id else Q()
+    counted = _activation_rollups(
+        Activation.objects.filter(scope).annotate(day=TruncDate("activated_at", tzinfo=dt.UTC)),
+        Count("id", filter=Q(transfer_of__isnull=True)),
+        Count("id", filter=Q(transfer_of__isnull=False)),
+    )
+    rolled = _activation_rollups(
+        ActivationDaily.objects.filter(scope), Sum("activations"), Sum("transfers")
+    )
+    problems = []
+    for batch_id, day in sorted(set(counted) | set(rolled)):
+        have = rolled.get((batch_id, day), (0, 0))
+        real = counted.get((batch_id, day), (0, 0))
+        if have != real:
+            problems.append(
+                f"activation rollup of {batch_id} on {day} counts {have[0]} billable / "
+                f"{have[1]} transfers, the activations hold {real[0]} / {real[1]}"
+            )
+    return problems
 
 
 def ledger_reconcile(
@@ -362,3 +399,34 @@ def ledger_reconcile(
         + (_deep_problems(customer_id) if deep else [])
     )
     return result
+
+
+# --- stored checks (issue 15: the dashboard shows the latest instead of running one) ---
+
+
+def ledger_check_run(*, today: dt.date | None = None) -> LedgerCheck:
+    """Reconcile every customer (:func:`ledger_reconcile`) and store the result as the
+    latest :class:`~billing.models.LedgerCheck`."""
+    started = time.monotonic()
+    result = ledger_reconcile(today=today)
+    return LedgerCheck.objects.create(
+        checked_at=limits.now(),
+        today=result.today,
+        seconds=time.monotonic() - started,
+        rows=[dataclasses.asdict(row) for row in result.rows],
+        problems=result.problems,
+    )
+
+
+def ledger_check_latest() -> LedgerCheck | None:
+    """The latest stored check; None before the first."""
+    return LedgerCheck.objects.order_by("-checked_at", "-id").first()
+
+
+def ledger_check_result(check: LedgerCheck) -> Reconciliation:
+    """A stored check as :func:`ledger_reconcile` returned it."""
+    return Reconciliation(
+        today=check.today,
+        rows=[LedgerRow(**row) for row in check.rows],
+        problems=list(check.problems),
+    )

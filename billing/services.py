@@ -7,6 +7,7 @@ management commands import from.
 * :mod:`billing.issuing` - invoices and credit notes over contiguous periods
 * :mod:`billing.ledger` - which issued invoice billed which event (exactly once)
 * :mod:`billing.partitions` - monthly partitions of usage records, pruning
+* :mod:`billing.reconciliation` - stored ledger checks (``ledger_check_run``)
 * :mod:`billing.limits` - limits and day arithmetic, defined once
 """
 
@@ -24,6 +25,7 @@ from billing.issuing import (
     invoice_issue_all,
 )
 from billing.rating import invoice_rate
+from billing.reconciliation import ledger_check_run
 
 __all__ = [
     "AlreadyCredited",
@@ -35,5 +37,6 @@ __all__ = [
     "invoice_issue",
     "invoice_issue_all",
     "invoice_rate",
+    "ledger_check_run",
     "usage_ingest",
 ]

@@ -38,6 +38,7 @@ v1 = [
     path("admin/revoke", licensing_api.RevokeApi.as_view(), name="admin-revoke"),
     path("admin/seats/release", licensing_api.SeatReleaseApi.as_view(), name="admin-seat-release"),
     path("admin/fleet", licensing_api.FleetApi.as_view(), name="admin-fleet"),
+    path("admin/fleet.csv", licensing_api.FleetCsvApi.as_view(), name="admin-fleet-csv"),
 ]
 
 urlpatterns = [
@@ -51,6 +52,11 @@ urlpatterns = [
         "admin/dashboard/",
         admin.site.admin_view(console_views.dashboard),
         name="console-dashboard",
+    ),
+    path(
+        "admin/dashboard/reconcile/",
+        admin.site.admin_view(console_views.dashboard_reconcile),
+        name="console-dashboard-reconcile",
     ),
     path(
         "admin/invoice-preview/",

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import Count, F, Max, QuerySet
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Max, QuerySet, Sum
 from django.utils import timezone
 
-from licensing.models import Activation, Batch, SeatRelease, near_exhaustion_condition
+from licensing.models import (
+    Activation,
+    ActivationDaily,
+    Batch,
+    SeatRelease,
+    near_exhaustion_condition,
+)
 from licensing.seats import ReleasePolicy
 
 
@@ -29,16 +34,15 @@ def _days(days: int, now: dt.datetime | None) -> list[dt.date]:
 
 
 def activations_per_day(*, days: int = 30, now: dt.datetime | None = None) -> list[tuple]:
-    """(date, new activations) for each of the last ``days`` days (UTC), oldest first,
-    zero-filled."""
+    """(date, new activations, transfers included) for each of the last ``days`` days
+    (UTC), oldest first, zero-filled: summed from the daily rollups (a row per batch and
+    day), never by counting activations."""
     dates = _days(days, now)
     counts = dict(
-        Activation.objects.filter(
-            activated_at__gte=dt.datetime.combine(dates[0], dt.time.min, tzinfo=dt.UTC)
-        )
-        .annotate(day=TruncDate("activated_at"))
+        ActivationDaily.objects.filter(day__gte=dates[0])
         .values_list("day")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum(F("activations") + F("transfers")))
+        .order_by()
         .values_list("day", "n")
     )
     return [(day, counts.get(day, 0)) for day in dates]

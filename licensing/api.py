@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.http import HttpResponse, HttpResponseNotModified
+from django.http import HttpResponse, HttpResponseNotModified, StreamingHttpResponse
 from django.utils import timezone
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, status
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -21,6 +22,7 @@ from config.errors import InvalidInput
 from config.fields import validated
 from licensing import (
     activation,
+    exports,
     revocations,
     schemas,
     seats,
@@ -391,3 +393,43 @@ class FleetApi(APIView):
                 "as_of": int(timezone.now().timestamp()),
             }
         )
+
+
+class _JsonErrors(BaseContentNegotiation):
+    """The export answers CSV whatever the client accepts, and its errors JSON."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class FleetCsvApi(APIView):
+    content_negotiation_class = _JsonErrors
+
+    @extend_schema(
+        parameters=[serializers.FleetExportQuery, schema.retry_after(429, 503)],
+        responses={
+            (200, "text/csv"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="UTF-8 CSV with a byte-order mark and a header row: "
+                + ", ".join(exports.COLUMNS),
+            ),
+            **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Every activated unit the filters select (the whole fleet without "
+        "any), most recent first, as CSV with the fields of GET /v1/admin/fleet; streamed "
+        "a page of 1000 at a time along the fleet's cursor, so it takes constant memory "
+        "on the server whatever the size of the fleet.",
+    )
+    def get(self, request):
+        query = validated(serializers.FleetExportQuery, request.query_params.dict())
+        weak = query.pop("weak_binding", None)
+        if weak is not None:
+            query["weak_binding"] = weak in ("1", "true")
+        response = StreamingHttpResponse(
+            exports.fleet_csv(**query), content_type="text/csv; charset=utf-8"
+        )
+        scope = query.get("batch_id") or query.get("customer_id") or "all"
+        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+        response["Content-Disposition"] = f'attachment; filename="fleet-{scope}-{stamp}.csv"'
+        return response

@@ -90,6 +90,39 @@ def fleet_cursor_position(cursor: str) -> tuple[dt.datetime, int]:
     return _EPOCH + microseconds * _MICROSECOND, record_id
 
 
+def fleet_records(
+    *,
+    customer_id: str | None = None,
+    batch_id: str | None = None,
+    weak_binding: bool | None = None,
+    before: int | None = None,
+    after: tuple[dt.datetime, int] | None = None,
+) -> QuerySet[Activation]:
+    """The activations the fleet's filters select, in its total order (-activated_at,
+    -id), from strictly after the position ``after`` (activated_at, activation id) when
+    given: what :func:`fleet_page` pages through and ``licensing.exports`` streams."""
+    records = Activation.objects.order_by("-activated_at", "-id")
+    if customer_id:
+        records = records.filter(batch__customer_id=customer_id)
+    if batch_id:
+        records = records.filter(batch_id=batch_id)
+    if weak_binding is not None:
+        records = records.filter(weak_binding=weak_binding)
+    if before is not None:
+        records = records.filter(activated_at__lt=dt.datetime.fromtimestamp(before, tz=dt.UTC))
+    if after is not None:
+        activated_at, record_id = after
+        # (activated_at, id) < (t, i): a row-value comparison on PostgreSQL, which the
+        # index activation_recent_first serves as its start; Django writes it out as
+        # "activated_at < t OR (activated_at = t AND id < i)" on SQLite. The redundant
+        # "activated_at <= t" gives SQLite's planner the index range too.
+        records = records.filter(
+            TupleLessThan(Tuple(F("activated_at"), F("id")), (activated_at, record_id)),
+            Q(activated_at__lte=activated_at),
+        )
+    return records
+
+
 def fleet_page(
     *,
     customer_id: str | None = None,
@@ -114,27 +147,13 @@ def fleet_page(
         )
     if not 1 <= limit <= FLEET_MAX:
         raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
-    records = Activation.objects.select_related(
-        "batch", "license", "license__seat_release", "transfer_of"
-    ).order_by("-activated_at", "-id")
-    if customer_id:
-        records = records.filter(batch__customer_id=customer_id)
-    if batch_id:
-        records = records.filter(batch_id=batch_id)
-    if weak_binding is not None:
-        records = records.filter(weak_binding=weak_binding)
-    if before is not None:
-        records = records.filter(activated_at__lt=dt.datetime.fromtimestamp(before, tz=dt.UTC))
-    if cursor is not None:
-        activated_at, record_id = fleet_cursor_position(cursor)
-        # (activated_at, id) < (t, i): a row-value comparison on PostgreSQL, which the
-        # index activation_recent_first serves as its start; Django writes it out as
-        # "activated_at < t OR (activated_at = t AND id < i)" on SQLite. The redundant
-        # "activated_at <= t" gives SQLite's planner the index range too.
-        records = records.filter(
-            TupleLessThan(Tuple(F("activated_at"), F("id")), (activated_at, record_id)),
-            Q(activated_at__lte=activated_at),
-        )
+    records = fleet_records(
+        customer_id=customer_id,
+        batch_id=batch_id,
+        weak_binding=weak_binding,
+        before=before,
+        after=None if cursor is None else fleet_cursor_position(cursor),
+    ).select_related("batch", "license", "license__seat_release", "transfer_of")
     page = list(records[: limit + 1])  # one more than asked: is there a next page?
     if len(page) <= limit:
         return FleetPage(records=page, next_cursor=None)

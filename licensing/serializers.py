@@ -277,6 +277,15 @@ class FleetQuery(serializers.Serializer):
     )
 
 
+class FleetExportQuery(serializers.Serializer):
+    """The filters of ``GET /v1/admin/fleet.csv``: those of the fleet, without paging
+    (the export is every unit they select)."""
+
+    customer_id = IdField(required=False)
+    batch_id = IdField(required=False)
+    weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
+
+
 class ActivationRecordOut(serializers.ModelSerializer):
     license_id = serializers.CharField(source="license.id")
     weak_binding = serializers.SerializerMethodField()

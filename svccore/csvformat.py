@@ -75,11 +75,17 @@ def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[di
         yield line_row(header, line)
 
 
+def spreadsheet_text(value: Any) -> str:
+    """``value`` as a text cell a spreadsheet will not run: one that would start a
+    formula gets a leading apostrophe (CSV injection)."""
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def _cell(name: str, value: Any) -> str:
     if name in NUMBER_COLUMNS:
         return f"{value:f}"
-    text = str(value)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return spreadsheet_text(value)
 
 
 def write_csv(rows: Iterable[dict[str, Any]], fileobj: IO[str]) -> int:

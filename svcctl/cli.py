@@ -315,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="follow the next cursor to the last unit, one call per page (progress on stderr)",
     )
     p.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="write every unit the filters select to FILE as CSV (- for standard output), "
+        "streamed by the service in one call (GET /v1/admin/fleet.csv): for whole fleets",
+    )
+    p.add_argument(
         "--limit",
         type=_fleet_limit,
         metavar="N",
@@ -740,9 +746,47 @@ def _fleet_follow(client: AdminClient, first: dict[str, Any], query: dict[str, A
     return {**first, "units": units, "count": len(units), "next_cursor": None}
 
 
+class _CountingWriter:
+    """Writes through to ``out``, counting the line ends that pass."""
+
+    def __init__(self, out) -> None:
+        self.out, self.lines = out, 0
+
+    def write(self, data: bytes) -> int:
+        self.lines += data.count(b"\n")
+        return self.out.write(data)
+
+
+def _fleet_csv(client: AdminClient, args, weak: str | None) -> int:
+    """``fleet --csv FILE``: the export streamed to FILE (``-``: standard output), written
+    beside it first and renamed when complete; the unit count on stderr."""
+    refused = [f"--{name}" for name in ("cursor", "before", "limit") if getattr(args, name)]
+    refused += [f"--{name}" for name in ("all", "json") if getattr(args, name)]
+    if refused:
+        raise ApiError(f"--csv writes every unit the filters select; not with {', '.join(refused)}")
+    query = {"customer_id": args.customer, "batch_id": args.batch, "weak_binding": weak}
+    if args.csv == "-":
+        out = _CountingWriter(sys.stdout.buffer)
+        size = client.download("fleet.csv", out, **query)
+        sys.stdout.flush()
+    else:
+        partial = f"{args.csv}.part"
+        with open(partial, "wb") as target:
+            out = _CountingWriter(target)
+            size = client.download("fleet.csv", out, **query)
+        os.replace(partial, args.csv)
+    units = max(0, out.lines - 1)  # the header, then one line per unit
+    if not units:
+        _check_fleet_filters(client, args)
+    print(f"fleet: {units} unit(s), {size:,} bytes written to {args.csv}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_fleet(args) -> int:
     weak = "1" if args.weak else "0" if args.strong else None
     client = _client(args)
+    if args.csv is not None:
+        return _fleet_csv(client, args, weak)
     query = {
         "customer_id": args.customer,
         "batch_id": args.batch,

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from decimal import Decimal
-from typing import Any
+from typing import IO, Any
 
 USER_AGENT = "svcctl/1"
 
@@ -44,6 +44,30 @@ class AdminClient:
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._send("POST", path, body)
+
+    def download(self, path: str, out: IO[bytes], **query: Any) -> int:
+        """GET ``path`` and copy the answer to ``out`` as it arrives (a streamed export,
+        never held whole in memory). Returns the bytes written."""
+        params = {k: v for k, v in query.items() if v is not None}
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
+        url = f"{self.base_url}/v1/admin/{path.lstrip('/')}"
+        request = urllib.request.Request(url)  # noqa: S310 - operator-given URL
+        request.add_header("X-Admin-Key", self.admin_key)
+        request.add_header("User-Agent", USER_AGENT)
+        written = 0
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                while chunk := response.read(1 << 16):
+                    out.write(chunk)
+                    written += len(chunk)
+        except urllib.error.HTTPError as exc:
+            raise ApiError(_detail(exc), exc.code) from None
+        except urllib.error.URLError as exc:
+            raise ApiError(f"cannot reach {self.base_url}: {exc.reason}") from None
+        except (TimeoutError, ConnectionError) as exc:
+            raise ApiError(f"cannot reach {self.base_url}: {exc}") from None
+        return written
 
     def server_time(self) -> int | None:
         """The service's clock, Unix seconds (``time`` of ``/healthz``, which answers it

@@ -1,4 +1,5 @@
-"""``manage.py reconcile`` and the dashboard's ledger totals (issue 10): stored, billed,
+"""``manage.py reconcile`` and the dashboard's ledger totals (issue 10; the dashboard shows
+the latest stored run, issue 15): stored, billed,
 waiting and unbillable per customer and SKU; exit 1 on a double bill or an invoice that
 does not match its records."""
 
@@ -12,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from billing.models import Invoice, InvoiceLine, LedgerEntry, UsageDaily
+from billing.models import Invoice, InvoiceLine, LedgerCheck, LedgerEntry, UsageDaily
 from billing.reconciliation import ledger_reconcile
 from tests.billing.conftest import hour, record
 
@@ -116,10 +117,38 @@ def test_deep_reconcile_compares_rollups_with_records(ledger):
     assert "sums 1 records / 40001 inferences, the records hold 1 / 40000" in err
 
 
-def test_dashboard_shows_the_same_totals(ledger, admin_client):
+def test_dashboard_shows_the_same_totals_as_the_last_reconcile(ledger, admin_client):
+    # The dashboard shows the latest stored run (a run reads every rollup and ledger
+    # entry: seconds at fleet scale, issue 15), not one of its own.
     page = admin_client.get("/admin/dashboard/").content.decode()
-    assert 'id="ledger"' in page
+    assert 'id="ledger-never"' in page and "No ledger problems" not in page
+    reconcile()
+    page = admin_client.get("/admin/dashboard/").content.decode()
+    assert 'id="ledger-checked"' in page
     totals = ledger_reconcile().totals()
     for figure in (totals.inferences, totals.billed, totals.waiting, totals.unbillable):
         assert f">{figure:,}<" in page
     assert "No ledger problems" in page
+
+
+def test_reconcile_now_from_the_dashboard_stores_a_run(ledger, admin_client):
+    assert not LedgerCheck.objects.exists()
+    response = admin_client.post("/admin/dashboard/reconcile/")
+    assert response.status_code == 302 and response["Location"].endswith("/admin/dashboard/#ledger")
+    check = LedgerCheck.objects.get()
+    assert check.problems == [] and check.today == ledger_reconcile().today
+    page = admin_client.get("/admin/dashboard/").content.decode()
+    assert "Ledger reconciled in" in page and "No ledger problems" in page
+    assert admin_client.get("/admin/dashboard/reconcile/").status_code == 405
+
+
+def test_a_planted_double_bill_shows_on_the_dashboard_after_the_next_run(ledger, admin_client):
+    reconcile()
+    unit = LedgerEntry.objects.get(kind="activation")
+    unit.pk = None
+    unit._state.adding = True
+    unit.save()
+    assert "No ledger problems" in admin_client.get("/admin/dashboard/").content.decode()
+    admin_client.post("/admin/dashboard/reconcile/")
+    page = admin_client.get("/admin/dashboard/").content.decode()
+    assert 'id="ledger-problems"' in page and "is billed 2 times" in page

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.reconciliation import ledger_reconcile
+from billing.reconciliation import ledger_check_result, ledger_reconcile
+from billing.services import ledger_check_run
 
 _COLUMNS = (
     ("customer", 18), ("SKU", 15), ("stored", 14), ("billed", 14), ("waiting", 12),
@@ -26,7 +27,9 @@ class Command(BaseCommand):
         "Reconcile the billing ledger: per customer and SKU, inferences stored, billed, "
         "waiting for the next invoice and unbillable (dated after today), and "
         "activations and direct licences stored vs billed. Exits 1 when any record or "
-        "event is billed twice or any invoice's quantities do not match its records."
+        "event is billed twice or any invoice's quantities do not match its records. "
+        "A run over every customer (no --customer, no --deep) is stored: the operator "
+        "dashboard shows the latest."
     )
 
     def add_arguments(self, parser):
@@ -38,7 +41,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, customer: str | None, deep: bool, **options):
-        result = ledger_reconcile(customer_id=customer, deep=deep)
+        if customer is None and not deep:
+            # Every customer: stored, the run the operator dashboard shows.
+            result = ledger_check_result(ledger_check_run())
+        else:
+            result = ledger_reconcile(customer_id=customer, deep=deep)
         self.stdout.write(f"ledger on {result.today} (UTC); inferences:")
         self.stdout.write(_row([name for name, _ in _COLUMNS]))
         for row in [*result.rows, result.totals()]:
