@@ -94,27 +94,27 @@ TABLES = ("licensing_license", "licensing_activation")
 class Plan:
     """How many rows of each part; every part scales with ``licences``."""
 
-    licences: int
+    licenses: int
 
     @property
     def old(self) -> int:  # on the 17 old batches, 730..30 days ago
-        return self.licences - self.recent - self.small
+        return self.licenses - self.recent - self.small
 
     @property
     def recent(self) -> int:  # on the big customer's new batch, in the last 30 days
-        return self.licences // 10
+        return self.licenses // 10
 
     @property
     def small(self) -> int:  # on CUST-SMALL's one batch, over the last year
-        return self.licences // 1000
+        return self.licenses // 1000
 
     @property
     def revoked(self) -> int:
-        return self.licences // 100
+        return self.licenses // 100
 
     @property
     def usage(self) -> int:
-        return self.licences // USAGE_DEVICES * USAGE_DEVICES
+        return self.licenses // USAGE_DEVICES * USAGE_DEVICES
 
 
 @dataclass
@@ -299,7 +299,7 @@ def bulk_part(plan: Plan, batches: dict[str, list[str]]) -> None:
         started = time.monotonic()
         conn.execute(
             "SELECT setval(pg_get_serial_sequence('licensing_activation', 'id'), %s)",
-            [plan.licences],
+            [plan.licenses],
         )
         # 1 % revoked, each two days after its activation (or now), and on the list.
         conn.execute(
@@ -309,7 +309,7 @@ def bulk_part(plan: Plan, batches: dict[str, list[str]]) -> None:
             WHERE id IN (SELECT 'LIC-SC' || lpad(n::text, 10, '0')
                          FROM generate_series(50, %s, 100) n)
             """,
-            [plan.licences],
+            [plan.licenses],
         )
         conn.execute(
             """
@@ -436,7 +436,7 @@ def services_after(plan: Plan, batches: dict[str, list[str]]) -> None:
 
     started = time.monotonic()
     new_batch = Batch.objects.select_related("license").get(pk=batches[BIG][3])
-    releases = max(1, plan.licences // 50_000)
+    releases = max(1, plan.licenses // 50_000)
     first_recent = plan.old + plan.small + 1
     for n in range(releases):
         seat_release(
@@ -508,7 +508,7 @@ def reads(plan: Plan) -> list[Read]:
     from django.urls import reverse
 
     with connection.cursor() as cursor:
-        licence = _sample(cursor, "SELECT id FROM licensing_license WHERE kind = 'unit' "
+        license = _sample(cursor, "SELECT id FROM licensing_license WHERE kind = 'unit' "
                                   "ORDER BY id OFFSET 5000 LIMIT 1")  # fmt: skip
         big_batch = _sample(cursor, f"SELECT id FROM licensing_batch WHERE customer_id = '{BIG}' "  # noqa: S608
                                     "ORDER BY units_purchased DESC LIMIT 1")  # fmt: skip
@@ -520,7 +520,7 @@ def reads(plan: Plan) -> list[Read]:
         Read("licence search ?q=scale-77", "/admin/licensing/license/?q=scale-77", "page",
              PAGE_TARGET_MS,
              f"SELECT * FROM licensing_license WHERE device_id LIKE 'scale-77%%' {recent}"),  # noqa: S608
-        Read("licence search, exact id", f"/admin/licensing/license/?q={licence}", "page",
+        Read("licence search, exact id", f"/admin/licensing/license/?q={license}", "page",
              PAGE_TARGET_MS),
         Read("licence search, customer id", f"/admin/licensing/license/?q={SMALL}", "page",
              PAGE_TARGET_MS),
@@ -749,7 +749,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the database")
     parser.add_argument("--reuse", action="store_true", help="measure a kept database")
     args = parser.parse_args()
-    plan = Plan(args.licences)
+    plan = Plan(args.licenses)
     reuse = args.reuse and _exists()
     print(f"disk: {shutil.disk_usage('/').free / 1e9:.0f} GB free", flush=True)
     if not reuse:
