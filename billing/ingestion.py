@@ -28,6 +28,7 @@ from billing.limits import (
     MAX_TIMESTAMP,
 )
 from billing.models import UsageDaily, UsageRecord
+from config import clock
 from config.errors import Forbidden, InvalidInput, Unauthorized
 from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
@@ -320,7 +321,7 @@ def usage_ingest(
         device_id=device_id,
         license_id=license_id,
         nonce=nonce,
-        issued_at=unix(timezone.now()),
+        issued_at=unix(clock.now()),
         records=keys,
         inferences=int(total["n"] or 0),
     )

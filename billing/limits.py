@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.utils import timezone
+from config import clock
 
 # The device-id limit is the licensing rule (a device id is bound into every unit
 # licence); billing checks uploads against the very same number.
@@ -47,8 +47,9 @@ PERIOD_DAYS_MAX = 3660
 
 
 def now() -> dt.datetime:
-    """The clock every billing service reads (aware, UTC)."""
-    return timezone.now()
+    """The clock every billing service reads (aware, UTC): the server's clock, which
+    tests move (``config.clock``)."""
+    return clock.now()
 
 
 def unix(moment: dt.datetime) -> int:

@@ -164,6 +164,19 @@ def _database(url: str) -> dict:
 
 
 DATABASES = {"default": _database(env.str("DATABASE_URL", default="sqlite:///var/db.sqlite3"))}
+
+# Tests only (config.clock): a file holding an offset in seconds that the server's clock
+# adds, so a live server can be moved through a renewal. Honoured only on a test
+# database (Django's test_ prefix, or the SQLite test file named above): a production
+# server refuses to start with it.
+SVC_TEST_CLOCK_FILE = env.str("SVC_TEST_CLOCK_FILE", default="")
+if SVC_TEST_CLOCK_FILE and not Path(str(DATABASES["default"]["NAME"])).name.startswith(
+    ("test_", "svc-test-")
+):
+    raise ImproperlyConfigured(
+        "SVC_TEST_CLOCK_FILE moves the server's clock and is for tests only: it is refused "
+        "unless the database is a test database (name starting test_); unset it"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://svc")}

@@ -16,6 +16,7 @@ from licensing import health
 v1 = [
     path("activate", licensing_api.ActivateApi.as_view(), name="activate"),
     path("revocations", licensing_api.RevocationListApi.as_view(), name="revocations"),
+    path("license", licensing_api.LicenseRefreshApi.as_view(), name="license-refresh"),
     path("admin/catalogue", licensing_api.CatalogueApi.as_view(), name="admin-catalogue"),
     path("admin/customers", CustomerCreateApi.as_view(), name="admin-customers"),
     path(
@@ -37,6 +38,8 @@ v1 = [
     ),
     path("admin/revoke", licensing_api.RevokeApi.as_view(), name="admin-revoke"),
     path("admin/seats/release", licensing_api.SeatReleaseApi.as_view(), name="admin-seat-release"),
+    path("admin/renew", licensing_api.RenewApi.as_view(), name="admin-renew"),
+    path("admin/expiring", licensing_api.ExpiringApi.as_view(), name="admin-expiring"),
     path("admin/fleet", licensing_api.FleetApi.as_view(), name="admin-fleet"),
     path("admin/fleet.csv", licensing_api.FleetCsvApi.as_view(), name="admin-fleet-csv"),
 ]

@@ -5,20 +5,23 @@ re-activation after it.
 What a request costs, on the database:
 
 - a device already on file: one indexed lookup (:data:`LOOKUP_SQL`) that reads just the
-  columns needed: the batch key's revocation and the device's licence and token (the
-  revocation list's head, handed out with the licence, is the one this process holds,
-  ``licensing.revocations.head_get``);
+  columns needed: the batch key's revocation and current end (a renewal moves it) and
+  the device's licence and token (the revocation list's head, handed out with the
+  licence, is the one this process holds, ``licensing.revocations.head_get``); once
+  after each renewal of its batch, the device's licence is re-signed to the batch's new
+  end first (``licensing.renewals.unit_token_current``);
 - a new device: that lookup, then one transaction with the seat taken by one
   conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted;
   when the batch has a seat an operator released (``licensing.seats``), two statements
   more make the activation a transfer of that release, not billed again.
 
-What a batch key says never changes, and proving it is the costly part (an Ed25519
-verification, the batch row, the exact-token check), so a verified key is kept per
-process, keyed by the token's hash, for as long as this process's signing-key registry
-(``licensing.signing``, re-read every few seconds and at once after a key change here).
-Its revocation is a licence row that the lookup reads on every request, so a revoked
-batch key is refused at once.
+What a batch key says never changes but for its end, and proving it is the costly part
+(an Ed25519 verification, the batch row, the exact-token check), so a verified key is
+kept per process, keyed by the token's hash, for as long as this process's signing-key
+registry (``licensing.signing``, re-read every few seconds and at once after a key
+change here). Its revocation and its end are columns of a licence row that the lookup
+reads on every request, so a revoked batch key is refused at once and a renewed one
+activates at once.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
-from django.utils import timezone
 
+from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from devices.errors import BadSignature
-from licensing import seats, signing
+from licensing import renewals, seats, signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest, unix
 from licensing.services import license_claims
@@ -46,7 +49,8 @@ from svccore.claims import device_id_problem
 # Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
 LOOKUP_SQL = """
-SELECT k.revoked_at IS NOT NULL, a.license_id, u.token, u.revoked_at IS NOT NULL
+SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
+    u.expires_at, u.token_sha256
 FROM licensing_license k
 LEFT JOIN licensing_activation a ON a.batch_id = %s AND a.device_id = %s
 LEFT JOIN licensing_license u ON u.id = a.license_id
@@ -75,14 +79,14 @@ class ActivationResult:
 
 @dataclass(frozen=True)
 class BatchKey:
-    """A verified batch key and the batch it sells: facts that never change."""
+    """A verified batch key and the batch it sells: facts that never change (its end
+    does, with a renewal: the lookup reads it on every request)."""
 
     license_id: str
     batch_id: str
     customer_id: str
     sku: str
     claims: dict[str, Any]
-    expires_at: dt.datetime | None
     unit_price: Decimal
     currency: str
 
@@ -147,7 +151,6 @@ def _verify(batch_token: str, digest: str) -> BatchKey:
         customer_id=batch.customer_id,
         sku=batch.sku,
         claims=batch.license.claims,
-        expires_at=batch.expires_at,
         unit_price=batch.unit_price,
         currency=batch.currency,
     )
@@ -171,19 +174,48 @@ def _unit_revoked(key: BatchKey, device_id: str, license_id: str) -> Forbidden:
     )
 
 
-def _lookup(key: BatchKey, device_id: str) -> ActivationResult | None:
-    """The device's licence when it is on file, else None; Forbidden when the batch key
-    or that licence is revoked."""
+def _aware(value: Any) -> dt.datetime | None:
+    """A datetime column read by plain SQL: aware on PostgreSQL, naive UTC (or text) on
+    SQLite."""
+    if value is None or isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _lookup(
+    key: BatchKey, device_id: str, now: dt.datetime
+) -> tuple[dt.datetime | None, ActivationResult | None]:
+    """The batch key's current end, and the device's licence when it is on file (else
+    None); Forbidden when the batch key has expired (past its end, whatever renewal set
+    it to) or it or that licence is revoked. A licence signed before its batch was
+    renewed is re-signed to the batch's end (once per renewal)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
-        key_revoked, license_id, token, unit_revoked = cursor.fetchone()
+        key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha = cursor.fetchone()
     if key_revoked:
         raise _key_revoked(key)
+    ends = _aware(ends)
+    if ends is not None and now > ends:
+        raise Forbidden(
+            f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
+        )
     if license_id is None:
-        return None
+        return ends, None
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
-    return ActivationResult(license_id, token, reactivated=True)
+    unit_ends = _aware(unit_ends)
+    if ends is not None and (unit_ends is None or unit_ends < ends):
+        token = renewals.unit_token_current(
+            license_id=license_id,
+            token=token,
+            token_sha256=sha,
+            claims=None,
+            expires_at=unit_ends,
+            batch_expires_at=ends,
+        )
+    return ends, ActivationResult(license_id, token, reactivated=True)
 
 
 def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
@@ -200,7 +232,9 @@ def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
     )
 
 
-def _unit_sign(key: BatchKey, device_id: str) -> tuple[dt.datetime, str, dict[str, Any]]:
+def _unit_sign(
+    key: BatchKey, device_id: str, expires_at: dt.datetime | None
+) -> tuple[dt.datetime, str, dict[str, Any]]:
     """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
     carries the batch key's entitlements, caps and grace, whatever the catalogue says
     today: the customer bought what the key says.
@@ -208,7 +242,7 @@ def _unit_sign(key: BatchKey, device_id: str) -> tuple[dt.datetime, str, dict[st
     Done before the seat is taken, outside the transaction: a signer that is slow or
     unreachable (an HSM) then holds no lock on the batch row, and its failure leaves
     nothing to roll back."""
-    now = timezone.now()
+    now = clock.now()
     lim = key.claims["lim"]
     claims = license_claims(
         license_id=ids.license_id(),
@@ -217,7 +251,7 @@ def _unit_sign(key: BatchKey, device_id: str) -> tuple[dt.datetime, str, dict[st
         device_id=device_id,
         activation=License.Activation.OPTIONAL,
         issued_at=now,
-        expires_at=key.expires_at,
+        expires_at=expires_at,
         entitlements=key.claims["ent"],
         max_streams=lim["max_streams"],
         max_fps=lim["max_fps"],
@@ -241,6 +275,7 @@ def _unit_create(
 ) -> tuple[str, str]:
     """Write the signed unit licence with its activation record: (licence id, token)."""
     now, token, signed = signed_unit
+    expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
     _insert(
         License,
         id=signed["lic"],
@@ -251,7 +286,7 @@ def _unit_create(
         activation=License.Activation.OPTIONAL,
         batch_id=key.batch_id,
         issued_at=now,
-        expires_at=key.expires_at,
+        expires_at=expires_at,
         grace_days=signed["grace_days"],
         unit_price=key.unit_price,
         currency=key.currency,
@@ -324,17 +359,13 @@ def unit_activate(
     except TokenNotIssued as refusal:
         refusal.record()
         raise
-    now = timezone.now()
+    now = clock.now()
     if key.claims["nbf"] > unix(now):
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
-    if key.expires_at is not None and now > key.expires_at:
-        raise Forbidden(
-            f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(key.expires_at)}"
-        )
-    existing = _lookup(key, device_id)
+    expires_at, existing = _lookup(key, device_id, now)
     if existing is not None:
         return existing
-    signed_unit = _unit_sign(key, device_id)
+    signed_unit = _unit_sign(key, device_id, expires_at)
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
@@ -356,7 +387,7 @@ def unit_activate(
                 signed_unit=signed_unit,
             )
     except IntegrityError:
-        existing = _lookup(key, device_id)
+        _, existing = _lookup(key, device_id, now)
         if existing is None:
             raise
         return existing

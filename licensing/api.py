@@ -16,13 +16,14 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import schema
+from config import clock, schema
 from config.clientip import client_ip
 from config.errors import InvalidInput
 from config.fields import validated
 from licensing import (
     activation,
     exports,
+    renewals,
     revocations,
     schemas,
     seats,
@@ -433,3 +434,146 @@ class FleetCsvApi(APIView):
         stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
         response["Content-Disposition"] = f'attachment; filename="fleet-{scope}-{stamp}.csv"'
         return response
+
+
+# --- renewals (issue 16) ---------------------------------------------------------------
+
+
+class LicenseRefreshApi(APIView):
+    """``GET /v1/license?device_id=...``: the current token of the licence a device
+    holds, authenticated by that token; 304 when it is the current one."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "device_id",
+                schema.DEVICE_ID_SCHEMA,
+                required=True,
+                description="The device the presented licence is bound to.",
+            ),
+            schema.retry_after(503),
+        ],
+        responses={
+            200: schemas.LicenseRefreshOut,
+            304: OpenApiResponse(
+                description="Not modified: the presented token is the licence's current one."
+            ),
+            **schema.errors(
+                {
+                    400: "device_id missing, blank, too long or holding a control or format "
+                    "character.",
+                    401: "Bearer token missing or not verifying.",
+                    403: "A batch key, a token bound to another device, a licence not on "
+                    "file, a token this authority did not issue, or a revoked licence.",
+                    **schema.DATABASE_UNAVAILABLE,
+                }
+            ),
+        },
+        auth=schema.UNIT_TOKEN_AUTH,
+        description="The device module's sync asks this with the licence it holds (unit, "
+        "direct or offline), as Authorization: Bearer <token>: after a renewal it receives "
+        "the renewed token (a unit of a renewed batch is re-signed to the batch's end on "
+        "this call), otherwise 304. A token a renewal replaced still authenticates.",
+    )
+    def get(self, request):
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        result = renewals.license_refresh(
+            token=token.strip() if scheme.lower() == "bearer" else None,
+            device_id=request.query_params.get("device_id"),
+        )
+        if not result.changed:
+            return HttpResponseNotModified()
+        return Response(
+            {
+                "license_id": result.license_id,
+                "token": result.token,
+                "expires_at": int(result.expires_at.timestamp()) if result.expires_at else 0,
+                "certificates": signing.certificates(),
+            }
+        )
+
+
+def _idempotency_key(request, data: dict) -> str | None:
+    """The key of a renewal: the body's ``idempotency_key`` or the ``Idempotency-Key``
+    header (both: they must agree)."""
+    header = request.headers.get("Idempotency-Key")
+    body = data.pop("idempotency_key", None)
+    if header is not None and body is not None and header.strip() != body.strip():
+        raise InvalidInput(
+            "idempotency_key in the body and the Idempotency-Key header differ; send one"
+        )
+    return body if body is not None else header
+
+
+class RenewApi(APIView):
+    @extend_schema(
+        request=serializers.RenewIn,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="The renewal's idempotency key, when not in the body.",
+            ),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            201: serializers.RenewalOut,
+            200: OpenApiResponse(
+                serializers.RenewalOut,
+                description="A retry: the renewal made earlier with this idempotency key "
+                "(replayed true), nothing renewed again.",
+            ),
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or no idempotency key, neither or both "
+                    "of batch_id and license_id, a unit, offline-minted or perpetual licence, "
+                    "or a term that would end in the past or after 9999.",
+                    404: "No such batch or licence.",
+                    409: "The licence is revoked, or the idempotency key was used for "
+                    "another request.",
+                }
+            ),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Renew a batch (batch_id) or a direct licence (license_id) for term_days "
+        "more (default: the SKU's term). Before its end the term runs from that end; after "
+        "it but within grace, from the old end; after grace, from now. The batch key or "
+        "licence is re-signed with the new end (the earlier token still counts); the "
+        "batch's cameras fetch renewed unit licences at their next sync. Billed once, as a "
+        "renewal line: units activated now x the batch's unit price (1 x the licence's). "
+        "Idempotent per idempotency_key (body field or Idempotency-Key header).",
+    )
+    def post(self, request):
+        data = validated(serializers.RenewIn, request.data)
+        key = _idempotency_key(request, data)
+        result = renewals.license_renew(idempotency_key=key, **data)
+        code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
+        return Response(serializers.RenewalOut(result).data, status=code)
+
+
+class ExpiringApi(APIView):
+    @extend_schema(
+        parameters=[serializers.ExpiringQuery, schema.retry_after(429, 503)],
+        responses={
+            200: schemas.ExpiringListOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
+        },
+        auth=schema.ADMIN_AUTH,
+        description="Batches and direct licences, not revoked, ending within days (default "
+        "30) or ended and still in their grace period, soonest first, with their customer "
+        "and activated units: what to renew.",
+    )
+    def get(self, request):
+        query = validated(serializers.ExpiringQuery, request.query_params.dict())
+        items = selectors.expiring_list(days=query["days"])
+        return Response(
+            {
+                "days": query["days"],
+                "as_of": int(clock.now().timestamp()),
+                "count": len(items),
+                "items": serializers.ExpiringOut(items, many=True).data,
+            }
+        )

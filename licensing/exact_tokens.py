@@ -1,6 +1,7 @@
 """Exactly the token issued: a token that verifies under one of the authority's keys counts
-only when it is byte for byte the one on file. A validly signed variant can only come
-from a leaked signing key, so it is refused and recorded as a possible compromise."""
+only when it is byte for byte the one on file, or one the licence was issued before a
+renewal re-signed it (``SupersededToken``). A validly signed variant can only come from
+a leaked signing key, so it is refused and recorded as a possible compromise."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from audit.models import AuditEntry
 from audit.services import audit_record
 from config.errors import Forbidden
 from licensing import signing
-from licensing.models import License
+from licensing.models import License, SupersededToken
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,13 @@ def issued_check(
     stored_claims: dict[str, Any] | None = None,
     what: str = "",
 ) -> TokenNotIssued | None:
-    """None when the token presented (``token_sha256``) is the one stored, else the
-    refusal to raise (not yet recorded; see :func:`token_check_issued`)."""
+    """None when the token presented (``token_sha256``) is the one stored, or one the
+    licence was issued before a renewal re-signed it (:class:`SupersededToken`, read only
+    on a mismatch); else the refusal to raise (not yet recorded; see
+    :func:`token_check_issued`)."""
     if stored_sha256 and hmac.compare_digest(token_sha256, stored_sha256):
+        return None
+    if SupersededToken.objects.filter(license_id=license_id, token_sha256=token_sha256).exists():
         return None
     if stored_claims is None:
         stored_claims = (

@@ -141,6 +141,14 @@ class Batch(models.Model):
                 condition=Q(units_purchased__gte=1), name="batch_purchases_at_least_one_unit"
             ),
         ]
+        # What is about to end (licensing.selectors.expiring_list).
+        indexes = [
+            models.Index(
+                fields=["expires_at"],
+                name="batch_expires",
+                condition=Q(expires_at__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.id
@@ -232,6 +240,12 @@ class License(models.Model):
                 include=["kind", "sku", "device_id"],
                 name="license_customer_revoked",
                 condition=Q(revoked_at__isnull=False),
+            ),
+            # Direct licences about to end (licensing.selectors.expiring_list).
+            models.Index(
+                fields=["expires_at"],
+                name="license_direct_expires",
+                condition=Q(kind="direct", expires_at__isnull=False),
             ),
         ]
 
@@ -358,6 +372,94 @@ class SeatRelease(models.Model):
 
     def __str__(self) -> str:
         return f"seat of {self.device_id} on {self.batch_id}"
+
+
+class Renewal(models.Model):
+    """One renewal of a batch or of a direct licence for another term
+    (``licensing.renewals``): the new end, and what it is billed, once
+    (``billing.ledger``): ``units`` x ``unit_price``, the units activated on the batch
+    when it was renewed (1 for a direct licence) at the price the batch or licence
+    recorded when it was sold."""
+
+    class Basis(models.TextChoices):
+        BEFORE_EXPIRY = "before_expiry", "before expiry: from the old end"
+        IN_GRACE = "in_grace", "in the grace period: from the old end"
+        AFTER_GRACE = "after_grace", "after the grace period: from the renewal"
+
+    idempotency_key = models.CharField(
+        max_length=200, help_text="The request's key: a retry answers this renewal."
+    )
+    request_digest = models.CharField(
+        max_length=64,
+        help_text="SHA-256 of what was asked (target and term): the same key "
+        "with another request is refused.",
+    )
+    # Indexed by renewal_customer_time (customer first), not by an index of its own.
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="renewals", db_index=False
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    batch = models.ForeignKey(
+        Batch, on_delete=models.PROTECT, null=True, blank=True, related_name="renewals"
+    )
+    license = models.ForeignKey(
+        License,
+        on_delete=models.PROTECT,
+        related_name="renewals",
+        verbose_name="licence",
+        help_text="The batch key of a renewed batch, or the renewed direct licence.",
+    )
+    term_days = models.PositiveIntegerField()
+    basis = models.CharField(max_length=16, choices=Basis.choices)
+    previous_expires_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    renewed_at = models.DateTimeField()
+    units = models.PositiveIntegerField(
+        help_text="Billed quantity: units activated on the batch when renewed (1 for a "
+        "direct licence)."
+    )
+    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+    currency = models.CharField(max_length=3)
+
+    class Meta:
+        ordering = ["-renewed_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name="renewal_once_per_key"),
+            models.CheckConstraint(
+                condition=Q(expires_at__gt=F("previous_expires_at")),
+                name="renewal_extends",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["customer", "renewed_at"], name="renewal_customer_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"renewal of {self.batch_id or self.license_id} to {self.expires_at:%Y-%m-%d}"
+
+
+class SupersededToken(models.Model):
+    """A token the authority issued for a licence and later replaced by a re-signed one
+    (a renewal's new ``exp``). It still counts as issued (``licensing.exact_tokens``
+    consults this table only when a presented token is not the current one), so a device
+    that has not fetched its renewed token yet keeps uploading usage and re-activating."""
+
+    license = models.ForeignKey(
+        License, on_delete=models.PROTECT, related_name="superseded_tokens", db_index=False
+    )
+    token_sha256 = models.CharField(max_length=64, verbose_name="token SHA-256")
+    superseded_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "superseded token"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["license", "token_sha256"], name="superseded_token_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.license_id} {self.token_sha256[:12]}"
 
 
 def new_list_epoch() -> str:

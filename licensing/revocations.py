@@ -32,8 +32,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.utils.timezone import now
 
+from config.clock import now
 from config.errors import Conflict
 from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, revocation_page_payload
 from licensing import signing

@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from licensing.serializers import ActivationRecordOut
+from licensing.serializers import ActivationRecordOut, ExpiringOut
 
 
 def _money(**kwargs) -> serializers.DecimalField:
@@ -116,3 +116,20 @@ class UnixFieldExtension(OpenApiSerializerFieldExtension):
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "integer", "minimum": 0, "description": "Unix seconds; 0: never."}
+
+
+class LicenseRefreshOut(serializers.Serializer):
+    license_id = serializers.CharField()
+    token = serializers.CharField(help_text="The licence's current token (renewed).")
+    expires_at = serializers.IntegerField(help_text="Its end, Unix seconds (0: perpetual).")
+    certificates = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Key certificates (SVCK1) chaining the signing keys to the devices' roots.",
+    )
+
+
+class ExpiringListOut(serializers.Serializer):
+    days = serializers.IntegerField()
+    as_of = serializers.IntegerField(help_text="Unix seconds of the listing.")
+    count = serializers.IntegerField()
+    items = ExpiringOut(many=True)

@@ -13,8 +13,9 @@ from django.db.models import F, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils.crypto import salted_hmac
 
+from config import clock
 from config.errors import InvalidInput, NotFound
-from licensing.models import Activation, Batch, SigningKey, Sku
+from licensing.models import Activation, Batch, License, SigningKey, Sku
 from svccore.claims import LAST_SECOND
 
 FLEET_MAX = 1000
@@ -178,3 +179,92 @@ def signing_keys_published() -> tuple[list[str], list[str]]:
         elif certificate:
             certificates.append(certificate)
     return certificates, sorted(revoked)
+
+
+# --- what is about to end (issue 16) ---------------------------------------------------
+
+EXPIRING_DAYS_DEFAULT = 30
+EXPIRING_DAYS_MAX = 3660
+
+
+@dataclass(frozen=True)
+class Expiring:
+    """A batch or a direct licence that ends within the window asked, or has ended and
+    is still in its grace period (renewable from its old end)."""
+
+    kind: str  # "batch" or "license"
+    batch_id: str | None
+    license_id: str
+    customer_id: str
+    customer_name: str
+    sku: str
+    expires_at: dt.datetime
+    grace_ends_at: dt.datetime
+    in_grace: bool
+    units_activated: int
+    units_purchased: int
+
+
+def expiring_list(
+    *, days: int = EXPIRING_DAYS_DEFAULT, now: dt.datetime | None = None
+) -> list[Expiring]:
+    """Batches and direct licences, not revoked, ending within ``days`` of ``now`` or
+    ended and still in their grace period, soonest end first (then id). Read through
+    the partial indexes on their ends (batch_expires, license_direct_expires): the rows
+    ending in a window, not the licences of a fleet."""
+    if type(days) is not int or not 1 <= days <= EXPIRING_DAYS_MAX:
+        raise InvalidInput(f"days must be an integer 1..{EXPIRING_DAYS_MAX}, not {days!r}")
+    now = now or clock.now()
+    until = now + dt.timedelta(days=days)
+    # Grace is per licence; the longest in the catalogue bounds how far back to look.
+    longest = max(Sku.objects.values_list("grace_days", flat=True), default=0)
+    since = now - dt.timedelta(days=longest)
+    found = []
+    batches = (
+        Batch.objects.filter(expires_at__gte=since, expires_at__lte=until)
+        .filter(license__revoked_at__isnull=True)
+        .select_related("customer", "license")
+    )
+    for batch in batches:
+        grace_ends = batch.expires_at + dt.timedelta(days=batch.license.grace_days)
+        if grace_ends > now:
+            found.append(
+                Expiring(
+                    "batch",
+                    batch.id,
+                    batch.license_id,
+                    batch.customer_id,
+                    batch.customer.name,
+                    batch.sku,
+                    batch.expires_at,
+                    grace_ends,
+                    batch.expires_at <= now,
+                    batch.units_activated,
+                    batch.units_purchased,
+                )
+            )
+    direct = License.objects.filter(
+        kind=License.Kind.DIRECT,
+        expires_at__gte=since,
+        expires_at__lte=until,
+        revoked_at__isnull=True,
+    ).select_related("customer")
+    for lic in direct:
+        grace_ends = lic.expires_at + dt.timedelta(days=lic.grace_days)
+        if grace_ends > now:
+            found.append(
+                Expiring(
+                    "license",
+                    None,
+                    lic.id,
+                    lic.customer_id,
+                    lic.customer.name,
+                    lic.sku,
+                    lic.expires_at,
+                    grace_ends,
+                    lic.expires_at <= now,
+                    1,
+                    1,
+                )
+            )
+    return sorted(found, key=lambda item: (item.expires_at, item.batch_id or item.license_id))

@@ -12,7 +12,12 @@ from config.fields import (
     StrictIntegerField,
 )
 from licensing.models import Activation, Batch, License, unix
-from licensing.selectors import FLEET_CURSOR_MAX, FLEET_MAX
+from licensing.selectors import (
+    EXPIRING_DAYS_DEFAULT,
+    EXPIRING_DAYS_MAX,
+    FLEET_CURSOR_MAX,
+    FLEET_MAX,
+)
 from svccore import money
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
@@ -329,3 +334,86 @@ class ActivationRecordOut(serializers.ModelSerializer):
 
     def get_seat_released(self, record: Activation) -> int:
         return int(hasattr(record.license, "seat_release"))
+
+
+# --- renewals (issue 16) ---------------------------------------------------------------
+
+
+class RenewIn(serializers.Serializer):
+    batch_id = IdField(required=False, help_text="The batch to renew (its units follow).")
+    license_id = IdField(
+        required=False, help_text="A direct licence to renew (a batch key: its batch)."
+    )
+    term_days = StrictIntegerField(
+        min_value=1,
+        max_value=TERM_DAYS_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Days to add; null or absent: the SKU's term.",
+    )
+    idempotency_key = StrictCharField(
+        required=False,
+        max_length=200,
+        help_text="Unique per renewal you mean: a retry with the same key answers the first "
+        "renewal. Or send it as the Idempotency-Key header; one of the two is required.",
+    )
+
+
+class RenewalOut(serializers.Serializer):
+    renewal_id = serializers.IntegerField(source="renewal.id")
+    batch_id = serializers.CharField(source="renewal.batch_id", allow_null=True)
+    license_id = serializers.CharField(source="renewal.license_id")
+    customer_id = serializers.CharField(source="renewal.customer_id")
+    sku = serializers.CharField(source="renewal.sku")
+    term_days = serializers.IntegerField(source="renewal.term_days")
+    basis = serializers.CharField(
+        source="renewal.basis",
+        help_text="before_expiry or in_grace (the term runs from the old end), after_grace "
+        "(from the renewal).",
+    )
+    previous_expires_at = UnixField(source="renewal.previous_expires_at")
+    expires_at = UnixField(source="renewal.expires_at")
+    renewed_at = UnixField(source="renewal.renewed_at")
+    units = serializers.IntegerField(
+        source="renewal.units",
+        help_text="Billed: units activated on the batch when renewed (1 for a licence).",
+    )
+    unit_price = serializers.SerializerMethodField()
+    amount = serializers.SerializerMethodField()
+    currency = serializers.CharField(source="renewal.currency")
+    idempotency_key = serializers.CharField(source="renewal.idempotency_key")
+    replayed = serializers.BooleanField(
+        help_text="True: this key's earlier renewal, answered again (nothing renewed now)."
+    )
+
+    def get_unit_price(self, result) -> Decimal:
+        return money.amount(result.renewal.unit_price, result.renewal.currency)
+
+    def get_amount(self, result) -> Decimal:
+        renewal = result.renewal
+        return money.amount(renewal.unit_price * renewal.units, renewal.currency)
+
+
+class ExpiringQuery(serializers.Serializer):
+    days = serializers.IntegerField(
+        min_value=1,
+        max_value=EXPIRING_DAYS_MAX,
+        required=False,
+        default=EXPIRING_DAYS_DEFAULT,
+        help_text=f"Ending within this many days, 1..{EXPIRING_DAYS_MAX} (default "
+        f"{EXPIRING_DAYS_DEFAULT}); those in their grace period are listed too.",
+    )
+
+
+class ExpiringOut(serializers.Serializer):
+    kind = serializers.CharField(help_text="batch or license.")
+    batch_id = serializers.CharField(allow_null=True)
+    license_id = serializers.CharField()
+    customer_id = serializers.CharField()
+    customer_name = serializers.CharField()
+    sku = serializers.CharField()
+    expires_at = UnixField()
+    grace_ends_at = UnixField()
+    in_grace = serializers.BooleanField(help_text="Ended; still running in its grace period.")
+    units_activated = serializers.IntegerField()
+    units_purchased = serializers.IntegerField()

@@ -15,6 +15,7 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from audit.services import audited
+from config import clock
 from config.errors import (
     Conflict,
     Forbidden,
@@ -130,7 +131,7 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
     _check_bounds("units", units, low=1, high=UNITS_MAX)
     _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
     term = entry.term_days if term_days is None else term_days
-    now = timezone.now().replace(microsecond=0)
+    now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
     batch_id = ids.batch_id(now.year)
     claims = license_claims(
@@ -199,7 +200,7 @@ def license_issue(
     _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
     _check_bounds("api_quota", api_quota, low=0, high=API_QUOTA_MAX)
     _check_bounds("max_streams", max_streams, low=1, high=MAX_STREAMS_MAX)
-    now = timezone.now().replace(microsecond=0)
+    now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, entry.term_days if term_days is None else term_days)
     claims = license_claims(
         license_id=ids.license_id(),
@@ -239,7 +240,7 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
     except License.DoesNotExist:
         raise NotFound(f"licence {license_id} does not exist") from None
     if lic.revoked_at is None:
-        lic.revoked_at = timezone.now()
+        lic.revoked_at = clock.now()
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
         _revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
@@ -248,10 +249,18 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
 
 def usable_until(lic: License) -> int:
     """Unix second after which ``lic`` could not run anyway (expiry + grace); 0 when it
-    is perpetual. A revocation-list entry past this second drops off the list."""
-    if lic.expires_at is None:
+    is perpetual. A revocation-list entry past this second drops off the list.
+
+    A unit licence runs as long as its batch: a renewal of the batch re-signs the unit
+    to the batch's end when its device asks (``licensing.renewals``), so the unit's own
+    end may be behind the one its device already holds."""
+    expires_at = lic.expires_at
+    if lic.batch_id is not None and expires_at is not None:
+        batch_end = Batch.objects.values_list("expires_at", flat=True).get(pk=lic.batch_id)
+        expires_at = None if batch_end is None else max(expires_at, batch_end)
+    if expires_at is None:
         return 0
-    return unix(lic.expires_at + dt.timedelta(days=lic.grace_days))
+    return unix(expires_at + dt.timedelta(days=lic.grace_days))
 
 
 def _head_bump(**fields: Any) -> None:

@@ -17,6 +17,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from config import clock
 from licensing import revocations
 from licensing.services import batch_issue, catalogue_seed
 from svccore.keyfile import write_private_key
@@ -82,6 +83,22 @@ def make_batch(customer):
         )
 
     return make
+
+
+@pytest.fixture
+def server_clock(settings, tmp_path):
+    """Move the server's clock (``config.clock``): ``server_clock(seconds)`` sets its
+    offset from the real time; ``server_clock.path`` is the file a live server is given
+    as ``SVC_TEST_CLOCK_FILE`` to follow the same offset."""
+    path = tmp_path / "server-clock"
+    settings.SVC_TEST_CLOCK_FILE = str(path)
+
+    def move(seconds: float) -> None:
+        clock.shift_to(path, seconds)
+
+    move.path = path
+    move(0)
+    return move
 
 
 # --- a real server ------------------------------------------------------------------

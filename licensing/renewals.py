@@ -1,0 +1,380 @@
+"""Renewal: a batch or a direct licence runs for another term, in place (issue 16).
+
+Where the new term starts (``renewal_end``): renewed before it ends, from the current
+end (no day lost); after the end but within the grace period, from the old end; after
+grace, from the renewal. A perpetual licence has nothing to renew; a revoked one cannot
+be renewed.
+
+What changes at once, in one transaction holding the batch's (or the licence's) row lock:
+the batch's and its batch key's ``expires_at``, the batch key (or direct licence)
+re-signed with the new ``exp`` (same ``nbf``), and a :class:`~licensing.models.Renewal`
+row that billing attributes to exactly one invoice. The token it replaces is kept as a
+:class:`~licensing.models.SupersededToken`, so the batch key flashed into cameras and a
+direct licence not yet refreshed still count as issued.
+
+Unit licences of a renewed batch are re-signed lazily (:func:`unit_token_current`): when
+their device asks (``GET /v1/license`` during ``sync``, or re-activation), never a
+million signatures in the renewal request. The unit's row then holds the token handed
+out; a conditional UPDATE on the token's hash makes concurrent refreshes of one unit
+store one token and answer it to both.
+
+Renewal is idempotent per request: ``idempotency_key`` is unique among renewals, so a
+retried request answers the first renewal (``replayed``), and the same key with another
+request is refused (409). Two different keys are two renewals: that is what was asked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from audit.services import audited
+from config import clock
+from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from devices.errors import BadSignature
+from licensing import signing
+from licensing.exact_tokens import token_check_issued
+from licensing.models import Batch, License, Renewal, SupersededToken, token_digest, unix
+from licensing.services import sku_get
+from svccore.claims import LAST_SECOND, TERM_DAYS_MAX, device_id_problem
+
+IDEMPOTENCY_KEY_MAX = 200
+
+
+@dataclass(frozen=True)
+class RenewalResult:
+    renewal: Renewal
+    replayed: bool
+
+
+def renewal_end(
+    *, expires_at: dt.datetime, grace_days: int, term_days: int, now: dt.datetime
+) -> tuple[str, dt.datetime]:
+    """(basis, new end) of renewing a licence ending at ``expires_at`` at ``now``."""
+    term = dt.timedelta(days=term_days)
+    if now < expires_at:
+        return Renewal.Basis.BEFORE_EXPIRY, expires_at + term
+    if now < expires_at + dt.timedelta(days=grace_days):
+        return Renewal.Basis.IN_GRACE, expires_at + term
+    return Renewal.Basis.AFTER_GRACE, now + term
+
+
+def _request_digest(*, batch_id: str | None, license_id: str | None, term_days: int | None) -> str:
+    asked = {"batch_id": batch_id, "license_id": license_id, "term_days": term_days}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+
+
+def _checked_key(idempotency_key: Any) -> str:
+    if not isinstance(idempotency_key, str) or not idempotency_key.strip():
+        raise InvalidInput(
+            "idempotency_key is required: a string of your choosing, unique per renewal you "
+            "mean (a retry with the same key answers the first renewal instead of renewing "
+            "twice)"
+        )
+    key = idempotency_key.strip()
+    if len(key) > IDEMPOTENCY_KEY_MAX or not key.isprintable():
+        raise InvalidInput(
+            f"idempotency_key must be 1-{IDEMPOTENCY_KEY_MAX} printable characters, not {len(key)}"
+        )
+    return key
+
+
+def _replay(key: str, digest: str) -> RenewalResult | None:
+    """The renewal made earlier under ``key``; Conflict when that was another request."""
+    earlier = Renewal.objects.select_related("license").filter(idempotency_key=key).first()
+    if earlier is None:
+        return None
+    if earlier.request_digest != digest:
+        target = earlier.batch_id or earlier.license_id
+        raise Conflict(
+            f"idempotency_key {key!r} was already used at {unix(earlier.renewed_at)} to renew "
+            f"{target} (term {earlier.term_days} days) with another request; use a new key "
+            "for a new renewal"
+        )
+    return RenewalResult(earlier, replayed=True)
+
+
+def _resign(claims: dict[str, Any], *, expires_at: dt.datetime, now: dt.datetime):
+    """(token, signed claims) of ``claims`` with a new end: ``exp`` moves and ``iat`` is
+    the signing time; everything else, ``nbf`` included, stays as issued (a device whose
+    clock lags a little must not find its renewed licence not yet valid)."""
+    renewed = {name: value for name, value in claims.items() if name != "kid"}
+    renewed["exp"] = unix(expires_at)
+    renewed["iat"] = unix(now)
+    return signing.sign_claims(renewed)
+
+
+def _replace_token(lic: License, *, expires_at: dt.datetime, now: dt.datetime) -> None:
+    """Re-sign a locked licence row with a new end; its token so far stays issued."""
+    token, signed = _resign(lic.claims, expires_at=expires_at, now=now)
+    SupersededToken.objects.get_or_create(
+        license_id=lic.id, token_sha256=lic.token_sha256, defaults={"superseded_at": now}
+    )
+    lic.token, lic.claims, lic.token_sha256 = token, signed, token_digest(token)
+    lic.expires_at = expires_at
+    lic.save(update_fields=["token", "claims", "token_sha256", "expires_at"])
+
+
+def _target(batch_id: str | None, license_id: str | None) -> tuple[Batch | None, License]:
+    """The batch (None for a direct licence) and the licence to re-sign, both locked
+    (batch row first, the order every seat change takes)."""
+    if bool(batch_id) == bool(license_id):
+        raise InvalidInput(
+            "name what to renew: batch_id (a batch and its units) or license_id (a direct "
+            "licence), one of them"
+        )
+    if license_id:
+        lic = License.objects.filter(pk=license_id).first()
+        if lic is None:
+            raise NotFound(f"licence {license_id} does not exist")
+        if lic.kind == License.Kind.UNIT:
+            raise InvalidInput(
+                f"licence {license_id} is a unit licence of batch {lic.batch_id}: renew the "
+                f"batch (batch_id {lic.batch_id}); its cameras fetch their renewed licences "
+                "at their next sync"
+            )
+        if lic.kind == License.Kind.OFFLINE:
+            raise InvalidInput(
+                f"licence {license_id} was minted offline; mint a new one on the air-gapped "
+                "machine (svcctl mint) to extend it"
+            )
+        if lic.kind == License.Kind.BATCH_KEY:
+            batch_id = Batch.objects.values_list("id", flat=True).get(license_id=license_id)
+        else:
+            return None, License.objects.select_for_update().get(pk=license_id)
+    batch = Batch.objects.select_for_update().filter(pk=batch_id).first()
+    if batch is None:
+        raise NotFound(f"batch {batch_id} does not exist")
+    return batch, License.objects.select_for_update().get(pk=batch.license_id)
+
+
+@transaction.atomic
+def _renew(
+    *, key: str, digest: str, batch_id: str | None, license_id: str | None, term_days: int | None
+) -> RenewalResult:
+    earlier = _replay(key, digest)
+    if earlier is not None:
+        return earlier
+    batch, lic = _target(batch_id, license_id)
+    # A concurrent request with this key may have committed while this one waited for
+    # the lock: it is the renewal asked for.
+    earlier = _replay(key, digest)
+    if earlier is not None:
+        return earlier
+    what = f"batch {batch.id}" if batch else f"licence {lic.id}"
+    if lic.revoked_at is not None:
+        raise Conflict(
+            f"{what} cannot be renewed: its licence {lic.id} was revoked at "
+            f"{unix(lic.revoked_at)} ({lic.revoke_reason or 'no reason given'})"
+        )
+    if lic.expires_at is None:
+        raise InvalidInput(f"{what} is perpetual: it never ends, so there is nothing to renew")
+    if term_days is None:
+        term_days = sku_get(code=lic.sku).term_days
+        if term_days == 0:
+            raise InvalidInput(
+                f"{what} is of SKU {lic.sku}, which has no default term (perpetual); give term_days"
+            )
+    if type(term_days) is not int or not 1 <= term_days <= TERM_DAYS_MAX:
+        raise InvalidInput(f"term_days must be an integer 1-{TERM_DAYS_MAX:,}, not {term_days!r}")
+    now = clock.now().replace(microsecond=0)
+    basis, expires_at = renewal_end(
+        expires_at=lic.expires_at, grace_days=lic.grace_days, term_days=term_days, now=now
+    )
+    if expires_at <= now:
+        short = (now - lic.expires_at).days + 1
+        raise InvalidInput(
+            f"{what} ended at {unix(lic.expires_at)} and is in its grace period, so a renewal "
+            f"runs from that end: {term_days} days would end at {unix(expires_at)}, already "
+            f"past (now {unix(now)}); give term_days of at least {short}"
+        )
+    if unix(expires_at) > LAST_SECOND:
+        raise InvalidInput(
+            f"{what} would end after the year 9999 ({term_days} days from "
+            f"{unix(lic.expires_at if basis != Renewal.Basis.AFTER_GRACE else now)}); "
+            "give a shorter term"
+        )
+    previous = lic.expires_at
+    _replace_token(lic, expires_at=expires_at, now=now)
+    if batch is not None:
+        Batch.objects.filter(pk=batch.pk).update(expires_at=expires_at)
+    return RenewalResult(
+        Renewal.objects.create(
+            idempotency_key=key,
+            request_digest=digest,
+            customer_id=lic.customer_id,
+            sku=lic.sku,
+            batch=batch,
+            license=lic,
+            term_days=term_days,
+            basis=basis,
+            previous_expires_at=previous,
+            expires_at=expires_at,
+            renewed_at=now,
+            units=batch.units_activated if batch is not None else 1,
+            unit_price=batch.unit_price if batch is not None else lic.unit_price,
+            currency=batch.currency if batch is not None else lic.currency,
+        ),
+        replayed=False,
+    )
+
+
+@audited(
+    "license.renew",
+    target=lambda result, arguments: result.renewal.batch_id or result.renewal.license_id,
+)
+def license_renew(
+    *,
+    idempotency_key: str,
+    batch_id: str | None = None,
+    license_id: str | None = None,
+    term_days: int | None = None,
+) -> RenewalResult:
+    """Renew a batch (its batch key and, lazily, its units) or a direct licence for
+    ``term_days`` more (default: the SKU's term); see the module's docstring for where
+    the term starts. Idempotent per ``idempotency_key``.
+
+    Refused: neither or both of ``batch_id`` and ``license_id``, a unit, offline-minted
+    or perpetual licence, a term outside 1..36600 days or one that would end in the past
+    or after 9999 (InvalidInput); unknown (NotFound); revoked, or the key used for
+    another request (Conflict)."""
+    key = _checked_key(idempotency_key)
+    digest = _request_digest(batch_id=batch_id, license_id=license_id, term_days=term_days)
+    try:
+        return _renew(
+            key=key, digest=digest, batch_id=batch_id, license_id=license_id, term_days=term_days
+        )
+    except IntegrityError:
+        # Two requests with one key on two targets (no shared lock): the unique key let
+        # one through; this one rolled back whole and answers it, or is refused.
+        earlier = _replay(key, digest)
+        if earlier is None:
+            raise
+        return earlier
+
+
+# --- unit licences of a renewed batch: re-signed when their device asks ---------------
+
+
+def unit_token_current(
+    *,
+    license_id: str,
+    token: str,
+    token_sha256: str,
+    claims: dict[str, Any] | None,
+    expires_at: dt.datetime | None,
+    batch_expires_at: dt.datetime | None,
+) -> str:
+    """The current token of a unit licence whose row holds ``token`` (with its hash,
+    claims and end): the same token while its end is the batch's, else the unit
+    re-signed to end with its renewed batch and stored (the row's token, claims, end and
+    hash are then the token answered, and the token it replaces stays issued).
+
+    Concurrent refreshes of one unit each sign, but one conditional UPDATE wins; the
+    others answer the winner's token. Forbidden if the licence was revoked meanwhile."""
+    if batch_expires_at is None or (expires_at is not None and expires_at >= batch_expires_at):
+        return token
+    if claims is None:
+        claims = License.objects.values_list("claims", flat=True).get(pk=license_id)
+    now = clock.now().replace(microsecond=0)
+    renewed, signed = _resign(claims, expires_at=batch_expires_at, now=now)
+    with transaction.atomic():
+        stored = License.objects.filter(
+            pk=license_id, token_sha256=token_sha256, revoked_at__isnull=True
+        ).update(
+            token=renewed,
+            claims=signed,
+            token_sha256=token_digest(renewed),
+            expires_at=batch_expires_at,
+        )
+        if stored:
+            SupersededToken.objects.get_or_create(
+                license_id=license_id, token_sha256=token_sha256, defaults={"superseded_at": now}
+            )
+            return renewed
+    current, revoked_at = License.objects.values_list("token", "revoked_at").get(pk=license_id)
+    if revoked_at is not None:
+        raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}")
+    return current
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    license_id: str
+    token: str
+    changed: bool
+    expires_at: dt.datetime | None
+
+
+def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
+    """The current token of the licence a device holds, authenticated by the token it
+    holds (``GET /v1/license``): ``changed`` False when that is the current one.
+
+    The presented token must verify (Unauthorized), be bound to ``device_id``, be a
+    unit, direct or offline licence on file and one this authority issued (the current
+    token or one a renewal replaced), and not be revoked (Forbidden)."""
+    if not token:
+        raise Unauthorized("a licence refresh needs the header Authorization: Bearer <licence>")
+    if not isinstance(device_id, str) or device_id_problem(device_id):
+        problem = device_id_problem(device_id) if isinstance(device_id, str) else "is missing"
+        raise InvalidInput(f"device_id {problem}")
+    try:
+        claims = signing.verify(token)
+    except BadSignature as exc:
+        raise Unauthorized(f"licence rejected: {exc}") from None
+    license_id = claims["lic"]
+    if claims["dev"] == "*" or "batch" in claims:
+        raise Forbidden(
+            f"licence {license_id} is an unbound batch key; a device refreshes the unit "
+            "licence it received from POST /v1/activate"
+        )
+    if claims["dev"] != device_id:
+        raise Forbidden(
+            f"licence {license_id} is bound to device {claims['dev']!r}, not {device_id!r}"
+        )
+    row = (
+        License.objects.filter(pk=license_id)
+        .values_list(
+            "kind",
+            "customer_id",
+            "device_id",
+            "revoked_at",
+            "token",
+            "token_sha256",
+            "expires_at",
+            "batch__expires_at",
+        )
+        .first()
+    )
+    if row is None:
+        raise Forbidden(f"licence {license_id} is not on file with this authority")
+    kind, customer_id, bound_to, revoked_at, current, stored_sha256, expires_at, batch_end = row
+    presented = token_digest(token)
+    token_check_issued(
+        license_id=license_id,
+        token_sha256=presented,
+        stored_sha256=stored_sha256,
+        claims=claims,
+        what="licence",
+    )
+    if kind == License.Kind.BATCH_KEY or bound_to != device_id or customer_id != claims["sub"]:
+        raise Forbidden(f"licence {license_id} on file does not match the token presented")
+    if revoked_at is not None:
+        raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}")
+    if kind == License.Kind.UNIT and batch_end is not None and batch_end != expires_at:
+        current = unit_token_current(
+            license_id=license_id,
+            token=current,
+            token_sha256=stored_sha256,
+            claims=None,
+            expires_at=expires_at,
+            batch_expires_at=batch_end,
+        )
+        expires_at = max(expires_at, batch_end) if expires_at else batch_end
+    changed = token_digest(current) != presented
+    return RefreshResult(license_id, current, changed, expires_at)
