@@ -18,7 +18,8 @@ from billing.models import (
     UsageDaily,
     UsageRecord,
 )
-from config.adminbase import ReadOnlyAdmin, money
+from config.adminbase import IndexedSearchMixin, ReadOnlyAdmin, choices_filter, money
+from licensing.selectors import catalogue_list
 
 
 class LineMoney:
@@ -109,16 +110,23 @@ class InvoiceLineAdmin(LineMoney, ReadOnlyAdmin):
     list_select_related = ("invoice",)
 
 
+UsageSkuFilter = choices_filter(
+    "sku", "SKU", lambda: [(code, code) for code in catalogue_list().values_list("code", flat=True)]
+)
+
+
 @admin.register(UsageDaily)
-class UsageDailyAdmin(ReadOnlyAdmin):
+class UsageDailyAdmin(IndexedSearchMixin, ReadOnlyAdmin):
     # What is billed (inferences) per licence and day; the other counters are on the
     # row's page.
     list_display = ("day", "license", "customer", "sku", "records", "inferences")
-    list_filter = ("sku",)
-    search_fields = ("license__id", "customer__id", "customer__name")
-    date_hierarchy = "day"
-    list_select_related = ("customer",)
-    show_full_result_count = False
+    # Fleet scale (issue 15): SKUs from the catalogue, not a SELECT DISTINCT over every
+    # rollup; the day as a date filter, not a date hierarchy (whose links read every
+    # row); a licence or customer id whole or part of a customer's name, by index.
+    list_filter = (UsageSkuFilter, "day")
+    search_exact = ("license_id",)
+    search_related = {"customer": ("=id", "name")}
+    list_select_related = ("customer", "license")
 
 
 @admin.register(UsageRecord)

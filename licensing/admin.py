@@ -415,9 +415,11 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
     # filter, not a date hierarchy (whose year links read every row).
     list_filter = ["kind", RevokedFilter, LicenseSkuFilter, ActivationModeFilter, "issued_at"]
     empty_times = {"expires_at": "perpetual", "revoked_at": "not revoked"}
-    # Licence, batch or customer id whole, device id by its start, customer by name.
-    search_lookups = ("=id", "^device_id", "=batch_id")
+    # A licence, batch or customer id whole, or part of a customer's name; else device
+    # ids by their start, in device-id order (config.adminbase.IndexedSearchMixin).
+    search_exact = ("id", "batch_id")
     search_related = {"customer": ("=id", "name")}
+    search_prefix = "device_id"
     list_select_related = ["customer", "batch"]
     fields = [
         "id",
@@ -526,10 +528,12 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     # Each filter has an index (licensing.models, issue 15); the activation time is a
     # date filter, not a date hierarchy (whose year links read every row).
     list_filter = ["weak_binding", FingerprintSourceFilter, "batch__sku", "activated_at"]
-    # Device id by its start, licence id whole; batch by its id, its customer's id or
-    # part of the customer's name.
-    search_lookups = ("^device_id", "=license_id")
+    # A licence id whole, a batch by its id, its customer's id or part of the
+    # customer's name; else device ids by their start, in device-id order
+    # (config.adminbase.IndexedSearchMixin).
+    search_exact = ("license_id",)
     search_related = {"batch": ("=id", "=customer__id", "customer__name")}
+    search_prefix = "device_id"
     list_select_related = ["batch", "batch__customer", "license", "license__seat_release"]
     actions = ["revoke_units", "release_seats"]
 

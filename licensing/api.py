@@ -385,7 +385,7 @@ class FleetApi(APIView):
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
         page = selectors.fleet_page(**query)
-        units = serializers.ActivationRecordOut(page.records, many=True).data
+        units = page.units  # as ActivationRecordOut documents them, built by the selector
         return Response(
             {
                 "units": units,

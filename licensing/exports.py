@@ -1,12 +1,12 @@
 """The fleet as CSV (``GET /v1/admin/fleet.csv``, ``svcctl fleet --csv``): every unit of
 a customer, a batch or the whole fleet, streamed.
 
-The rows are read a page of :data:`~licensing.selectors.FLEET_MAX` at a time from the
-position of the last row sent, as the fleet's cursor pages
-(:func:`licensing.selectors.fleet_records`: a range of the index
-``activation_recent_first``), and each page is encoded and sent
-before the next is read, so the export holds one page in memory whatever the size of
-the fleet, and no query grows with it (no OFFSET, no transaction held open).
+The rows are read a page of :data:`~licensing.selectors.FLEET_MAX` at a time along the
+fleet's cursor (:func:`licensing.selectors.fleet_page`: a range of the index
+``activation_recent_first`` from the last unit sent, read as plain values), and each
+page is encoded and sent before the next is read, so the export holds one page in
+memory whatever the size of the fleet, and no query grows with it (no OFFSET, no
+transaction held open).
 
 Written for spreadsheets like the finance CSV (``svccore.csvformat``): UTF-8 with a
 byte-order mark, CRLF, a header row, text that would start a formula quoted.
@@ -18,63 +18,17 @@ import csv
 import io
 from collections.abc import Iterator
 
-from licensing.selectors import FLEET_MAX, fleet_records
+from licensing.selectors import FLEET_UNIT, fleet_page
 from svccore.csvformat import spreadsheet_text
 
-COLUMNS = (
-    "device_id",
-    "license_id",
-    "batch_id",
-    "customer_id",
-    "sku",
-    "fingerprint_source",
-    "weak_binding",
-    "sdk_version",
-    "activated_at",
-    "revoked",
-    "seat_released",
-    "transfer_of",
-)
+COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
+TEXT = ("device_id", "sdk_version")  # what a device reports: quoted if formula-like
 
 
-# What a row is read as: plain values, no model instances (a page of instances with
-# their related rows holds reference cycles that only the garbage collector frees).
-_VALUES = (
-    "device_id",
-    "license_id",
-    "batch_id",
-    "batch__customer_id",
-    "batch__sku",
-    "fingerprint_source",
-    "weak_binding",
-    "sdk_version",
-    "activated_at",
-    "license__revoked_at",
-    "license__seat_release__id",
-    "transfer_of__license_id",
-    "id",
-)
-
-
-def _row(values: tuple) -> list[str | int]:
-    """One unit as the fleet's JSON has it (``licensing.serializers.ActivationRecordOut``):
-    Unix seconds, 0/1 flags, the released licence a transfer took or empty."""
-    (device, license_id, batch_id, customer_id, sku, source, weak, sdk, activated_at,
-     revoked_at, release, transfer_of, _) = values  # fmt: skip
-    return [
-        spreadsheet_text(device),
-        license_id,
-        batch_id,
-        customer_id,
-        sku,
-        source,
-        int(weak),
-        spreadsheet_text(sdk),
-        int(activated_at.timestamp()),
-        int(revoked_at is not None),
-        int(release is not None),
-        transfer_of or "",
-    ]
+def _cell(name: str, value):
+    if value is None:  # transfer_of of a unit that is not a transfer
+        return ""
+    return spreadsheet_text(value) if name in TEXT else value
 
 
 def fleet_csv(
@@ -84,22 +38,21 @@ def fleet_csv(
     weak_binding: bool | None = None,
 ) -> Iterator[bytes]:
     """The fleet's CSV in chunks of one page each (the header first), most recent unit
-    first, filtered like ``GET /v1/admin/fleet``."""
+    first, filtered like ``GET /v1/admin/fleet``; each page is read after the previous
+    one is sent."""
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer, lineterminator="\r\n")
     buffer.write("\ufeff")
     writer.writerow(COLUMNS)
-    after = None
+    cursor = None
     while True:
-        page = list(
-            fleet_records(
-                customer_id=customer_id, batch_id=batch_id, weak_binding=weak_binding, after=after
-            ).values_list(*_VALUES)[:FLEET_MAX]
+        page = fleet_page(
+            customer_id=customer_id, batch_id=batch_id, weak_binding=weak_binding, cursor=cursor
         )
-        writer.writerows(_row(values) for values in page)
+        writer.writerows([_cell(name, unit[name]) for name in COLUMNS] for unit in page.units)
         yield buffer.getvalue().encode("utf-8")
         buffer.seek(0)
         buffer.truncate()
-        if len(page) < FLEET_MAX:
+        if page.next_cursor is None:
             return
-        after = (page[-1][8], page[-1][-1])  # the last row's activated_at and id
+        cursor = page.next_cursor

@@ -213,8 +213,8 @@ class License(models.Model):
             ),
             # What the console lists at fleet scale (issue 15): every list in its order
             # (newest first, then id), whole or narrowed by customer, SKU or a kind other
-            # than unit (a small partial index: units are nearly all of the table), and
-            # device ids by prefix (pattern operators: LIKE 'cam-1%' whatever the collation).
+            # than unit (a small partial index: units are nearly all of the table). Device
+            # ids by prefix: license_device_prefix, in the "C" collation (migration 0006).
             models.Index(fields=["-issued_at", "-id"], name="license_recent_first"),
             models.Index(fields=["customer", "-issued_at", "-id"], name="license_customer_recent"),
             models.Index(fields=["sku", "-issued_at", "-id"], name="license_sku_recent"),
@@ -222,11 +222,6 @@ class License(models.Model):
                 fields=["-issued_at", "-id"],
                 name="license_not_unit_recent",
                 condition=~Q(kind="unit"),
-            ),
-            models.Index(
-                fields=["device_id"],
-                name="license_device_prefix",
-                opclasses=["varchar_pattern_ops"],
             ),
             # Rating: a customer's direct licences by issue time, and its revoked licences
             # by revocation time (both small: the customer's units are not in them).
@@ -296,7 +291,8 @@ class Activation(models.Model):
                 include=["transfer_of"],
                 name="activation_batch_recent",
             ),
-            # The console's filters and search at fleet scale (issue 15).
+            # The console's filters at fleet scale (issue 15); its search by device-id
+            # prefix has activation_device_prefix, in the "C" collation (migration 0006).
             models.Index(
                 fields=["-activated_at", "-id"],
                 name="activation_weak_recent",
@@ -305,11 +301,6 @@ class Activation(models.Model):
             models.Index(
                 fields=["fingerprint_source", "-activated_at", "-id"],
                 name="activation_source_recent",
-            ),
-            models.Index(
-                fields=["device_id"],
-                name="activation_device_prefix",
-                opclasses=["varchar_pattern_ops"],
             ),
         ]
 

@@ -80,6 +80,28 @@ BACKFILL = {
 }
 
 
+# Device ids by prefix, in device-id order (the console's search, issue 15): an index in
+# the "C" collation serves both LIKE 'cam-1%' and ORDER BY, whatever the database's
+# collation (config.adminbase.IndexedSearchMixin queries device_id COLLATE "C"). Not in
+# the models' Meta: the collation's name is the database's (SQLite's is BINARY, its
+# default, so a plain index there).
+DEVICE_INDEXES = {
+    "license_device_prefix": "licensing_license",
+    "activation_device_prefix": "licensing_activation",
+}
+
+
+def device_indexes_create(apps, schema_editor):
+    collate = ' COLLATE "C"' if schema_editor.connection.vendor == "postgresql" else ""
+    for name, table in DEVICE_INDEXES.items():
+        schema_editor.execute(f"CREATE INDEX {name} ON {table} (device_id{collate})")
+
+
+def device_indexes_drop(apps, schema_editor):
+    for name in DEVICE_INDEXES:
+        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
+
+
 def rollup_triggers_create(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     if vendor == "postgresql":
@@ -184,14 +206,6 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.AddIndex(
-            model_name="activation",
-            index=models.Index(
-                fields=["device_id"],
-                name="activation_device_prefix",
-                opclasses=["varchar_pattern_ops"],
-            ),
-        ),
-        migrations.AddIndex(
             model_name="license",
             index=models.Index(fields=["-issued_at", "-id"], name="license_recent_first"),
         ),
@@ -211,14 +225,6 @@ class Migration(migrations.Migration):
                 condition=models.Q(("kind", "unit"), _negated=True),
                 fields=["-issued_at", "-id"],
                 name="license_not_unit_recent",
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="license",
-            index=models.Index(
-                fields=["device_id"],
-                name="license_device_prefix",
-                opclasses=["varchar_pattern_ops"],
             ),
         ),
         migrations.AddIndex(
@@ -259,4 +265,5 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(rollup_triggers_create, rollup_triggers_drop),
+        migrations.RunPython(device_indexes_create, device_indexes_drop),
     ]

@@ -77,7 +77,7 @@ def test_export_reads_a_page_at_a_time_along_the_cursor(admin_api, fleet):
     assert len(rows) == 2501
     pages = [q["sql"] for q in queries if 'FROM "licensing_activation"' in q["sql"]]
     assert len(pages) == 3  # 1000 + 1000 + 500 units, each page one query
-    assert all("OFFSET" not in sql and "LIMIT 1000" in sql for sql in pages)
+    assert all("OFFSET" not in sql and "LIMIT 1001" in sql for sql in pages)
 
 
 def test_export_memory_does_not_grow_with_the_fleet(admin_api, make_batch):
