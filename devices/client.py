@@ -1,4 +1,5 @@
-"""HTTP calls to the licensing service: activation, usage upload, revocation list.
+"""HTTP calls to the licensing service: activation, usage upload, revocation list, licence
+refresh.
 
 The only module that touches the network, and only when a caller asks (``activate`` and
 ``Engine.sync``); ``import devices`` does not load it. One attempt per call with a
@@ -13,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 import zlib
 from pathlib import Path
@@ -208,6 +210,27 @@ def upload_usage(
         endpoint(base_url, "/v1/usage", allow_http=allow_http),
         body={"device_id": device_id, "license_id": license_id, "records": records, "nonce": nonce},
         bearer=unit_token,
+        timeout=timeout,
+    )
+    return status, payload
+
+
+def fetch_license(
+    base_url: str,
+    *,
+    token: str,
+    device_id: str,
+    timeout: float = DEFAULT_TIMEOUT,
+    allow_http: bool = False,
+) -> tuple[int, dict[str, Any]]:
+    """``GET /v1/license?device_id=...`` authenticated by the licence held: ``(200,
+    {license_id, token, expires_at, certificates})`` when the service has a newer token
+    for it (a renewal), ``(304, {})`` when the held one is current."""
+    query = urllib.parse.urlencode({"device_id": device_id})
+    status, payload, _ = call(
+        "GET",
+        endpoint(base_url, f"/v1/license?{query}", allow_http=allow_http),
+        bearer=token,
         timeout=timeout,
     )
     return status, payload

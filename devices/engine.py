@@ -58,6 +58,7 @@ from .state import (
     STATE_FILE,
     TOKEN_FILE,
     DirectoryLock,
+    atomic_write_bytes,
     corrupt,
     read_json,
     sweep_temp_files,
@@ -124,6 +125,24 @@ def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
         return Keyring(roots, pinned=None if roots else pinned)
     except ValueError as exc:
         raise LicenseError(f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY") from None
+
+
+def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: str) -> str:
+    """What makes ``renewed`` unfit to replace the licence ``held`` ("" when nothing):
+    it must be the same licence, customer and SKU, bound to this device, and end no
+    earlier (0: perpetual, the latest)."""
+    for name in ("lic", "sub", "sku"):
+        if renewed.get(name) != held.get(name):
+            return f"another licence ({name} {renewed.get(name)!r}, held {held.get(name)!r})"
+    if renewed["act"] == "required" or renewed["dev"] != device_id:
+        return f"a licence not bound to this device (dev {renewed['dev']!r})"
+
+    def end(claims: dict[str, Any]) -> float:
+        return math.inf if not claims["exp"] else claims["exp"]
+
+    if end(renewed) < end(held):
+        return f"a licence ending earlier ({renewed['exp']}) than the one held ({held['exp']})"
+    return ""
 
 
 def _not_started() -> LicenseError:
@@ -612,16 +631,22 @@ class Engine:
     def sync(
         self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
     ) -> dict[str, Any]:
-        """Upload up to 1000 spooled records, then refresh the revocation list.
+        """Upload up to 1000 spooled records, refresh the revocation list, then fetch
+        the licence again when the service has a newer token for it (a renewal).
 
-        The two are independent: each is attempted even when the other fails, usage
+        The three are independent: each is attempted even when another fails, usage
         first. A spooled record is deleted only when a usage receipt signed by the
         authority, bound to this upload's nonce, covers it; a forged or missing receipt
         costs nothing. The list is accepted only as verified pages (see
-        :mod:`devices.revocation`). Raises the first failure after both were tried,
+        :mod:`devices.revocation`). A renewed licence is installed only when it verifies
+        like any token and is the same licence for this device, ending no earlier; it
+        replaces ``license.token`` atomically and takes effect at once (``summary
+        ["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when anything was
+        wrong: the licence held stays). Raises the first failure after all were tried,
         with the summary on ``exc.summary``: Revoked (403 on upload), BadSignature
         (401), LicenseError (``NETWORK_ERROR``, ``SYNC_FAILED``, ``RECEIPT_INVALID``,
-        ``LIST_*``, ``INSECURE_URL`` for ``http://`` unless ``allow_http``).
+        ``LIST_*``, ``REFRESH_*``, ``INSECURE_URL`` for ``http://`` unless
+        ``allow_http``).
         """
         from . import client  # the networking modules load on first use only
 
@@ -645,6 +670,13 @@ class Engine:
             self._refresh_list(client, base, license_id, timeout)
         except LicenseError as exc:
             errors.append(exc)
+        summary["license"] = "kept"
+        # A revoked licence has nothing to fetch: the verified list has the last word.
+        if self._crl is None or not self._crl.is_revoked(license_id):
+            try:
+                summary["license"] = self._refresh_license(client, base, token, timeout)
+            except LicenseError as exc:
+                errors.append(exc)
         with self._lock:
             if not errors:
                 self._problems = []
@@ -775,6 +807,49 @@ class Engine:
             save=save,
             learn=learn,
         )
+
+    def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
+        """Fetch the held licence again (``GET /v1/license``); install a renewed one.
+        ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
+        status, payload = client.fetch_license(
+            base, token=token, device_id=self.device_id, timeout=timeout, allow_http=True
+        )
+        if status == 304:
+            return "current"
+        if status != 200:
+            raise LicenseError(
+                f"licence refresh failed: {client.detail(status, payload)}; the licence held "
+                "is kept",
+                code="REFRESH_FAILED",
+            )
+        with self._lock:
+            self._learn_certificates(payload.get("certificates"))
+        renewed = payload.get("token")
+        held = decode_unverified(token)
+        try:
+            if not isinstance(renewed, str):
+                raise LicenseError("the answer carries no token", code="REFRESH_INVALID")
+            claims = verify_token(renewed, self._keys)
+        except LicenseError as exc:
+            raise LicenseError(
+                f"licence refresh answered a token that does not verify ({exc}); the "
+                "licence held is kept",
+                code="REFRESH_INVALID",
+            ) from None
+        problem = _renewal_problem(held, claims, self.device_id)
+        if problem:
+            raise LicenseError(
+                f"licence refresh answered {problem}; the licence held is kept",
+                code="REFRESH_INVALID",
+            )
+        with self._lock:
+            # The file first: a crash leaves the old licence or the new one, never none.
+            atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
+            if self._lic == claims["lic"]:
+                now = self._clock()
+                self._install(renewed, claims, now)
+            log.info("licence %s renewed: ends at %d", claims["lic"], claims["exp"])
+        return "renewed"
 
     def revoked_licenses(self) -> frozenset[str]:
         """Licence ids this device holds that the verified revocation list names."""

@@ -108,6 +108,8 @@ class FakeService:
         self.keys_revoked: list[str] = []
         self.on("GET", "/v1/revocations", self.revocations)
         self.on("POST", "/v1/usage", self.accept)
+        # The held licence is current unless a test renews it (reply with a token).
+        self.reply("GET", "/v1/license", 304, None)
 
     def on(self, method: str, path: str, answer: Answer) -> None:
         self.routes[(method, path)] = answer

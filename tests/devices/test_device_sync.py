@@ -69,6 +69,7 @@ def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, ma
         "pending": 0,
         "revoked": False,
         "list_seq": 0,
+        "license": "current",
     }
     (upload,) = service.calls("/v1/usage")
     assert upload["headers"]["Authorization"] == f"Bearer {make_token()}"

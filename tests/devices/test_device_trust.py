@@ -203,7 +203,7 @@ def test_list_failure_does_not_block_usage_and_usage_goes_first(running, clock, 
         sync(running, service)
     assert caught.value.code == "SYNC_FAILED" and "boom" in str(caught.value)
     assert running.pending_records == []
-    assert [r["path"] for r in service.requests] == ["/v1/usage", "/v1/revocations"]
+    assert [r["path"] for r in service.requests] == ["/v1/usage", "/v1/revocations", "/v1/license"]
 
 
 # -- transport -------------------------------------------------------------------------
