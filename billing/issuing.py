@@ -146,10 +146,12 @@ def _nothing_owed(customer_id: str, start: dt.datetime, end: dt.datetime, taken)
     what of the customer's activity lies after ``end`` (today's, on a fresh install) and
     the first day a period holding it can be issued."""
     inferences = sum(meter.inferences + meter.late_inferences for meter in taken.meters.values())
+    renewals = sum(row.renewals for row in taken.renewals)
     held = (
         f"{_plural(sum(row.units for row in taken.activations), 'new activation')}, "
         f"{_plural(sum(row.licenses for row in taken.directs), 'direct licence')}, "
-        f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
+        + (f"{_plural(renewals, 'renewal')}, " if renewals else "")
+        + f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
     )
     activations = Activation.objects.filter(
         batch__customer_id=customer_id, transfer_of__isnull=True, activated_at__gte=end
@@ -196,6 +198,7 @@ def _store_lines(invoice: Invoice, lines: list[dict[str, Any]]) -> None:
             kind=line["kind"],
             sku=line["sku"],
             batch_id=line.get("batch_id", ""),
+            license_id=line.get("license_id", ""),
             description=line["description"][:300],
             quantity=line["quantity"],
             unit=line["unit"],
@@ -243,6 +246,7 @@ def invoice_issue(
         directs=taken.directs,
         meters=taken.meters,
         entries=rating.catalogue_entries(),
+        renewals=taken.renewals,
     )
     if not rated["total"]:
         raise NothingToInvoice(_nothing_owed(customer.id, start, end, taken))
@@ -354,6 +358,7 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
                 "kind": line.kind,
                 "sku": line.sku,
                 "batch_id": line.batch_id,
+                "license_id": line.license_id,
                 "description": f"Credit of {invoice.number}: {line.description}",
                 "quantity": -line.quantity,
                 "unit": line.unit,

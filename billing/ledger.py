@@ -1,5 +1,5 @@
 """The billing ledger: which issued document billed which event, so that every usage
-record, activation and direct licence is billed on exactly one issued invoice.
+record, activation, direct licence and renewal is billed on exactly one issued invoice.
 
 What is attributed
     * Usage is attributed per **rollup bucket** (one licence's records whose
@@ -15,6 +15,11 @@ What is attributed
       thousand bucket rows to compare, never the records themselves.
     * An activation or a direct licence is attributed as itself (+1), and is billed
       while the sum of its entries is positive.
+    * A renewal (``licensing.Renewal``) is attributed as itself, by its id, with its
+      units as the quantity (units activated on the batch when it was renewed, 1 for a
+      direct licence), in the period that contains its ``renewed_at``; billed while the
+      sum of its entries is positive. A renewal of a batch with no unit activated bills
+      nothing and is never attributed.
 
 Taking (:func:`take`, one issue)
     Under the customer's row lock (taken by :mod:`billing.issuing`, so issuers and
@@ -26,7 +31,7 @@ Taking (:func:`take`, one issue)
     bucket row the insert read (billed now) or not (the counters only grow by what the
     entry says, so it stays behind and waits): never both, never neither. Activations
     and direct licences dated before the period end whose entries sum to zero are
-    taken the same way.
+    taken the same way, and so are renewals.
 
 Reversing (:func:`reverse`, a credit note)
     Writes the negation of every entry of the credited invoice and subtracts it from the
@@ -44,15 +49,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import Count, Sum
 
 from billing.models import LedgerEntry, UsageDaily
-from billing.rating import ActivationRow, DirectRow, Meter
-from licensing.models import Activation, Batch, License
+from billing.rating import ActivationRow, DirectRow, Meter, RenewalRow
+from licensing.models import Activation, Batch, License, Renewal
 
 _COLUMNS = (
     "document_id, customer_id, kind, sku, license_id, bucket_id, day, batch_id, unit_price, "
-    "currency, late, records, quantity"
+    "currency, late, records, quantity, renewal_id"
 )
 
 
@@ -63,6 +68,7 @@ class Taken:
     activations: list[ActivationRow] = field(default_factory=list)
     directs: list[DirectRow] = field(default_factory=list)
     meters: dict[str, Meter] = field(default_factory=dict)
+    renewals: list[RenewalRow] = field(default_factory=list)
 
 
 def _tables() -> dict[str, str]:
@@ -73,6 +79,7 @@ def _tables() -> dict[str, str]:
         "activation": quote(Activation._meta.db_table),
         "batch": quote(Batch._meta.db_table),
         "license": quote(License._meta.db_table),
+        "renewal": quote(Renewal._meta.db_table),
     }
 
 
@@ -120,7 +127,7 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
             f"""
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
-                day < %s, records - billed_records, inferences - billed_inferences
+                day < %s, records - billed_records, inferences - billed_inferences, NULL
             FROM {daily}
             WHERE customer_id = %s AND day < %s
                 AND (records <> billed_records OR inferences <> billed_inferences)
@@ -148,7 +155,7 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                 f"""
                 INSERT INTO {ledger} ({_COLUMNS})
                 SELECT %s, customer_id, %s, sku, license_id, NULL, NULL, batch_id,
-                    unit_price, currency, at < %s, 0, 1
+                    unit_price, currency, at < %s, 0, 1, NULL
                 FROM ({events}) event
                 WHERE at < %s AND NOT EXISTS (
                     SELECT 1 FROM {ledger} e WHERE e.kind = %s
@@ -164,6 +171,19 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                     kind.value,
                 ],
             )
+        cursor.execute(
+            f"""
+            INSERT INTO {ledger} ({_COLUMNS})
+            SELECT %s, r.customer_id, 'renewal', r.sku, r.license_id, NULL, NULL,
+                COALESCE(r.batch_id, ''), r.unit_price, r.currency, r.renewed_at < %s, 0,
+                r.units, r.id
+            FROM {tables["renewal"]} r
+            WHERE r.customer_id = %s AND r.renewed_at < %s AND r.units > 0 AND NOT EXISTS (
+                SELECT 1 FROM {ledger} e WHERE e.renewal_id = r.id
+                GROUP BY e.renewal_id HAVING SUM(e.quantity) > 0)
+            """,  # noqa: S608
+            [document, _moment(start), customer_id, _moment(end)],
+        )
     return taken_by(document)
 
 
@@ -188,6 +208,7 @@ def taken_by(document: str) -> Taken:
     """The entries of ``document`` summed into rating rows."""
     rows = (
         LedgerEntry.objects.filter(document_id=document)
+        .exclude(kind=LedgerEntry.Kind.RENEWAL)
         .values("kind", "sku", "batch_id", "unit_price", "currency", "late")
         .annotate(quantity=Sum("quantity"), records=Sum("records"))
         .order_by()
@@ -220,4 +241,35 @@ def taken_by(document: str) -> Taken:
             else:
                 meter.inferences += row["quantity"]
                 meter.records += row["records"]
-    return Taken(list(activations.values()), list(directs.values()), dict(meters))
+    return Taken(
+        list(activations.values()), list(directs.values()), dict(meters), _renewals(document)
+    )
+
+
+def _renewals(document: str) -> list[RenewalRow]:
+    """The renewals ``document`` billed: one row per batch, one per direct licence."""
+    rows = (
+        LedgerEntry.objects.filter(document_id=document, kind=LedgerEntry.Kind.RENEWAL)
+        .values("batch_id", "license_id", "sku", "unit_price", "currency", "late")
+        .annotate(units=Sum("quantity"), renewals=Count("renewal_id", distinct=True))
+        .order_by()
+    )
+    found: dict[tuple[str, str], RenewalRow] = {}
+    for row in rows:
+        # A batch's renewals are one line whoever's licence id the entry copied.
+        key = (row["batch_id"], "" if row["batch_id"] else row["license_id"])
+        item = found.setdefault(
+            key,
+            RenewalRow(
+                batch_id=row["batch_id"] or None,
+                license_id=row["license_id"],
+                sku=row["sku"],
+                unit_price=row["unit_price"],
+                currency=row["currency"],
+                units=0,
+            ),
+        )
+        item.units += row["units"]
+        item.renewals += row["renewals"]
+        item.late += row["units"] if row["late"] else 0
+    return [item for item in found.values() if item.units]

@@ -233,12 +233,19 @@ class InvoiceLine(_Immutable):
         METERED_OVERAGE = "metered_overage", "Metered overage"
         METERED_OVERAGE_LATE = "metered_overage_late", "Metered overage, late usage"
         MAINTENANCE = "maintenance", "Maintenance"
+        RENEWAL = "renewal", "Renewals"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
     position = models.PositiveIntegerField()
     kind = models.CharField(max_length=32, choices=Kind.choices)
     sku = models.CharField(max_length=64, verbose_name="SKU")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
+    license_id = models.CharField(
+        max_length=64,
+        blank=True,
+        verbose_name="licence",
+        help_text="On a direct licence's renewal line.",
+    )
     description = models.CharField(max_length=300)
     quantity = models.DecimalField(max_digits=18, decimal_places=3)
     unit = models.CharField(max_length=32)
@@ -284,7 +291,8 @@ class LedgerEntry(_Immutable):
     """One billable thing an issued document billed (+) or a credit note returned (-).
 
     ``usage``: the part of a rollup bucket (licence x UTC day) billed, in records and
-    inferences; ``activation``: one unit's activation; ``direct``: one direct licence.
+    inferences; ``activation``: one unit's activation; ``direct``: one direct licence;
+    ``renewal``: one renewal (``licensing.Renewal``), its units.
     A thing is billed when the sum of its entries is positive (see billing.ledger).
     """
 
@@ -292,6 +300,7 @@ class LedgerEntry(_Immutable):
         USAGE = "usage", "Usage"
         ACTIVATION = "activation", "Unit activation"
         DIRECT = "direct", "Direct licence"
+        RENEWAL = "renewal", "Renewal"
 
     # By number, which is known before the (immutable) document row is written; the
     # constraint is checked at commit.
@@ -325,13 +334,24 @@ class LedgerEntry(_Immutable):
         blank=True,
         related_name="+",
     )
+    renewal = models.ForeignKey(
+        "licensing.Renewal",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
     unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
     currency = models.CharField(max_length=3, blank=True)
     late = models.BooleanField(default=False, help_text="Dated before the document's period.")
     records = models.BigIntegerField(default=0)
-    quantity = models.BigIntegerField(help_text="Inferences (usage) or +1/-1 (one event).")
+    quantity = models.BigIntegerField(
+        help_text="Inferences (usage), +1/-1 (one event) or +/- a renewal's units."
+    )
 
     class Meta:
         verbose_name = "ledger entry"
@@ -339,6 +359,9 @@ class LedgerEntry(_Immutable):
         indexes = [
             models.Index(fields=["kind", "license"], name="ledger_event"),
             models.Index(fields=["customer", "kind", "sku"], name="ledger_customer"),
+            models.Index(
+                fields=["renewal"], name="ledger_renewal", condition=Q(renewal__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

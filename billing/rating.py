@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, Sum
 
 from billing import limits, pricing, selectors
 from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.models import InvoiceLine
 from config.errors import InvalidInput, MisconfiguredService
 from customers.services import customer_get
-from licensing.models import License, Sku
+from licensing.models import License, Renewal, Sku
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -50,6 +50,22 @@ class DirectRow:
     unit_price: Decimal
     currency: str
     licenses: int
+    late: int = 0
+
+
+@dataclass
+class RenewalRow:
+    """Renewals billed on an invoice: of one batch (``batch_id``; ``units`` summed over
+    its renewals) or of one direct licence (``batch_id`` None); ``late`` units of them
+    renewed before its period."""
+
+    batch_id: str | None
+    license_id: str
+    sku: str
+    unit_price: Decimal
+    currency: str
+    units: int
+    renewals: int = 0
     late: int = 0
 
 
@@ -90,6 +106,7 @@ def _line(
     unit_price: Decimal,
     currency: str,
     batch_id: str | None = None,
+    license_id: str | None = None,
 ) -> dict[str, Any]:
     line: dict[str, Any] = {
         "kind": kind,
@@ -102,6 +119,8 @@ def _line(
     }
     if batch_id is not None:
         line["batch_id"] = batch_id
+    if license_id is not None:
+        line["license_id"] = license_id
     line["_currency"] = currency
     return line
 
@@ -141,6 +160,34 @@ def direct_lines(rows: list[DirectRow]) -> list[dict]:
         )
         for row in sorted(rows, key=lambda r: (r.sku, r.unit_price))
     ]
+
+
+def renewal_lines(rows: list[RenewalRow]) -> list[dict]:
+    """One line per renewed batch (units activated when renewed x its unit price) and
+    per renewed direct licence (1 x its price), in the period of the renewal."""
+    lines = []
+    for row in sorted(rows, key=lambda r: (r.sku, r.batch_id or "", r.license_id)):
+        times = f" ({row.renewals} renewals)" if row.renewals > 1 else ""
+        if row.batch_id:
+            description = (
+                f"{row.sku} batch {row.batch_id} renewed{times}: units activated when renewed"
+            )
+        else:
+            description = f"{row.sku} licence {row.license_id} renewed{times}"
+        lines.append(
+            _line(
+                kind=InvoiceLine.Kind.RENEWAL.value,
+                sku=row.sku,
+                description=description + _late_note(row.late, "renewed"),
+                quantity=row.units,
+                unit="unit" if row.batch_id else "licence",
+                unit_price=row.unit_price,
+                currency=row.currency,
+                batch_id=row.batch_id or None,
+                license_id=None if row.batch_id else row.license_id,
+            )
+        )
+    return lines
 
 
 def meter_lines(
@@ -261,10 +308,11 @@ def rated(
     directs: list[DirectRow],
     meters: dict[str, Meter],
     entries: dict[str, dict[str, Any]],
+    renewals: list[RenewalRow] | None = None,
 ) -> dict[str, Any]:
     """The invoice of these events for the period [start, end): spec §2.7 with Decimal
     money. The allowance counts the period's actual length in days; maintenance is
-    charged when that length is 365 days or more."""
+    charged when that length is 365 days or more; renewals come last."""
     period_days = (end - start) // dt.timedelta(days=1)
     units = selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end)
     lines = (
@@ -274,6 +322,7 @@ def rated(
             meters, customer_id=customer_id, period_days=period_days, units=units, entries=entries
         )
         + (maintenance_lines(customer_id, end, entries) if period_days >= 365 else [])
+        + renewal_lines(renewals or [])
     )
     lines = [line for line in lines if line["quantity"]]
     currency = _currency(customer_id, lines, entries)
@@ -332,6 +381,30 @@ def _window_directs(customer_id: str, start: dt.datetime, end: dt.datetime):
     ]
 
 
+def _window_renewals(customer_id: str, start: dt.datetime, end: dt.datetime):
+    """Renewals of the window, summed per batch and per direct licence."""
+    rows = (
+        Renewal.objects.filter(
+            customer_id=customer_id, renewed_at__gte=start, renewed_at__lt=end, units__gt=0
+        )
+        .values("batch_id", "license_id", "sku", "unit_price", "currency")
+        .annotate(units=Sum("units"), renewals=Count("id"))
+        .order_by()
+    )
+    return [
+        RenewalRow(
+            batch_id=row["batch_id"],
+            license_id=row["license_id"],
+            sku=row["sku"],
+            unit_price=row["unit_price"],
+            currency=row["currency"],
+            units=row["units"],
+            renewals=row["renewals"],
+        )
+        for row in rows
+    ]
+
+
 def _whole_second_after(moment: dt.datetime) -> dt.datetime:
     """``moment`` rounded up to the second. Events are stamped to the microsecond; a
     window ending there counts everything that happened before ``moment`` and is reported
@@ -349,7 +422,8 @@ def invoice_rate(
     Returns spec §2.7 with Decimal money: ``{customer_id, period_start, period_end,
     currency, lines, total}``; each line carries ``kind``, ``sku``, ``description``,
     ``quantity``, ``unit``, ``unit_price`` and ``amount`` (rounded half-up to the cent),
-    plus ``batch_id`` on unit activation lines. Nothing is stored, and the window ignores
+    plus ``batch_id`` on unit activation and batch renewal lines, ``license_id`` on a
+    direct licence's renewal line. Nothing is stored, and the window ignores
     what issued invoices have billed: it is a preview of the window, not of the ledger.
     """
     customer = customer_get(customer_id=customer_id)
@@ -368,4 +442,5 @@ def invoice_rate(
             directs=_window_directs(customer.id, start, end),
             meters={sku: Meter(sku=sku, inferences=n) for sku, n in usage.items()},
             entries=catalogue_entries(),
+            renewals=_window_renewals(customer.id, start, end),
         )

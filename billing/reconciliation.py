@@ -3,15 +3,15 @@ operator dashboard.
 
 Per customer and SKU it reports inferences stored, billed, waiting for the next invoice
 and unbillable (dated after today: no period that can be issued contains them yet),
-and activations and direct licences stored vs billed (an activation on a released seat
-is a transfer: counted apart, never billed). It reads the daily rollups and
-the ledger, never the raw records (``deep=True`` adds that comparison), so it takes
-seconds on 10^7 records.
+activations, direct licences and renewals (their units) stored vs billed (an
+activation on a released seat is a transfer: counted apart, never billed). It reads
+the daily rollups and the ledger, never the raw records (``deep=True`` adds that
+comparison), so it takes seconds on 10^7 records.
 
 A problem is anything that breaks "every billable event on exactly one issued
 invoice": a bucket billed beyond its records, billed counters that disagree with the
-ledger entries, an activation or licence billed more than once, or an invoice whose
-lines do not match the events its entries attribute to it.
+ledger entries, an activation, licence or renewal billed more than once, or an invoice
+whose lines do not match the events its entries attribute to it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from billing.models import (
     UsageRecord,
 )
 from customers.models import Customer
-from licensing.models import Activation, ActivationDaily, License
+from licensing.models import Activation, ActivationDaily, License, Renewal
 
 EXAMPLES = 10  # problems listed per check; the count is always complete
 
@@ -61,6 +61,8 @@ class LedgerRow:
     transfers: int = 0  # activations on released seats: stored, never billed
     licenses: int = 0
     licenses_billed: int = 0
+    renewal_units: int = 0  # units of renewals (1 per direct licence renewal)
+    renewal_units_billed: int = 0
 
 
 @dataclass
@@ -131,6 +133,14 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     )
     for item in licenses:
         rows[(item["customer_id"], item["sku"])].licenses = item["n"]
+    renewals = (
+        Renewal.objects.filter(scope, units__gt=0)
+        .values("customer_id", "sku")
+        .annotate(n=Sum("units"))
+        .order_by()
+    )
+    for item in renewals:
+        rows[(item["customer_id"], item["sku"])].renewal_units = item["n"]
     billed = (
         LedgerEntry.objects.filter(scope)
         .exclude(kind=LedgerEntry.Kind.USAGE)
@@ -142,6 +152,8 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
         row = rows[(item["customer_id"], item["sku"])]
         if item["kind"] == LedgerEntry.Kind.ACTIVATION:
             row.activations_billed = item["n"]
+        elif item["kind"] == LedgerEntry.Kind.RENEWAL:
+            row.renewal_units_billed = item["n"]
         else:
             row.licenses_billed = item["n"]
 
@@ -197,7 +209,7 @@ def _bucket_problems(customer_id: str | None) -> list[str]:
 def _event_problems(scope: Q) -> list[str]:
     twice = (
         LedgerEntry.objects.filter(scope)
-        .exclude(kind=LedgerEntry.Kind.USAGE)
+        .exclude(kind__in=[LedgerEntry.Kind.USAGE, LedgerEntry.Kind.RENEWAL])
         .values("kind", "license_id")
         .annotate(n=Sum("quantity"))
         .exclude(n__in=[0, 1])
@@ -211,6 +223,26 @@ def _event_problems(scope: Q) -> list[str]:
     ]
     if len(found) > EXAMPLES:
         problems.append(f"... and {twice.count() - EXAMPLES} more events like these")
+    return problems + _renewal_problems(scope)
+
+
+def _renewal_problems(scope: Q) -> list[str]:
+    """Renewals whose entries sum to neither 0 (waiting) nor their units (billed once)."""
+    billed = dict(
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.RENEWAL)
+        .values("renewal_id")
+        .annotate(n=Sum("quantity"))
+        .exclude(n=0)
+        .values_list("renewal_id", "n")
+    )
+    units = dict(Renewal.objects.filter(pk__in=billed).values_list("id", "units"))
+    wrong = sorted(rid for rid, n in billed.items() if n != units.get(rid))
+    problems = [
+        f"renewal {rid} ({units.get(rid, 'not on file')} units) is billed {billed[rid]} units"
+        for rid in wrong[:EXAMPLES]
+    ]
+    if len(wrong) > EXAMPLES:
+        problems.append(f"... and {len(wrong) - EXAMPLES} more renewals like these")
     return problems
 
 
@@ -258,6 +290,8 @@ def _invoice_problems(number: str, entries: dict, lines: list, meters: dict) -> 
             billed[(InvoiceLine.Kind.UNIT_ACTIVATION.value, sku, batch_id, None)] += n
         elif kind == LedgerEntry.Kind.DIRECT:
             billed[(InvoiceLine.Kind.DIRECT_LICENSE.value, sku, "", unit_price)] += n
+        elif kind == LedgerEntry.Kind.RENEWAL:
+            billed[(InvoiceLine.Kind.RENEWAL.value, sku, batch_id, unit_price)] += n
         else:
             sums = usage[sku]
             sums[2 if late else 0] += n
@@ -270,6 +304,9 @@ def _invoice_problems(number: str, entries: dict, lines: list, meters: dict) -> 
             invoiced[(line.kind, line.sku, line.batch_id, None)] += int(line.quantity)
         elif line.kind == InvoiceLine.Kind.DIRECT_LICENSE:
             invoiced[(line.kind, line.sku, "", line.unit_price)] += int(line.quantity)
+        elif line.kind == InvoiceLine.Kind.RENEWAL:
+            key = (line.kind, line.sku, line.batch_id, line.unit_price)
+            invoiced[key] += int(line.quantity)
         elif line.kind in (InvoiceLine.Kind.METERED_OVERAGE, InvoiceLine.Kind.METERED_OVERAGE_LATE):
             key = (line.sku, line.kind == InvoiceLine.Kind.METERED_OVERAGE_LATE)
             overage[key] += line.quantity * 1000
@@ -278,6 +315,8 @@ def _invoice_problems(number: str, entries: dict, lines: list, meters: dict) -> 
     for key in sorted(set(billed) | set(invoiced), key=str):
         if billed.get(key, 0) != invoiced.get(key, 0):
             what = "units of batch " + key[2] if key[2] else f"{key[1]} direct licences"
+            if key[0] == InvoiceLine.Kind.RENEWAL:
+                what = f"renewed {what}"
             problems.append(
                 f"{number} bills {invoiced.get(key, 0)} {what} but its ledger entries hold "
                 f"{billed.get(key, 0)}"

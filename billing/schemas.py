@@ -87,7 +87,12 @@ class InvoiceLineOut(serializers.Serializer):
     unit = serializers.CharField()
     unit_price = serializers.DecimalField(max_digits=14, decimal_places=4, coerce_to_string=False)
     amount = serializers.DecimalField(max_digits=16, decimal_places=2, coerce_to_string=False)
-    batch_id = serializers.CharField(required=False, help_text="On unit activation lines.")
+    batch_id = serializers.CharField(
+        required=False, help_text="On unit activation lines and a batch's renewal line."
+    )
+    license_id = serializers.CharField(
+        required=False, help_text="On a direct licence's renewal line."
+    )
 
 
 class InvoicePreviewOut(serializers.Serializer):

@@ -110,7 +110,8 @@ def invoice_out(invoice: Invoice) -> dict[str, Any]:
                     "unit_price": line.unit_price,
                     "amount": line.amount,
                 }
-                | ({"batch_id": line.batch_id} if line.batch_id else {}),
+                | ({"batch_id": line.batch_id} if line.batch_id else {})
+                | ({"license_id": line.license_id} if line.license_id else {}),
                 invoice.currency,
             )
             for line in invoice.lines.order_by("position")

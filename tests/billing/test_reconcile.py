@@ -55,7 +55,7 @@ def test_reconcile_prints_stored_billed_waiting_and_unbillable(ledger):
     assert err == ""
     row = next(line for line in out.splitlines() if line.startswith(ledger.id))
     assert row.split() == [ledger.id, "API-METERED", "52,000", "40,000", "5,000", "7,000",
-                           "2", "1", "1", "1", "0"]  # fmt: skip
+                           "2", "1", "1", "1", "0", "0", "0"]  # fmt: skip
     assert "1 of 3 usage records billed, 1 waiting for the next invoice" in out
     assert "OK: nothing is billed twice" in out
     totals = ledger_reconcile(customer_id=ledger.id).totals()

@@ -5,11 +5,14 @@ through the renewal and running past their old ends."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pytest
 
 import devices
+from billing.limits import start_of_day
+from billing.reconciliation import ledger_reconcile
 from config import clock as server_clock_module
 from tests.conftest import start_gunicorn, stop_gunicorn
 
@@ -144,3 +147,32 @@ def test_cameras_sync_through_renewals_and_run_past_their_old_ends(
     )
     assert devices.token.decode_unverified(token)["exp"] == old_end + 365 * DAY
     assert server_clock_module.offset_seconds() == 50 * DAY
+
+    # Billed once, each in the period that contains it, on the live server's invoices:
+    # days -29..1 (the activations), 1..36 (two renewals), 36..51 (the third).
+    midnight = start_of_day(dt.datetime.fromtimestamp(early["expires_at"] - 30 * DAY, dt.UTC))
+
+    def issue(days: int) -> dict:
+        end = int((midnight + dt.timedelta(days=days)).timestamp())
+        return service.admin(
+            "POST",
+            "/v1/admin/invoices",
+            {"customer_id": customer.id, "period_days": 30, "period_end": end},
+        )
+
+    moved(52)  # day 51 is over
+    invoices = [issue(1), issue(36), issue(51)]
+    renewed = [
+        [
+            (line["batch_id"], line["quantity"])
+            for line in invoice["lines"]
+            if line["kind"] == "renewal"
+        ]
+        for invoice in invoices
+    ]
+    assert renewed == [
+        [],
+        sorted([(early["batch_id"], 2), (late["batch_id"], 1)]),
+        [(lapsed["batch_id"], 1)],
+    ]
+    assert ledger_reconcile(customer_id=customer.id).ok

@@ -10,7 +10,7 @@ from billing.services import ledger_check_run
 _COLUMNS = (
     ("customer", 18), ("SKU", 15), ("stored", 14), ("billed", 14), ("waiting", 12),
     ("unbillable", 11), ("activ. stored", 13), ("billed", 7), ("direct stored", 13),
-    ("billed", 7), ("transfers", 9),
+    ("billed", 7), ("transfers", 9), ("renewed units", 13), ("billed", 7),
 )  # fmt: skip
 
 
@@ -26,8 +26,8 @@ class Command(BaseCommand):
     help = (
         "Reconcile the billing ledger: per customer and SKU, inferences stored, billed, "
         "waiting for the next invoice and unbillable (dated after today), and "
-        "activations and direct licences stored vs billed. Exits 1 when any record or "
-        "event is billed twice or any invoice's quantities do not match its records. "
+        "activations, direct licences and renewed units stored vs billed. Exits 1 when "
+        "any record or event is billed twice or any invoice's quantities do not match its records. "
         "A run over every customer (no --customer, no --deep) is stored: the operator "
         "dashboard shows the latest."
     )
@@ -63,6 +63,8 @@ class Command(BaseCommand):
                         row.licenses,
                         row.licenses_billed,
                         row.transfers,
+                        row.renewal_units,
+                        row.renewal_units_billed,
                     ]
                 )  # fmt: skip
             )
