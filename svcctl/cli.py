@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,6 +44,8 @@ examples, online (<...> is a value to fill in):
   svcctl license CUST-ACME DETECT-STD cam-0001 --days 30           # prints the licence id
   svcctl revoke <LICENCE-ID> --reason "device stolen"  # the LIC-... id license printed
   svcctl release --batch <BATCH-ID> --device cam-0001 --reason "camera replaced"  # activated
+  svcctl expiring --days 400                       # batches and licences ending soon
+  svcctl renew --batch <BATCH-ID> --key acme-renewal-2027  # the same key again: no 2nd renewal
   svcctl invoice CUST-ACME --days 30 --csv acme.csv
 
 examples, offline (the root key belongs on an offline machine):
@@ -281,6 +284,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", help="the batch, B-... (with --device instead of a licence id)")
     p.add_argument("--device", help="the camera's device id on that batch")
     p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
+
+    p = online_command(
+        "renew",
+        "renew a batch or a direct licence for another term",
+        cmd_renew,
+        "Renew a batch (--batch; its cameras fetch their renewed licences at their next "
+        "sync) or a direct licence (its licence id) for --days more (default: the SKU's "
+        "term). Before its end the term runs from that end, after it but within grace from "
+        "the old end, after grace from now. Billed once, as a renewal line: units activated "
+        "now x the batch's unit price (1 x the licence's). --key makes the request "
+        "idempotent: the same key again prints the first renewal and renews nothing more; "
+        "without it a new key is made and printed (reuse it to retry safely).",
+    )
+    p.add_argument("license_id", nargs="?", help="a direct licence id, LIC-...")
+    p.add_argument("--batch", help="the batch to renew, B-...")
+    p.add_argument("--days", type=_positive, help="days to add (default: the SKU's term)")
+    p.add_argument("--key", help="idempotency key (default: a new random one, printed)")
+
+    p = online_command(
+        "expiring",
+        "list batches and licences ending soon",
+        cmd_expiring,
+        "Batches and direct licences, not revoked, ending within --days (default 30) or "
+        "ended and still in their grace period, soonest first, with their customers and "
+        "activated units: what to renew.",
+    )
+    p.add_argument("--days", type=_positive, default=30, help="window in days (default 30)")
 
     p = online_command(
         "fleet",
@@ -717,6 +747,65 @@ def cmd_release(args) -> int:
         ]
     )
     print("the next camera activated on the batch takes this seat as a transfer (not billed)")
+    return EXIT_OK
+
+
+def cmd_renew(args) -> int:
+    if bool(args.license_id) == bool(args.batch):
+        raise UsageError("name what to renew: --batch B-..., or a direct licence id")
+    key = args.key or f"svcctl-{uuid.uuid4()}"
+    body: dict[str, Any] = {"idempotency_key": key, "term_days": args.days}
+    body |= {"batch_id": args.batch} if args.batch else {"license_id": args.license_id}
+    result = _client(args).post("renew", body)
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    if result["replayed"]:
+        when = output.when(result["renewed_at"])
+        print(f"already renewed with key {key} at {when}; nothing renewed again")
+    currency = result["currency"]
+    target = (
+        ("batch", result["batch_id"]) if result["batch_id"] else ("licence", result["license_id"])
+    )
+    price, amount = (
+        output.money(result["unit_price"], currency),
+        output.money(result["amount"], currency),
+    )
+    output.fields(
+        [
+            target,
+            ("customer", result["customer_id"]),
+            ("sku", result["sku"]),
+            ("previous end", output.when(result["previous_expires_at"])),
+            ("ends", output.when(result["expires_at"])),
+            ("term", f"{result['term_days']} days ({result['basis'].replace('_', ' ')})"),
+            ("billed", f"{result['units']} x {price} = {amount}"),
+            ("key", key),
+        ]
+    )
+    return EXIT_OK
+
+
+def cmd_expiring(args) -> int:
+    result = _client(args).get("expiring", days=args.days)
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    output.table(
+        ["ends", "state", "batch / licence", "customer", "sku", "activated"],
+        [
+            (
+                output.when(item["expires_at"]),
+                "in grace" if item["in_grace"] else "running",
+                item["batch_id"] or item["license_id"],
+                f"{item['customer_name']} ({item['customer_id']})",
+                item["sku"],
+                f"{item['units_activated']} of {item['units_purchased']}",
+            )
+            for item in result["items"]
+        ],
+    )
+    print(f"\n{result['count']} ending within {result['days']} days or in grace")
     return EXIT_OK
 
 

@@ -502,8 +502,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
-ONLINE = ["customer", "batch", "license", "revoke", "release", "fleet", "batch-status"]
-ONLINE += ["usage", "invoice", "catalogue", "register"]
+ONLINE = ["customer", "batch", "license", "revoke", "release", "renew", "expiring", "fleet"]
+ONLINE += ["batch-status", "usage", "invoice", "catalogue", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
 
@@ -571,7 +571,7 @@ def _help_examples() -> list[list[str]]:
 @pytest.mark.live
 def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_db, tmp_path):
     examples = _help_examples()
-    assert len(examples) == 13 and not any("CUST-..." in word for e in examples for word in e)
+    assert len(examples) == 15 and not any("CUST-..." in word for e in examples for word in e)
     filled: dict[str, str] = {}
     for args in examples:
         args = [filled.get(word, word) for word in args]
@@ -591,6 +591,10 @@ def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_d
             assert "root chain       ok" in result.stdout
         if args[0] == "release":
             assert re.search(r"^licence\s+LIC-\S+ \(revoked\)$", result.stdout, re.M)
+        if args[0] == "expiring":
+            assert filled["<BATCH-ID>"] in result.stdout
+        if args[0] == "renew":
+            assert re.search(r"^term\s+365 days \(before expiry\)$", result.stdout, re.M)
     assert set(filled) == {"<BATCH-ID>", "<LICENCE-ID>"}
 
 
@@ -810,3 +814,36 @@ def test_json_output_writes_money_exactly_as_the_service_sent_it(online, transac
     assert '"unit_price": 240.00' in batch.stdout and '"order_value": 720.00' in batch.stdout
     catalogue = svcctl("catalogue", "--json", env=online).stdout
     assert '"price_per_1000": 0.35' in catalogue and '"unit_price": 15.00' in catalogue
+
+
+@pytest.mark.live
+def test_renew_prints_the_new_end_and_the_bill_and_a_retry_renews_nothing(
+    live_service, online, transactional_db
+):
+    customer = _json(svcctl("customer", "Renewing", "--kind", "oem", "--json", env=online))
+    batch = _json(svcctl("batch", customer["customer_id"], "DETECT-STD", "5", "--json", env=online))
+    _activate(live_service.url, batch["batch_token"], "cam-1")
+
+    first = svcctl("renew", "--batch", batch["batch_id"], "--days", "30", env=online)
+
+    assert first.returncode == 0, first.stderr
+    key = re.search(r"^key\s+(svcctl-\S+)$", first.stdout, re.M)[1]
+    ends = output.when(batch["expires_at"] + 30 * 86400)
+    assert re.search(rf"^ends\s+{re.escape(ends)}$", first.stdout, re.M)
+    assert re.search(r"^term\s+30 days \(before expiry\)$", first.stdout, re.M)
+    assert re.search(r"^billed\s+1 x 90\.00 EUR = 90\.00 EUR$", first.stdout, re.M)
+    retry = svcctl("renew", "--batch", batch["batch_id"], "--days", "30", "--key", key, env=online)
+    assert retry.returncode == 0 and "nothing renewed again" in retry.stdout
+    assert re.search(rf"^ends\s+{re.escape(ends)}$", retry.stdout, re.M)
+    listed = svcctl("expiring", "--days", "400", env=online)
+    assert listed.returncode == 0 and batch["batch_id"] in listed.stdout
+    assert re.search(
+        rf"{batch['batch_id']}\s+Renewing \(\S+\)\s+DETECT-STD\s+1 of 5", listed.stdout
+    )
+    perpetual = _json(
+        svcctl("batch", customer["customer_id"], "ANPR-PERPETUAL", "1", "--json", env=online)
+    )
+    refused = svcctl("renew", "--batch", perpetual["batch_id"], env=online)
+    assert refused.returncode == 1 and "perpetual" in refused.stderr
+    usage = svcctl("renew", env=online)
+    assert usage.returncode == 2 and "name what to renew" in usage.stderr
