@@ -27,11 +27,14 @@ from config.adminbase import amount, money, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
+from licensing import selectors as licensing_selectors
 from licensing.models import NEAR_EXHAUSTION_PERCENT
 from svccore.money import exact
 
 DASHBOARD_DAYS = 30
 LEDGER_ROWS = 50
+EXPIRING_DAYS = 30  # batches and licences ending within this many days (or in grace)
+EXPIRING_ROWS = 50
 
 
 def _context(request: HttpRequest, title: str) -> dict:
@@ -56,6 +59,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     # (seconds at fleet scale), so the page shows when it ran instead of running it.
     check = ledger_check_latest()
     ledger = ledger_check_result(check) if check else Reconciliation(today=limits.now().date())
+    expiring = licensing_selectors.expiring_list(days=EXPIRING_DAYS)
     context = {
         **_context(request, "Operator dashboard"),
         "days": DASHBOARD_DAYS,
@@ -78,6 +82,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
         "releases": selectors.seat_releases(),
+        "expiring": expiring[:EXPIRING_ROWS],
+        "expiring_count": len(expiring),
+        "expiring_days": EXPIRING_DAYS,
         "ledger": ledger,
         "ledger_check": check,
         "ledger_rows": [_ledger_cells(row) for row in ledger.rows[:LEDGER_ROWS]],

@@ -11,6 +11,7 @@ are shown (with a copy button) because an operator sends them to customers. Sign
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 
 from django import forms
 from django.contrib import admin, messages
@@ -51,6 +52,7 @@ from licensing.models import (
     is_near_exhaustion,
     near_exhaustion_condition,
 )
+from licensing.renewals import license_renew
 from licensing.seats import ReleasePolicy, seat_release
 from licensing.services import (
     batch_issue,
@@ -271,7 +273,7 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
         "key_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_batch_keys"]
+    actions = ["revoke_batch_keys", "renew_batches"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
@@ -357,6 +359,71 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
             what="batch keys",
         )
 
+    @admin.action(description="Renew selected batches for another term…", permissions=["revoke"])
+    def renew_batches(self, request, queryset):
+        return renew_with_term(self, request, queryset, target="batch_id", what="batches")
+
+
+# --- renewals (issue 16) ----------------------------------------------------------------
+
+
+class RenewForm(forms.Form):
+    term_days = forms.IntegerField(
+        min_value=1,
+        max_value=TERM_DAYS_MAX,
+        required=False,
+        label="Term (days)",
+        widget=forms.NumberInput(attrs={"autofocus": True}),
+        help_text="Days to add; empty: each SKU's term. Before its end the term runs from "
+        "that end; after it but within grace, from the old end; after grace, from now.",
+    )
+    # Made when the form is first shown: a form posted twice renews once.
+    request_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+
+ONE = {"batches": "batch", "licences": "licence"}
+
+
+def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
+    """An admin action that asks for the term first, then renews each selected batch or
+    direct licence through ``license_renew``, one idempotency key per row and form."""
+    posted = "apply" in request.POST
+    form = RenewForm(request.POST if posted else None, initial={"request_key": uuid.uuid4().hex})
+    if posted and form.is_valid():
+        done = 0
+        for row in queryset:
+            try:
+                result = license_renew(
+                    idempotency_key=f"admin-{form.cleaned_data['request_key']}-{row.pk}",
+                    term_days=form.cleaned_data["term_days"],
+                    **{target: row.pk},
+                )
+            except ServiceError as exc:
+                model_admin.message_user(request, exc.detail, messages.ERROR)
+                continue
+            done += not result.replayed
+        if done:
+            model_admin.message_user(
+                request,
+                f"Renewed {done} {what if done > 1 else ONE[what]}; billed once each as a "
+                "renewal line. Cameras fetch "
+                "their renewed licences at their next sync.",
+            )
+        return None
+    opts = model_admin.model._meta
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": opts,
+        "app_label": opts.app_label,
+        "title": f"Renew {what}",
+        "rows": list(queryset),
+        "selected": [row.pk for row in queryset],
+        "form": form,
+        "action_name": request.POST.get("action", ""),
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/renew_confirm.html", context)
+
 
 # --- licences --------------------------------------------------------------------------
 
@@ -440,7 +507,7 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         "token_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_licenses"]
+    actions = ["revoke_licenses", "renew_licenses"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
@@ -506,6 +573,12 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
             action_name="revoke_licenses",
             what="licences",
         )
+
+    @admin.action(
+        description="Renew selected direct licences for another term…", permissions=["revoke"]
+    )
+    def renew_licenses(self, request, queryset):
+        return renew_with_term(self, request, queryset, target="license_id", what="licences")
 
 
 # --- fleet -----------------------------------------------------------------------------

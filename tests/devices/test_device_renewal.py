@@ -71,7 +71,7 @@ def test_an_expired_device_runs_again_once_the_renewal_arrives(
     assert engine.state == "active"
 
 
-def test_a_current_licence_is_answered_304_and_nothing_changes(in_grace, service, state_dir):
+def test_a_current_license_is_answered_304_and_nothing_changes(in_grace, service, state_dir):
     assert in_grace.sync(service.url, allow_http=True)["license"] == "current"
     assert in_grace.state == "SVC_LIC_GRACE" and in_grace.claims["exp"] == EXP
     assert not (state_dir / "license.token").exists()  # started from a token: none written
@@ -88,7 +88,7 @@ def test_a_current_licence_is_answered_304_and_nothing_changes(in_grace, service
         ({"exp": EXP - DAY}, "ending earlier"),
     ],
 )
-def test_a_renewal_that_is_not_this_licence_is_refused_and_the_held_one_kept(
+def test_a_renewal_that_is_not_this_license_is_refused_and_the_held_one_kept(
     in_grace, service, make_token, state_dir, overrides, words
 ):
     renewed_answer(service, make_token(**{"exp": EXP + 365 * DAY, **overrides}))
@@ -113,7 +113,7 @@ def test_a_renewal_signed_by_an_unknown_key_is_refused(in_grace, service, make_t
 @pytest.mark.parametrize(
     ("status", "body"), [(500, {"detail": "boom"}), (200, {"token": 7}), (403, {})]
 )
-def test_a_failed_refresh_keeps_the_licence_and_the_rest_of_sync_happens(
+def test_a_failed_refresh_keeps_the_license_and_the_rest_of_sync_happens(
     in_grace, service, clock, status, body
 ):
     in_grace.count(inferences=3)

@@ -116,7 +116,7 @@ def test_an_expired_batch_refuses_activation_until_renewed(
     assert activate(device_api, batch.license.token, "cam-2")["reactivated"] is False
 
 
-def test_a_unit_fetches_its_renewed_licence_once_and_then_gets_304(
+def test_a_unit_fetches_its_renewed_license_once_and_then_gets_304(
     admin_api, device_api, make_batch, server_clock
 ):
     batch = make_batch(units=3, sku="API-METERED")
@@ -152,7 +152,7 @@ def test_a_unit_fetches_its_renewed_licence_once_and_then_gets_304(
     assert upload.status_code == 200, upload.json()
 
 
-def test_a_reactivation_after_renewal_answers_the_renewed_licence(
+def test_a_reactivation_after_renewal_answers_the_renewed_license(
     admin_api, device_api, make_batch
 ):
     batch = make_batch(units=3, sku="DETECT-STD")
@@ -166,7 +166,7 @@ def test_a_reactivation_after_renewal_answers_the_renewed_licence(
     assert License.objects.get(pk=first["license_id"]).token == again["unit_token"]
 
 
-def test_a_direct_licence_renews_and_its_device_fetches_it(admin_api, device_api, customer):
+def test_a_direct_license_renews_and_its_device_fetches_it(admin_api, device_api, customer):
     issued = admin_api.post(
         "/v1/admin/licenses",
         {"customer_id": customer.id, "sku": "VISION-PRO", "device_id": "cam-9"},
@@ -275,7 +275,7 @@ def test_a_term_that_would_end_in_the_past_is_refused(admin_api, make_batch, ser
     assert end_of(batch) == old_end
 
 
-def test_a_renewed_batch_is_renewable_by_its_batch_key_licence_id(admin_api, make_batch):
+def test_a_renewed_batch_is_renewable_by_its_batch_key_license_id(admin_api, make_batch):
     batch = make_batch(units=3, sku="DETECT-STD")
     body = renew(admin_api, license_id=batch.license_id, idempotency_key="k").json()
     assert body["batch_id"] == batch.id and end_of(batch) == body["expires_at"]
@@ -296,7 +296,7 @@ def test_a_revoked_unit_of_a_renewed_batch_stays_listed_until_the_batch_end(
     assert refresh(device_api, unit["unit_token"], "cam-1").status_code == 403
 
 
-def test_refresh_refuses_what_is_not_a_held_licence(device_api, make_batch):
+def test_refresh_refuses_what_is_not_a_held_license(device_api, make_batch):
     batch = make_batch(units=3, sku="DETECT-STD")
     unit = activate(device_api, batch.license.token, "cam-1")
     assert refresh(device_api, unit["unit_token"], "cam-2").status_code == 403
