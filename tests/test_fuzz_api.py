@@ -37,6 +37,7 @@ from config.schema import PRINTABLE
 from customers.services import customer_create
 from licensing.activation import unit_activate
 from licensing.models import License
+from licensing.renewals import license_renew
 from licensing.revocations import answers_forget
 from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
@@ -64,6 +65,10 @@ REFUSED_BY_CONTENT = [
     "POST /v1/usage",
     "POST /v1/admin/seats/release",  # a seat named both ways, a direct licence, past the policy
     "GET /v1/admin/fleet",  # a cursor the service did not give, or cursor with before
+    # Both or neither of batch_id and license_id, a key used for another request, a term
+    # ending after 9999 once renewed again and again.
+    "POST /v1/admin/renew",
+    "GET /v1/license",  # a device id the bearer token is not bound to
 ]
 ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
@@ -99,6 +104,10 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
     old = license_issue(customer_id=billed.id, sku="DETECT-STD", device_id="fuzz-cam-0004")
     License.objects.filter(pk=old.pk).update(issued_at=old.issued_at - dt.timedelta(days=7))
     invoice = invoice_issue(customer_id=billed.id, period_days=30, end=start_of_day(old.issued_at))
+    # The camera's batch renewed: GET /v1/license answers its renewed licence (200) to the
+    # token it was activated with; another batch for the fuzzed renewals.
+    license_renew(idempotency_key="fuzz-seed", batch_id=batch.id)
+    renewable = batch_issue(customer_id=customer.id, sku="DETECT-STD", units=10)
     values = {
         "POST /v1/activate": {"body": {"batch_token": batch.license.token}},
         "POST /v1/usage": {"body": {"device_id": DEVICE}},
@@ -108,6 +117,8 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/revoke": {"body": {"license_id": to_revoke.id}},
         "POST /v1/admin/seats/release": {"body": {"license_id": dead.license_id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
+        "POST /v1/admin/renew": {"body": {"batch_id": renewable.id}},
+        "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
         "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
         "GET /v1/admin/usage/{license_id}": {"path_parameters": {"license_id": unit.license_id}},
