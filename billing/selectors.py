@@ -250,7 +250,7 @@ def billable_units_by_sku(
         )
         .exclude(device_id="*")
         .values("sku")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))  # COUNT(*): read from the index alone
         .order_by()
     )
     for row in revoked:
