@@ -15,6 +15,7 @@ from devices.token import decode_unverified
 from licensing.models import Batch, License, Renewal, Revocation, SupersededToken, token_digest
 from licensing.renewals import license_refresh, license_renew
 from licensing.services import usable_until
+from tests.test_deploy_settings import manage
 
 pytestmark = pytest.mark.django_db
 
@@ -406,3 +407,10 @@ def test_concurrent_refreshes_of_one_unit_store_and_answer_one_token(make_batch)
     assert set(answers) == {stored.token}
     assert stored.token_sha256 == token_digest(stored.token)
     assert SupersededToken.objects.filter(license=stored).count() == 1
+
+
+def test_a_moved_clock_is_refused_at_start_up_outside_a_test_database():
+    refused = manage("check", SVC_TEST_CLOCK_FILE="/tmp/clock")
+    assert refused.returncode != 0 and "SVC_TEST_CLOCK_FILE" in refused.stderr
+    test_db = manage("check", SVC_TEST_CLOCK_FILE="/tmp/clock", DATABASE_URL="sqlite:///test_x")
+    assert test_db.returncode == 0, test_db.stderr
