@@ -112,8 +112,9 @@ def _resign(claims: dict[str, Any], *, expires_at: dt.datetime, now: dt.datetime
 def _replace_token(lic: License, *, expires_at: dt.datetime, now: dt.datetime) -> None:
     """Re-sign a locked licence row with a new end; its token so far stays issued."""
     token, signed = _resign(lic.claims, expires_at=expires_at, now=now)
-    SupersededToken.objects.get_or_create(
-        license_id=lic.id, token_sha256=lic.token_sha256, defaults={"superseded_at": now}
+    # The current token: never superseded before (a replaced token never comes back).
+    SupersededToken.objects.create(
+        license_id=lic.id, token_sha256=lic.token_sha256, superseded_at=now
     )
     lic.token, lic.claims, lic.token_sha256 = token, signed, token_digest(token)
     lic.expires_at = expires_at
@@ -293,8 +294,8 @@ def unit_token_current(
             expires_at=batch_expires_at,
         )
         if stored:
-            SupersededToken.objects.get_or_create(
-                license_id=license_id, token_sha256=token_sha256, defaults={"superseded_at": now}
+            SupersededToken.objects.create(
+                license_id=license_id, token_sha256=token_sha256, superseded_at=now
             )
             return renewed
     current, revoked_at = License.objects.values_list("token", "revoked_at").get(pk=license_id)

@@ -414,3 +414,24 @@ def test_a_moved_clock_is_refused_at_start_up_outside_a_test_database():
     assert refused.returncode != 0 and "SVC_TEST_CLOCK_FILE" in refused.stderr
     test_db = manage("check", SVC_TEST_CLOCK_FILE="/tmp/clock", DATABASE_URL="sqlite:///test_x")
     assert test_db.returncode == 0, test_db.stderr
+
+
+def test_what_a_refresh_and_a_reactivation_cost_the_database(
+    admin_api, device_api, make_batch, django_assert_num_queries
+):
+    """Pinned: a device asking with its current licence costs one query (304); the one
+    ask after a renewal reads the claims, re-signs in a conditional UPDATE and records
+    the replaced token (in these tests every transaction is a savepoint: 2 more);
+    re-activation stays at its one query once the unit is current."""
+    batch = make_batch(units=5, sku="DETECT-STD")
+    unit = activate(device_api, batch.license.token, "cam-1")
+    with django_assert_num_queries(1):
+        assert refresh(device_api, unit["unit_token"], "cam-1").status_code == 304
+    renew(admin_api, batch_id=batch.id, idempotency_key="k")
+    # Lookup, claims, then UPDATE and the superseded token's INSERT in a savepoint.
+    with django_assert_num_queries(1 + 1 + 2 + 2):
+        renewed = refresh(device_api, unit["unit_token"], "cam-1").json()["token"]
+    with django_assert_num_queries(1):
+        assert refresh(device_api, renewed, "cam-1").status_code == 304
+    with django_assert_num_queries(1):
+        assert activate(device_api, batch.license.token, "cam-1")["unit_token"] == renewed
