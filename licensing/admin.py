@@ -45,6 +45,7 @@ from licensing.models import (
     Activation,
     Batch,
     License,
+    Renewal,
     Revocation,
     SeatRelease,
     SigningKey,
@@ -701,6 +702,33 @@ class SeatReleaseAdmin(ReadOnlyAdmin):
     def taken_by(self, release: SeatRelease) -> str:
         replacement = getattr(release, "replacement", None)
         return replacement.device_id if replacement else "free (the next activation)"
+
+
+@admin.register(Renewal)
+class RenewalAdmin(ReadOnlyAdmin):
+    """Batches and direct licences renewed in place, and what each is billed once."""
+
+    list_display = [
+        "renewed_at",
+        "batch_or_license",
+        "customer_link",
+        "sku",
+        "basis",
+        "previous_expires_at",
+        "expires_at",
+        "units",
+    ]
+    list_select_related = ["customer", "batch", "license"]
+    search_fields = ["=batch__id", "=license__id", "=customer__id", "=idempotency_key"]
+    list_filter = ["basis", "renewed_at"]
+
+    @admin.display(description="batch or licence")
+    def batch_or_license(self, renewal: Renewal):
+        return _admin_link(renewal.batch or renewal.license)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, renewal: Renewal):
+        return _admin_link(renewal.customer, renewal.customer.name)
 
 
 @admin.register(Revocation)

@@ -11,6 +11,7 @@ from django.urls import reverse
 from audit.models import AuditEntry
 from licensing.activation import unit_activate
 from licensing.models import Batch, License, Renewal
+from licensing.renewals import license_renew
 from licensing.services import license_issue
 
 pytestmark = pytest.mark.django_db
@@ -87,3 +88,13 @@ def test_dashboard_lists_what_ends_soon_with_customer_and_units(
     panel = panel.split('id="expiring"', 1)[1].split("</table>", 1)[0]
     assert "in grace until" in panel
     assert Batch.objects.count() == 2
+
+
+def test_renewals_are_listed_in_the_admin(admin_client, customer, make_batch):
+    batch = make_batch(units=5, sku="DETECT-STD")
+    license_renew(idempotency_key="listed", batch_id=batch.id)
+    body = admin_client.get(reverse("admin:licensing_renewal_changelist")).content.decode()
+    assert batch.pk in body and customer.name in body and "before expiry" in body
+    renewal = Renewal.objects.get()
+    page = admin_client.get(reverse("admin:licensing_renewal_change", args=[renewal.pk]))
+    assert page.status_code == 200
