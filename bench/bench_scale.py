@@ -485,7 +485,7 @@ def check_and_vacuum(plan: Plan) -> None:
 
 def load(plan: Plan) -> float:
     started = time.monotonic()
-    print(f"loading {plan.licences:,} licences and activations into {DB_NAME}", flush=True)
+    print(f"loading {plan.licenses:,} licences and activations into {DB_NAME}", flush=True)
     batches = services_part(plan)
     bulk_part(plan, batches)
     usage_part(plan, batches)
@@ -833,7 +833,7 @@ def main() -> int:
         if not args.keep:
             _support.recreate_database(PG, DB_NAME, create=False)
     print(
-        f"\nfleet-scale reads: {plan.licences:,} licences and activations, {plan.revoked:,} "
+        f"\nfleet-scale reads: {plan.licenses:,} licences and activations, {plan.revoked:,} "
         f"revoked, {plan.usage:,} usage records; gunicorn 2 workers x 4 threads; "
         f"median of {RUNS} runs (placeholder claims and tokens: a read benchmark)"
     )
