@@ -160,6 +160,7 @@ class ScaleChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         self.result_count_estimated = getattr(self.paginator, "estimated", False)
+        self.result_count_shown = f"{self.result_count:,}"
 
 
 def byte_order(field: str) -> Collate | F:

@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from billing.reconciliation import ledger_check_run
 from billing.services import invoice_rate
+from config import adminbase
 from licensing.activation import unit_activate
 from licensing.models import Activation
 from licensing.seats import seat_release
@@ -213,3 +214,18 @@ def test_dashboard_reads_rollups_and_the_weak_index(admin_client, customer, make
     assert daily and "activation_daily_day" in plan_of(daily[0])
     # The ledger panel is the stored check: nothing reads the ledger.
     assert not [q for q in queries if '"billing_ledgerentry"' in q["sql"]]
+
+
+def test_past_the_cap_a_list_shows_the_estimate(admin_client, customer, make_batch, monkeypatch):
+    """Past EXACT_COUNT_MAX rows PostgreSQL's estimate is shown, said to be one ("about");
+    SQLite, which has none, counts exactly."""
+    monkeypatch.setattr(adminbase, "EXACT_COUNT_MAX", 3)
+    grow(customer, make_batch, 5)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE" if connection.vendor == "postgresql" else "SELECT 1")
+    body = admin_client.get(reverse("admin:licensing_activation_changelist")).content
+    shown = re.search(rb'<p class="paginator">(.*?)</p>', body, re.S)[1]
+    if connection.vendor == "postgresql":
+        assert b">about 6</span> activations" in shown and b"the database's estimate" in shown
+    else:
+        assert shown.split() == [b"6", b"activations"]
