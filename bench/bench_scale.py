@@ -29,8 +29,11 @@ and every read is timed over HTTP, logged in as a superuser (admin pages) or wit
 admin key (API): the median of RUNS after a warm-up, the slowest, the answer's size,
 the queries the page ran (from ``CaptureQueriesContext`` in this process, on the same
 database) and, where one makes sense, a floor: the hand-written SQL of the same read,
-timed on its own. Targets: admin pages 300 ms, invoice rating 50 ms, fleet pages
-100 ms; a read over its target is marked OVER (reported, not a failure). The CSV export
+timed on its own (for the invoice, the row-by-row count of the window's activations
+that the rollups replace). One stored ledger reconciliation is run and timed first, so
+the dashboard shows a full ledger panel. Targets: admin pages 300 ms, invoice rating
+50 ms, fleet pages 100 ms; a read over its target is marked OVER (reported, not a
+failure). The CSV export
 of a fleet is streamed: its rows per second and the serving worker's peak RSS for a
 small and a large fleet show its memory does not grow with the fleet.
 
@@ -521,7 +524,8 @@ def reads(plan: Plan) -> list[Read]:
              f"SELECT * FROM licensing_license {recent}"),  # noqa: S608
         Read("licence search ?q=scale-77", "/admin/licensing/license/?q=scale-77", "page",
              PAGE_TARGET_MS,
-             f"SELECT * FROM licensing_license WHERE device_id LIKE 'scale-77%%' {recent}"),  # noqa: S608
+             "SELECT * FROM licensing_license WHERE device_id COLLATE \"C\" LIKE 'scale-77%%' "
+             "ORDER BY device_id COLLATE \"C\", id DESC LIMIT 100"),
         Read("licence search, exact id", f"/admin/licensing/license/?q={license}", "page",
              PAGE_TARGET_MS),
         Read("licence search, customer id", f"/admin/licensing/license/?q={SMALL}", "page",
@@ -544,8 +548,8 @@ def reads(plan: Plan) -> list[Read]:
              f"SELECT * FROM licensing_activation {fleet_order}"),  # noqa: S608
         Read("activation search ?q=scale-77", "/admin/licensing/activation/?q=scale-77", "page",
              PAGE_TARGET_MS,
-             f"SELECT * FROM licensing_activation WHERE device_id LIKE 'scale-77%%' "  # noqa: S608
-             f"{fleet_order}"),
+             "SELECT * FROM licensing_activation WHERE device_id COLLATE \"C\" LIKE 'scale-77%%' "
+             "ORDER BY device_id COLLATE \"C\", id DESC LIMIT 100"),
         Read("activation search, batch id", f"/admin/licensing/activation/?q={big_batch}",
              "page", PAGE_TARGET_MS),
         Read("fleet of a customer (admin)",

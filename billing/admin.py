@@ -149,7 +149,9 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
 
     list_display = ("document", "kind", "customer_id", "sku", "license_id", "day", "batch_id",
                     "late", "records", "quantity")  # fmt: skip
-    list_filter = ("kind", "late", "sku")
+    # SKUs from the catalogue: a SELECT DISTINCT over millions of entries took 150 ms at
+    # 10^6 (issue 15).
+    list_filter = ("kind", "late", UsageSkuFilter)
     search_fields = ("=document__number", "=license__id", "=customer__id")
     show_full_result_count = False
     ordering = ("-id",)
