@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from audit.services import audited
+from config import clock
 from config.errors import Conflict, InvalidInput, NotFound
 from licensing.models import Activation, Batch, License, SeatRelease, unix
 from licensing.services import license_revoke
@@ -144,7 +144,7 @@ def seat_release(
     # The batch row first: every seat change on this batch waits here in turn.
     batch = Batch.objects.select_for_update().get(pk=lic.batch_id)
     policy = ReleasePolicy.configured()
-    now = timezone.now()
+    now = clock.now()
     count, times = _window_count(batch, policy, now)
     limit = policy.limit(batch.units_purchased)
     earlier = SeatRelease.objects.filter(license_id=license_id).first()
