@@ -52,17 +52,17 @@ def pages(customer) -> list[str]:
         reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
         for model in admin.site._registry
     ]
-    licences = reverse("admin:licensing_license_changelist")
+    licenses = reverse("admin:licensing_license_changelist")
     fleet = reverse("admin:licensing_activation_changelist")
     return [
         *lists,
-        f"{licences}?q=cam-0",
-        f"{licences}?q={customer.id}",
-        f"{licences}?customer__id__exact={customer.id}",
-        f"{licences}?kind__exact=direct",
-        f"{licences}?revoked=yes",
-        f"{licences}?sku=DETECT-STD",
-        f"{licences}?activation=required",
+        f"{licenses}?q=cam-0",
+        f"{licenses}?q={customer.id}",
+        f"{licenses}?customer__id__exact={customer.id}",
+        f"{licenses}?kind__exact=direct",
+        f"{licenses}?revoked=yes",
+        f"{licenses}?sku=DETECT-STD",
+        f"{licenses}?activation=required",
         f"{fleet}?q=cam-0",
         f"{fleet}?q={customer.id}",
         f"{fleet}?weak_binding__exact=1",
