@@ -29,13 +29,12 @@ from billing.limits import (
 )
 from billing.models import UsageDaily, UsageRecord
 from config import clock
-from config.errors import Forbidden, InvalidInput, Unauthorized
+from config.errors import InvalidInput, Unauthorized
 from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
 from licensing import signing
-from licensing.exact_tokens import token_check_issued
-from licensing.models import License, token_digest, unix
-from svccore.claims import device_id_problem
+from licensing.held import license_held
+from licensing.models import unix
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
 _NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding
@@ -125,49 +124,6 @@ def _nonce(value: Any) -> str:
             "(A-Z, a-z, 0-9, '-', '_'), or absent"
         )
     return value
-
-
-def _license_for(claims: dict[str, Any], device_id: Any, token: str) -> tuple[str, str, str]:
-    """(licence id, customer id, SKU) a unit token may upload for, or Forbidden. The
-    token must be byte for byte the one issued: a validly signed variant is refused and
-    recorded as a possible signing-key compromise."""
-    if not isinstance(device_id, str):
-        raise InvalidInput(f"device_id must be a string, not {type(device_id).__name__}")
-    problem = device_id_problem(device_id)
-    if problem:
-        raise InvalidInput(f"device_id {problem}")
-    license_id = claims["lic"]
-    if claims["dev"] == "*":
-        raise Forbidden(
-            f"licence {license_id} is an unbound batch key; usage is uploaded with the unit "
-            "token a camera receives from POST /v1/activate"
-        )
-    if claims["dev"] != device_id:
-        raise Forbidden(
-            f"licence {license_id} is bound to device {claims['dev']!r}, not {device_id!r}"
-        )
-    row = (
-        License.objects.filter(pk=license_id)
-        .values_list("kind", "customer_id", "sku", "device_id", "revoked_at", "token_sha256")
-        .first()
-    )
-    if row is None:
-        raise Forbidden(f"licence {license_id} is not on file with this authority")
-    kind, customer_id, sku, bound_to, revoked_at, stored_sha256 = row
-    token_check_issued(
-        license_id=license_id,
-        token_sha256=token_digest(token),
-        stored_sha256=stored_sha256,
-        claims=claims,
-        what="unit token",
-    )
-    if kind == License.Kind.BATCH_KEY or bound_to != device_id or customer_id != claims["sub"]:
-        raise Forbidden(f"licence {license_id} on file does not match the token presented")
-    if revoked_at is not None:
-        raise Forbidden(
-            f"licence {license_id} was revoked at {unix(revoked_at)}; usage is no longer accepted"
-        )
-    return license_id, customer_id, sku
 
 
 _SUMS = ("records", "inferences", "frames", "stream_seconds", "events")
@@ -290,7 +246,10 @@ def usage_ingest(
     (a signed time and the current total).
     """
     claims = _unit_claims(token)
-    license_id, customer_id, sku = _license_for(claims, device_id, token)
+    held = license_held(
+        claims=claims, token=token, device_id=device_id, revoked_means="usage is no longer accepted"
+    )
+    license_id, customer_id, sku = held.license_id, held.customer_id, held.sku
     rows = _validated(records)
     nonce = _nonce(nonce)
     processed = rows[:MAX_RECORDS_PER_CALL]

@@ -38,10 +38,10 @@ from config import clock
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices.errors import BadSignature
 from licensing import signing
-from licensing.exact_tokens import token_check_issued
+from licensing.held import license_held
 from licensing.models import Batch, License, Renewal, SupersededToken, token_digest, unix
 from licensing.services import sku_get
-from svccore.claims import LAST_SECOND, TERM_DAYS_MAX, device_id_problem
+from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
 
 IDEMPOTENCY_KEY_MAX = 200
 
@@ -321,52 +321,14 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
     token or one a renewal replaced), and not be revoked (Forbidden)."""
     if not token:
         raise Unauthorized("a licence refresh needs the header Authorization: Bearer <licence>")
-    if not isinstance(device_id, str) or device_id_problem(device_id):
-        problem = device_id_problem(device_id) if isinstance(device_id, str) else "is missing"
-        raise InvalidInput(f"device_id {problem}")
     try:
         claims = signing.verify(token)
     except BadSignature as exc:
         raise Unauthorized(f"licence rejected: {exc}") from None
-    license_id = claims["lic"]
-    if claims["dev"] == "*" or "batch" in claims:
-        raise Forbidden(
-            f"licence {license_id} is an unbound batch key; a device refreshes the unit "
-            "licence it received from POST /v1/activate"
-        )
-    if claims["dev"] != device_id:
-        raise Forbidden(
-            f"licence {license_id} is bound to device {claims['dev']!r}, not {device_id!r}"
-        )
-    row = (
-        License.objects.filter(pk=license_id)
-        .values_list(
-            "kind",
-            "customer_id",
-            "device_id",
-            "revoked_at",
-            "token",
-            "token_sha256",
-            "expires_at",
-            "batch__expires_at",
-        )
-        .first()
-    )
-    if row is None:
-        raise Forbidden(f"licence {license_id} is not on file with this authority")
-    kind, customer_id, bound_to, revoked_at, current, stored_sha256, expires_at, batch_end = row
+    held = license_held(claims=claims, token=token, device_id=device_id)
+    license_id, kind, current = held.license_id, held.kind, held.token
+    expires_at, batch_end, stored_sha256 = held.expires_at, held.batch_expires_at, held.token_sha256
     presented = token_digest(token)
-    token_check_issued(
-        license_id=license_id,
-        token_sha256=presented,
-        stored_sha256=stored_sha256,
-        claims=claims,
-        what="licence",
-    )
-    if kind == License.Kind.BATCH_KEY or bound_to != device_id or customer_id != claims["sub"]:
-        raise Forbidden(f"licence {license_id} on file does not match the token presented")
-    if revoked_at is not None:
-        raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}")
     if kind == License.Kind.UNIT and batch_end is not None and batch_end != expires_at:
         current = unit_token_current(
             license_id=license_id,
