@@ -395,18 +395,46 @@ def revoke_with_reason(
         if done:
             model_admin.message_user(request, message.format(n=done, what=what))
         return None
+    return confirm_page(
+        model_admin,
+        request,
+        queryset,
+        template=template,
+        title=f"{verb} {what}",
+        form=form,
+        action_name=action_name,
+        rows=[(row, license_id_of(row)) for row in queryset],
+        verb=verb,
+        **(explanation or {}),
+    )
+
+
+def confirm_page(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset,
+    *,
+    template: str,
+    title: str,
+    form: forms.Form,
+    action_name: str,
+    rows: list[Any],
+    **extra: Any,
+) -> TemplateResponse:
+    """The page an admin action shows before it acts: the selected rows, the form that
+    asks for its input, and the hidden fields that post the same action back
+    (``admin/revoke_confirm.html`` and the pages that extend it)."""
     opts = model_admin.model._meta
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": opts,
         "app_label": opts.app_label,
-        "title": f"{verb} {what}",
-        "verb": verb,
-        "rows": [(row, license_id_of(row)) for row in queryset],
+        "title": title,
+        "rows": rows,
         "selected": [row.pk for row in queryset],
         "form": form,
         "action_name": action_name,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        **(explanation or {}),
+        **extra,
     }
     return TemplateResponse(request, template, context)

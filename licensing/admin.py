@@ -15,10 +15,8 @@ import uuid
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db.models import F
 from django.http import HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -30,6 +28,7 @@ from config.adminbase import (
     ReadOnlyAdmin,
     ReasonForm,
     choices_filter,
+    confirm_page,
     money,
     pretty_json,
     revoke_with_reason,
@@ -411,19 +410,16 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
                 "their renewed licences at their next sync.",
             )
         return None
-    opts = model_admin.model._meta
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "opts": opts,
-        "app_label": opts.app_label,
-        "title": f"Renew {what}",
-        "rows": list(queryset),
-        "selected": [row.pk for row in queryset],
-        "form": form,
-        "action_name": request.POST.get("action", ""),
-        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-    }
-    return TemplateResponse(request, "admin/renew_confirm.html", context)
+    return confirm_page(
+        model_admin,
+        request,
+        queryset,
+        template="admin/renew_confirm.html",
+        title=f"Renew {what}",
+        form=form,
+        action_name=request.POST.get("action", ""),
+        rows=list(queryset),
+    )
 
 
 # --- licences --------------------------------------------------------------------------
@@ -836,16 +832,14 @@ class SigningKeyAdmin(ReadOnlyAdmin):
                     "and devices refuse them at their next sync.",
                 )
             return None
-        opts = self.model._meta
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": opts,
-            "app_label": opts.app_label,
-            "title": "Revoke signing keys",
-            "keys": list(queryset),
-            "selected": [key.pk for key in queryset],
-            "form": form,
-            "action_name": "revoke_keys",
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        }
-        return TemplateResponse(request, "admin/key_revoke_confirm.html", context)
+        return confirm_page(
+            self,
+            request,
+            queryset,
+            template="admin/key_revoke_confirm.html",
+            title="Revoke signing keys",
+            form=form,
+            action_name="revoke_keys",
+            rows=[],
+            keys=list(queryset),
+        )
