@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as dt
 
 from config import clock
+from devices.bounds import LAST_SECOND as MAX_TIMESTAMP
+from devices.bounds import MAX_COUNTER
 
 # The device-id limit is the licensing rule (a device id is bound into every unit
 # licence); billing checks uploads against the very same number.
 from svccore.claims import DEVICE_ID_MAX
-from svccore.claims import LAST_SECOND as MAX_TIMESTAMP
 
 __all__ = [
     "DAY",
@@ -39,9 +40,9 @@ DAY = 86_400
 EPOCH = dt.date(1970, 1, 1)
 # Records per upload call; the rest of a body comes back as ``deferred`` (contract §7).
 MAX_RECORDS_PER_CALL = 1000
-# Bounds that keep every value and every daily sum inside a 64-bit column and every
-# timestamp inside a calendar date: far beyond what a camera can count in one period.
-MAX_COUNTER = 10**12
+# MAX_COUNTER and MAX_TIMESTAMP (devices.bounds, shared with the device module) keep every
+# value and every daily sum inside a 64-bit column and every timestamp inside a calendar
+# date: far beyond what a camera can count in one period.
 # The longest rating window of GET /v1/admin/invoice and the longest first period.
 PERIOD_DAYS_MAX = 3660
 

@@ -194,6 +194,26 @@ def fetch_revocation_page(
     return status, payload, (received.get("ETag") or "") if received is not None else ""
 
 
+def fetch_status(
+    base_url: str,
+    *,
+    license_id: str,
+    device_id: str,
+    timeout: float = DEFAULT_TIMEOUT,
+    allow_http: bool = False,
+) -> tuple[int, dict[str, Any]]:
+    """``GET /v1/revocations/status?license_id=...&device_id=...``: ``(200, {status,
+    license_id, revoked, seq, as_of, certificates})``; ``status`` is the signed document
+    (``devices.documents``, SVCS1). Never conditional: a device always gets a document."""
+    query = urllib.parse.urlencode({"license_id": license_id, "device_id": device_id})
+    status, payload, _ = call(
+        "GET",
+        endpoint(base_url, f"/v1/revocations/status?{query}", allow_http=allow_http),
+        timeout=timeout,
+    )
+    return status, payload
+
+
 def upload_usage(
     base_url: str,
     *,

@@ -24,6 +24,21 @@ Usage receipt (``SVCU1``), in the answer to ``POST /v1/usage``::
 ``records`` are exactly the uploaded records the authority stored or already had (never
 the deferred ones); ``nonce`` echoes the request's, binding the receipt to one upload;
 ``inferences`` is the licence's total stored usage after this upload.
+
+Licence status (``SVCS1``), the answer to ``GET /v1/revocations/status`` and part of the
+activation answer: the revocation list's word on one licence, in O(1) bytes whatever
+the list holds (like OCSP stapling)::
+
+    {"typ": "svc-license-status", "iss": str, "lic": licence_id, "dev": device_id,
+     "revoked": bool, "revoked_at": T or 0, "seq": S, "iat": T,
+     "keys_revoked": [kid, ...], "kid": signing key}
+
+``seq`` is the list's sequence number the status was read at: ``revoked`` is true when
+a revocation numbered at most ``seq`` names the licence (pruned entries included), and
+``keys_revoked`` lists every signing key revoked as of ``seq``. A device keeps the
+newest status of each licence it holds and decides from it, verified again at every
+load; a status older (lower ``seq``, or the same ``seq`` signed earlier) than one it
+held never replaces it.
 """
 
 from __future__ import annotations
@@ -39,8 +54,10 @@ from .token import b64url_decode, b64url_encode, reject_duplicate_keys, resolve_
 
 LIST_PREFIX = "SVCR1"
 RECEIPT_PREFIX = "SVCU1"
+STATUS_PREFIX = "SVCS1"
 LIST_TYPE = "svc-revocations"
 RECEIPT_TYPE = "svc-usage-receipt"
+STATUS_TYPE = "svc-license-status"
 # A page holds at most this many entries, so it stays well under the device's read limit.
 LIST_PAGE_ENTRIES = 10_000
 MAX_DOCUMENT_CHARS = 1 << 20
@@ -220,5 +237,79 @@ def parse_receipt(text: Any, public_key: Any) -> UsageReceipt:
         issued_at=doc["iat"],
         records=frozenset((k[0], k[1]) for k in records),
         inferences=doc["inferences"],
+        text=text,
+    )
+
+
+@dataclass(frozen=True)
+class LicenseStatus:
+    license_id: str
+    device_id: str
+    revoked: bool
+    revoked_at: int  # 0 when not revoked
+    seq: int
+    issued_at: int
+    revoked_keys: frozenset[str]
+    text: str
+
+    def newer_than(self, other: LicenseStatus | None) -> bool:
+        """Whether this status supersedes ``other`` (a later list position, or the same
+        one signed later); a revocation is never superseded by a non-revocation."""
+        if other is None:
+            return True
+        if other.revoked and not self.revoked:
+            return False
+        return (self.seq, self.issued_at) > (other.seq, other.issued_at)
+
+
+def status_payload(
+    *,
+    issuer: str,
+    license_id: str,
+    device_id: str,
+    revoked_at: int,
+    seq: int,
+    issued_at: int,
+    keys_revoked: list[str] | None = None,
+) -> dict[str, Any]:
+    """``revoked_at`` 0: not revoked as of ``seq``."""
+    return {
+        "typ": STATUS_TYPE,
+        "iss": issuer,
+        "lic": license_id,
+        "dev": device_id,
+        "revoked": bool(revoked_at),
+        "revoked_at": revoked_at,
+        "seq": seq,
+        "iat": issued_at,
+        "keys_revoked": sorted(keys_revoked or []),
+    }
+
+
+def parse_status(text: Any, public_key: Any) -> LicenseStatus:
+    """A verified licence status; BadSignature or BAD_RESPONSE otherwise."""
+    doc = verify_document(STATUS_PREFIX, text, public_key)
+    keys_revoked = doc.get("keys_revoked")
+    if not (
+        doc.get("typ") == STATUS_TYPE
+        and isinstance(doc.get("lic"), str)
+        and isinstance(doc.get("dev"), str)
+        and type(doc.get("revoked")) is bool
+        and _is_count(doc.get("revoked_at"))
+        and doc["revoked"] == bool(doc["revoked_at"])
+        and _is_count(doc.get("seq"))
+        and _is_count(doc.get("iat"))
+        and isinstance(keys_revoked, list)
+        and all(isinstance(kid, str) for kid in keys_revoked)
+    ):
+        raise _malformed("licence status")
+    return LicenseStatus(
+        license_id=doc["lic"],
+        device_id=doc["dev"],
+        revoked=doc["revoked"],
+        revoked_at=doc["revoked_at"],
+        seq=doc["seq"],
+        issued_at=doc["iat"],
+        revoked_keys=frozenset(keys_revoked),
         text=text,
     )

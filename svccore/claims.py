@@ -10,6 +10,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+from devices.bounds import LAST_SECOND  # noqa: F401 - re-exported: the licensing bound
 from svccore import catalogue, ids
 
 DAY = 86400
@@ -22,7 +23,6 @@ UNITS_MAX = 10_000_000  # seats of one batch (batch.units)
 TERM_DAYS_MAX = 36_600  # about 100 years; 0 is perpetual
 API_QUOTA_MAX = 10**12  # inferences a device may run (lim.api_calls); 0 is unmetered
 MAX_STREAMS_MAX = 1024  # concurrent streams of one camera (lim.max_streams)
-LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z: the last Unix second a date holds
 # Unicode categories a device id may not contain: control (Cc: NUL, ESC, line breaks)
 # and format (Cf: the bidi overrides such as U+202E, zero-width characters, U+FEFF).
 # A device id is shown to operators, logged and bound into licences; these characters
