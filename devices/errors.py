@@ -57,3 +57,11 @@ class SyncRequired(LicenseError):
     or does not cover the licence: analytics wait for a successful ``Engine.sync``."""
 
     code = "SYNC_REQUIRED"
+
+
+class InvalidArgument(LicenseError, ValueError):
+    """An argument of the wrong type or out of range (a firmware integration error):
+    nothing was counted, written or sent. Also a ValueError, as such errors are in
+    Python."""
+
+    code = "BAD_ARGUMENT"
