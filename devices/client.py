@@ -23,7 +23,8 @@ from typing import Any
 from ._version import __version__
 from .errors import BadSignature, LicenseError
 from .hardware import fingerprint
-from .state import CRL_FILE, KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
+from . import status
+from .state import KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
 from .token import decode_unverified
 
 DEFAULT_TIMEOUT = 10.0
@@ -161,18 +162,14 @@ def activate(
 
 def _provision(directory: Path, license_id: str, payload: dict[str, Any], unit_token: str) -> None:
     """Store what a first boot needs to run without a further call: the token, the key
-    certificates and the signed list head of the answer (the engine verifies both when it
-    loads) and, for a new
-    licence only, an empty state. A re-activated licence keeps any state on disk; with
+    certificates and the signed licence status of the answer (the engine verifies both
+    when it loads) and, for a new licence only, an empty state. A re-activated licence keeps any state on disk; with
     none, the engine refuses analytics until a sync has restored its usage total."""
     certificates = payload.get("certificates")
     if isinstance(certificates, list) and all(isinstance(c, str) for c in certificates):
         # Kept as sent; the engine verifies each against its root keyring when it loads.
         write_json(directory / KEYS_FILE, {"format": 1, "certificates": certificates})
-    document = payload.get("revocations")
-    if isinstance(document, str):
-        crl = {"format": 2, "document": document, "etag": "", "checked": [license_id]}
-        write_json(directory / CRL_FILE, crl | {"revoked": {}})
+    status.provision(directory, payload.get("status"))
     if payload.get("reactivated") is False and not (directory / STATE_FILE).exists():
         write_json(directory / STATE_FILE, {"format": 1, "hwm": 0, "quota": {}, "open": None})
     atomic_write_bytes(directory / TOKEN_FILE, unit_token.encode("ascii") + b"\n")
