@@ -20,10 +20,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from . import status
 from ._version import __version__
 from .errors import BadSignature, LicenseError
 from .hardware import fingerprint
-from . import status
 from .state import KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
 from .token import decode_unverified
 
@@ -163,8 +163,9 @@ def activate(
 def _provision(directory: Path, license_id: str, payload: dict[str, Any], unit_token: str) -> None:
     """Store what a first boot needs to run without a further call: the token, the key
     certificates and the signed licence status of the answer (the engine verifies both
-    when it loads) and, for a new licence only, an empty state. A re-activated licence keeps any state on disk; with
-    none, the engine refuses analytics until a sync has restored its usage total."""
+    when it loads) and, for a new licence only, an empty state. A re-activated licence
+    keeps any state on disk; with none, the engine refuses analytics until a sync has
+    restored its usage total."""
     certificates = payload.get("certificates")
     if isinstance(certificates, list) and all(isinstance(c, str) for c in certificates):
         # Kept as sent; the engine verifies each against its root keyring when it loads.
