@@ -14,18 +14,27 @@ Decisions that matter for security and billing:
   about one clock second of usage counters.
 * Expiry stops analytics only: ``require`` and ``count`` refuse, the stream and frame
   calls (the video path) never raise because of the term.
-* Local files cannot unlock anything. A device that is not air-gapped needs a verified
-  revocation list that covers its licence and an intact state file; when either is
-  missing or damaged, analytics refuse with :class:`SyncRequired` until ``sync`` has
-  fetched the list and a signed usage receipt (which restores the licence's usage total
-  and the authority's time). Signed times of the held list and receipt are floors of the
+* Local files cannot unlock anything: verdicts come from documents the authority signed,
+  verified again from disk at every load. Whether the licence (or the key that signed
+  it) is revoked is read from the newest signed licence status held
+  (:mod:`devices.status`); a revocation a sync learns stops analytics on the running
+  engine at once. A device that is not air-gapped needs a status of its licence and an
+  intact state file; when either is missing, damaged or older than one held before,
+  analytics refuse with :class:`SyncRequired` until ``sync`` has fetched a status and a
+  signed usage receipt. Signed times of the held statuses and receipt are floors of the
   clock high-water mark, so editing it back does not run an expired licence.
+* Usage survives any one file: the open period and the unsent periods are also written
+  to an append-only journal (:mod:`devices.journal`), and the quota used is never below
+  what the newest signed receipt, the spool and the journal prove together.
+* Arguments, clock readings and file contents are checked before use: anything wrong is
+  a coded :class:`LicenseError` and counts, writes or sends nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,13 +42,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import pubkey, revocation
-from .documents import UsageReceipt, parse_receipt
+from . import pubkey
+from . import status as statuses
+from .bounds import LAST_SECOND, MAX_COUNTER
+from .documents import LicenseStatus, UsageReceipt, parse_receipt
 from .errors import (
     ActivationRequired,
     BadSignature,
     ClockRollback,
     Expired,
+    InvalidArgument,
     LicenseError,
     NotEntitled,
     QuotaExceeded,
@@ -49,13 +61,15 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import fingerprint
+from .journal import COMPACT_BYTES, Journal, merge, receipt_line, usage_line
 from .keys import Keyring, split_license_file
 from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
 from .state import (
-    CRL_FILE,
+    JOURNAL_FILE,
     KEYS_FILE,
     SPOOL_FILE,
     STATE_FILE,
+    STATUS_FILE,
     TOKEN_FILE,
     DirectoryLock,
     atomic_write_bytes,
@@ -83,9 +97,9 @@ QUOTA_BLOCK = 1000  # inferences reserved on disk ahead of use
 CHECKPOINT_SECONDS = 1  # at most one state write per this many clock seconds
 CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at start
 MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
-MAX_TIMESTAMP = 1 << 40  # a state value past this (year 36812) was not written by us
 DEFAULT_TIMEOUT = 10.0
 STATE_FORMAT = 1
+MAX_LICENSE_FILE_BYTES = 64 << 10  # a token and a few key certificates
 
 
 class Stream:
@@ -145,6 +159,17 @@ def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: s
     return ""
 
 
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _revoked_message(held: LicenseStatus) -> str:
+    return (
+        f"licence {held.license_id} is revoked (revoked at {held.revoked_at}; signed status "
+        f"at revocation-list sequence {held.seq})"
+    )
+
+
 def _not_started() -> LicenseError:
     return LicenseError("engine not started: call start(token) first", code="NOT_STARTED")
 
@@ -178,6 +203,16 @@ class Engine:
         clock_leeway: float = CLOCK_LEEWAY_SECONDS,
         root_keys: Any = None,
     ) -> None:
+        if not isinstance(state_dir, (str, os.PathLike)) or not str(state_dir):
+            raise InvalidArgument(f"state_dir must be a path, not {type(state_dir).__name__}")
+        if device_id is not None and (not isinstance(device_id, str) or not device_id):
+            raise InvalidArgument("device_id must be a non-empty string or None")
+        if not callable(clock):
+            raise InvalidArgument("clock must be a callable returning Unix seconds")
+        if not _is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
+            raise InvalidArgument(
+                f"clock_leeway must be a number of seconds >= 0, not {clock_leeway!r}"
+            )
         self._keys = trust_anchors(public_key, root_keys)
         self.state_dir = Path(state_dir)
         try:
@@ -203,23 +238,23 @@ class Engine:
         self._clock = clock
         self._lock = threading.Lock()
         self.state_writes = 0
+        self.journal_writes = 0
         self._problems: list[str] = []  # why analytics wait for a sync, found at load
         self._blocked: str | None = None
+        self._refusal: tuple[type[LicenseError], str, str] | None = None
         try:
             self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
         except LicenseError as exc:
-            # Unsent usage is lost with a damaged spool; it unlocks nothing, so go on.
-            log.warning("%s; set aside, spool starts empty", exc)
+            # The journal holds the same periods: recovered below.
+            log.warning("%s; set aside, spool rebuilt from the journal", exc)
             self._quarantine(self.state_dir / SPOOL_FILE)
             self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
+        self._journal = Journal(self.state_dir / JOURNAL_FILE)
+        self._journaled: tuple[int, ...] = ()
         self._load_certificates()  # before anything signed is verified
         self._load_state()
-        self._crl, why = revocation.load(self.state_dir / CRL_FILE, self._keys)
-        if self._crl is None and not air_gapped:
-            self._problems.append(why)
-        if self._crl is not None:
-            self._hwm = max(self._hwm, self._crl.issued_at)
-            self._keys.revoked = self._crl.revoked_keys
+        self._load_statuses()
+        self._recover_usage()
         self._token: str | None = None
         self._claims: dict[str, Any] | None = None
         self._lic: str | None = None
@@ -276,12 +311,72 @@ class Engine:
                 code="STATE_UNREADABLE",
             ) from None
 
+    def _load_statuses(self) -> None:
+        """The signed statuses on disk, verified; a status signed by a key that a held
+        status names as revoked is dropped (verified again with those keys refused)."""
+        path = self.state_dir / STATUS_FILE
+        held, why = statuses.load(path, self._keys, self.device_id)
+        revoked = statuses.revoked_keys(held.values())
+        if revoked:
+            self._keys.revoked = revoked
+            held, why = statuses.load(path, self._keys, self.device_id)
+        self._statuses: dict[str, LicenseStatus] = held
+        self._status_why = why
+        for status in held.values():
+            self._raise_mark(status.issued_at)
+
+    def _raise_mark(self, signed_at: int) -> None:
+        """A signed time is a floor of the clock high-water mark."""
+        self._hwm = max(self._hwm, min(signed_at, LAST_SECOND))
+
+    def _take_receipt(self, text: str) -> UsageReceipt | None:
+        """Keep a verified receipt if it is the newest of its licence."""
+        try:
+            receipt = parse_receipt(text, self._keys)
+        except LicenseError:
+            return None
+        held = self._receipts.get(receipt.license_id)
+        if held is None or receipt.issued_at >= held.issued_at:
+            self._receipts[receipt.license_id] = receipt
+        self._raise_mark(receipt.issued_at)
+        return receipt
+
+    def _recover_usage(self) -> None:
+        """Fold the journal into the spool and the open period: for each period the
+        largest counts any file holds; periods a held receipt covers are delivered."""
+        found, receipts, hwm = self._journal.load()
+        for text in receipts:
+            self._take_receipt(text)
+        self._hwm = max(self._hwm, hwm)
+        delivered: set[tuple[int, int]] = set()
+        for receipt in self._receipts.values():
+            delivered |= receipt.records
+        opened = self._open_record()
+        if opened is not None:
+            merge(found, opened)
+        spooled = self._spool.keys()
+        candidates = sorted(k for k in found if k not in spooled and k not in delivered)
+        self._spool.merge([found[k] for k in found if k in spooled])
+        if not candidates:
+            return
+        latest = found[candidates[-1]]
+        if opened is None or period_key(latest) >= period_key(opened):
+            self._period_start, self._period_end = latest["period_start"], latest["period_end"]
+            self._counters = [latest[name] for name in COUNTER_FIELDS]
+            candidates = candidates[:-1]
+        closed = [found[k] for k in candidates if k != (self._period_start, self._period_end)]
+        if closed:
+            log.warning("%d usage periods found only in the journal; spooled again", len(closed))
+            self._spool.merge([r for r in closed if any(r[n] for n in COUNTER_FIELDS)])
+
     def _load_state(self) -> None:
         path = self.state_dir / STATE_FILE
         self._hwm: int = 0
         self._quota_reserved: dict[str, int] = {}
         self._restore_pending = False
         self._receipt = ""
+        self._receipts: dict[str, UsageReceipt] = {}
+        self._status_floors: dict[str, tuple[int, int]] = {}
         self._period_start = self._period_end = 0
         self._counters = [0, 0, 0, 0]
         try:
@@ -299,7 +394,8 @@ class Engine:
             self._quarantine(path)
             self._problems.append(str(exc))
             self._restore_pending = True
-            self._hwm, self._quota_reserved = 0, {}
+            self._hwm, self._quota_reserved, self._receipts = 0, {}, {}
+            self._receipt, self._status_floors = "", {}
             self._period_start = self._period_end = 0
             self._counters = [0, 0, 0, 0]
 
@@ -308,26 +404,30 @@ class Engine:
             raise corrupt(path, "not a JSON object")
         hwm, quota, period = data.get("hwm", 0), data.get("quota", {}), data.get("open")
         restore, receipt = data.get("restore", False), data.get("receipt", "")
+        floors = data.get("status", {})
         if not (
             type(hwm) is int
-            and 0 <= hwm < MAX_TIMESTAMP
+            and 0 <= hwm <= LAST_SECOND
             and isinstance(quota, dict)
             and all(type(v) is int and 0 <= v < 1 << 63 for v in quota.values())
-            and (period is None or (is_record(period) and period["period_end"] < MAX_TIMESTAMP))
+            and (period is None or is_record(period))
             and type(restore) is bool
             and isinstance(receipt, str)
+            and isinstance(floors, dict)
+            and all(
+                isinstance(v, list) and len(v) == 2 and all(type(n) is int for n in v)
+                for v in floors.values()
+            )
         ):
             raise corrupt(path, "unexpected content")
         self._hwm, self._quota_reserved, self._restore_pending = hwm, quota, restore
+        self._status_floors = {lic: (v[0], v[1]) for lic, v in floors.items()}
         if restore:
             self._problems.append("usage total not restored since the state file was lost")
         if receipt:
-            try:
-                proof = parse_receipt(receipt, self._keys)
-            except LicenseError:
-                raise corrupt(path, "its usage receipt does not verify") from None
+            if self._take_receipt(receipt) is None:
+                raise corrupt(path, "its usage receipt does not verify")
             self._receipt = receipt
-            self._hwm = max(self._hwm, proof.issued_at)
         # A period found in both files was closed just before a crash: the spool has it.
         if period is not None and period_key(period) not in self._spool.keys():
             self._period_start, self._period_end = period["period_start"], period["period_end"]
@@ -349,8 +449,61 @@ class Engine:
             state["restore"] = True
         if self._receipt:
             state["receipt"] = self._receipt
+        floors = dict(self._status_floors)
+        for lic, status in self._statuses.items():
+            floors[lic] = max(floors.get(lic, (0, 0)), (status.seq, status.issued_at))
+        if floors:
+            state["status"] = {lic: list(floor) for lic, floor in sorted(floors.items())}
         self._write(self.state_dir / STATE_FILE, state)
-        self._hwm, self._quota_reserved = hwm, quota
+        self._hwm, self._quota_reserved, self._status_floors = hwm, quota, floors
+        self._journal_open(hwm)
+
+    def _journal_open(self, hwm: int) -> None:
+        """Append the open period to the journal when its counts changed since the last
+        line. The journal is the second copy: a failure is logged, not raised (the state
+        file just written holds the same counts)."""
+        record = self._open_record()
+        if record is None or not any(self._counters):
+            return
+        mark = (self._period_start, *self._counters)
+        if mark == self._journaled:
+            return
+        self._journal_append(usage_line(record, hwm))
+        self._journaled = mark
+
+    def _journal_append(self, data: bytes) -> None:
+        try:
+            if self._journal.size + len(data) > COMPACT_BYTES:
+                self._journal.rewrite(self._journal_image() + data)
+            else:
+                self._journal.append(data)
+            self.journal_writes += 1
+        except OSError as exc:
+            log.warning("usage journal %s not written: %s", self._journal.path, exc)
+
+    def _journal_image(self) -> bytes:
+        """What the journal holds after a rewrite: the receipts held, the unsent periods
+        and the open one."""
+        lines = [receipt_line(r.text) for r in self._receipts.values()]
+        lines += [usage_line(record, self._hwm) for record in self._spool.records]
+        record = self._open_record()
+        if record is not None and any(self._counters):
+            lines.append(usage_line(record, self._hwm))
+        return b"".join(lines)
+
+    def _usage_floor(self, license_id: str) -> int:
+        """Inferences proven counted for ``license_id``: the newest receipt's total plus
+        every period it does not cover (spooled, set aside, open)."""
+        receipt = self._receipts.get(license_id)
+        delivered = receipt.records if receipt is not None else frozenset()
+        total = receipt.inferences if receipt is not None else 0
+        total += sum(r["inferences"] for r in self._spool.records if period_key(r) not in delivered)
+        total += sum(
+            r["inferences"]
+            for r in self._spool.aside
+            if isinstance(r, dict) and type(r.get("inferences")) is int and r["inferences"] > 0
+        )
+        return total + self._counters[0]
 
     def _open_record(self) -> Record | None:
         if not self._period_end:
@@ -365,15 +518,20 @@ class Engine:
         """Verify and apply ``token`` (default: ``state_dir/license.token``); return
         ``"active"`` or ``"SVC_LIC_GRACE"``.
 
-        Raises BadSignature, ActivationRequired (batch key or unbound token),
+        Raises BadSignature (also for a token signed by a key a held status names as
+        revoked: code KEY_REVOKED), ActivationRequired (batch key or unbound token),
         WrongDevice, ClockRollback (clock more than ``clock_leeway`` behind the
-        high-water mark), Revoked (held revocation list), Expired (past term and grace,
-        or before ``nbf``), SyncRequired (list or state missing, damaged, or not yet
-        covering this licence). After Expired or SyncRequired the limits still apply to
-        the video path (``open_stream``, ``admit_frame``); analytics refuse.
+        high-water mark), Revoked (the held signed status says so), Expired (past term
+        and grace, or before ``nbf``), SyncRequired (no signed status of this licence,
+        one older than held before, or the state missing or damaged), InvalidArgument
+        (``token`` not a string), LicenseError CLOCK_INVALID. After Expired or
+        SyncRequired the limits still apply to the video path (``open_stream``,
+        ``admit_frame``); analytics refuse.
         """
         if token is None:
             token = self._read_token_file()
+        elif not isinstance(token, str):
+            raise InvalidArgument(f"token must be a string or None, not {type(token).__name__}")
         token, certificates = split_license_file(token)
         with self._lock:
             self._learn_certificates(certificates, strict=True)
@@ -388,7 +546,7 @@ class Engine:
                 f"licence {lic} is bound to device {claims['dev']!r}, this is {self.device_id!r}"
             )
         with self._lock:
-            now = self._clock()
+            now = self._now()
             if now < self._hwm - self._leeway:
                 raise ClockRollback(
                     f"clock reads {math.floor(now)}, more than {int(self._leeway)} s before "
@@ -396,14 +554,17 @@ class Engine:
                     "correct the clock (a sync corrects a high-water mark a bad clock pushed "
                     "ahead) and restart"
                 )
-            revoked = self._crl is not None and self._crl.is_revoked(lic)
+            held = self._statuses.get(lic)
+            revoked = held is not None and held.revoked
             state = license_state(claims, now, revoked=revoked, nbf_leeway=NBF_LEEWAY_SECONDS)
             if state == REVOKED:
-                assert self._crl is not None
-                raise Revoked(f"licence {lic} is on the revocation list (sequence {self._crl.seq})")
+                assert held is not None
+                raise Revoked(_revoked_message(held))
             if state == NOT_YET_VALID:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)
+            if self._refusal is not None:
+                raise self._refused()
             if self._expired:
                 raise Expired(self._expired_message())
             if self._blocked is not None:
@@ -411,20 +572,51 @@ class Engine:
             return self._state or ACTIVE
 
     def _read_token_file(self) -> str:
+        path = self.state_dir / TOKEN_FILE
         try:
-            return (self.state_dir / TOKEN_FILE).read_text("ascii")
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_LICENSE_FILE_BYTES + 1)
         except FileNotFoundError:
             raise ActivationRequired(
                 f"no unit token in {self.state_dir}; activate this device first"
             ) from None
+        except OSError as exc:
+            raise LicenseError(
+                f"{path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
+            ) from None
+        try:
+            if len(data) > MAX_LICENSE_FILE_BYTES:
+                raise ValueError(f"over {MAX_LICENSE_FILE_BYTES} bytes")
+            return data.decode("ascii")
+        except ValueError as exc:
+            raise BadSignature(f"{path} does not hold a licence ({exc})") from None
+
+    def _now(self) -> float:
+        """The clock, checked: a reading outside 0..LAST_SECOND (or not a number) is
+        refused before it can move the high-water mark or a period."""
+        now = self._clock()
+        try:
+            if 0 <= now <= LAST_SECOND:
+                return now
+        except TypeError:
+            pass
+        raise LicenseError(
+            f"the clock read {now!r}, not a Unix time in 0..{LAST_SECOND}; nothing was "
+            "counted or written",
+            code="CLOCK_INVALID",
+        )
 
     def _install(self, token: str, claims: dict[str, Any], now: float) -> None:
         lim = claims["lim"]
         if claims["lic"] != self._lic:
-            # Resume from the reservation on disk: the unused rest of a block is lost.
-            self._used = self._reserved = self._quota_reserved.get(claims["lic"], 0)
+            # Resume from the reservation on disk (the unused rest of a block is lost),
+            # never below what the signed receipt, the spool and the journal prove.
+            lic = claims["lic"]
+            used = max(self._quota_reserved.get(lic, 0), self._usage_floor(lic))
+            self._used = self._reserved = used
         self._token, self._claims, self._lic = token, claims, claims["lic"]
         self._update_blocked()
+        self._judge()
         self._max_streams, self._max_fps = lim["max_streams"], lim["max_fps"]
         self._quota_cap = lim["api_calls"] or math.inf
         self._exp = claims["exp"]
@@ -432,20 +624,47 @@ class Engine:
         self._state, self._expired = ACTIVE, False
         self._next_checkpoint = math.floor(now) + CHECKPOINT_SECONDS
         self._update_term(now)
-        if now >= self._period_end:
+        # A period in the future of the clock was not opened by this engine: close it.
+        if now >= self._period_end or now < self._period_start - self._leeway:
             self._roll_period(now)
         else:
             self._persist(now)
         self._schedule(now)
+
+    def _judge(self) -> None:
+        """Whether signed evidence refuses analytics to the licence held: its newest
+        status says revoked, or the held token no longer verifies (its signing key is
+        revoked). Taken at start and after every sync."""
+        self._refusal = None
+        if self._lic is None or self._token is None:
+            return
+        held = self._statuses.get(self._lic)
+        if held is not None and held.revoked:
+            self._refusal = (Revoked, _revoked_message(held), Revoked.code)
+            return
+        try:
+            verify_token(self._token, self._keys)
+        except BadSignature as exc:
+            self._refusal = (type(exc), f"licence {self._lic}: {exc}", exc.code)
+
+    def _refused(self) -> LicenseError:
+        assert self._refusal is not None
+        kind, message, code = self._refusal
+        return kind(message, code=code)
 
     def _update_blocked(self) -> None:
         """Why analytics wait for a sync (None: they do not)."""
         reasons = list(self._problems)
         if self._restore_pending and not reasons:
             reasons.append("usage total not restored since the state file was lost")
-        if not self.air_gapped and self._crl is not None and self._lic is not None:
-            if not self._crl.covers(self._lic):
-                reasons.append(f"licence {self._lic} not yet looked up in the revocation list")
+        if not self.air_gapped and self._lic is not None:
+            if self._lic not in self._statuses:
+                why = f" ({self._status_why})" if self._status_why else ""
+                reasons.append(f"no signed status of licence {self._lic} on this device{why}")
+            else:
+                stale = statuses.floors_problem(self._statuses, self._status_floors, self._lic)
+                if stale:
+                    reasons.append(stale)
         self._blocked = (
             "analytics wait for a successful sync(): " + "; ".join(reasons) if reasons else None
         )
@@ -477,14 +696,18 @@ class Engine:
 
     def _roll_period(self, now: float) -> None:
         """Spool the open period (if it has usage) and open the one containing ``now``.
-        The spool is written before the state, so a crash in between leaves the period
-        in both files, and loading prefers the spooled copy."""
+        The journal and the spool are written before the state, so a crash in between
+        leaves the period in every file, and loading prefers the spooled copy."""
         record = self._open_record()
         if record is not None and any(self._counters):
+            if (record["period_start"], *self._counters) != self._journaled:
+                self._journal_append(usage_line(record, self._hwm))
             self._spool.add(record)
         start = math.floor(now) // PERIOD_SECONDS * PERIOD_SECONDS
-        self._period_start, self._period_end = start, start + PERIOD_SECONDS
+        self._period_start = start
+        self._period_end = min(start + PERIOD_SECONDS, LAST_SECOND)
         self._counters = [0, 0, 0, 0]
+        self._journaled = ()
         self._persist(now)
 
     def _advance(self, now: float) -> None:
@@ -526,12 +749,17 @@ class Engine:
     # -- analytics -------------------------------------------------------------------
 
     def require(self, module: str) -> None:
-        """Raise NotEntitled unless the licence switches ``module`` on; Expired after
-        term and grace."""
+        """Raise NotEntitled unless the licence switches ``module`` on; Revoked once a
+        signed status says so (or BadSignature KEY_REVOKED for a revoked signing key),
+        Expired after term and grace, SyncRequired while evidence is missing."""
+        if not isinstance(module, str):
+            raise InvalidArgument(f"module must be a string, not {type(module).__name__}")
         with self._lock:
-            now = self._clock()
+            now = self._now()
             if now >= self._next_event:
                 self._advance(now)
+            if self._refusal is not None:
+                raise self._refused()
             if self._expired:
                 raise Expired(self._expired_message())
             if self._blocked is not None:
@@ -543,14 +771,21 @@ class Engine:
     def count(
         self, inferences: int = 0, frames: int = 0, stream_seconds: int = 0, events: int = 0
     ) -> None:
-        """Meter usage. Raises QuotaExceeded (nothing counted) when ``inferences`` would
-        pass ``lim.api_calls``, Expired after term and grace."""
-        if (inferences | frames | stream_seconds | events) < 0:
-            raise ValueError("usage counts must be non-negative")
+        """Meter usage. Nothing is counted when it raises: QuotaExceeded when
+        ``inferences`` would pass ``lim.api_calls``; InvalidArgument for a count that is
+        not a whole number >= 0; LicenseError USAGE_OUT_OF_RANGE when a counter of the
+        open period would pass what the service accepts for one record
+        (:data:`devices.bounds.MAX_COUNTER`); Revoked, Expired, SyncRequired as
+        :meth:`require`."""
+        for value in (inferences, frames, stream_seconds, events):
+            if type(value) is not int or value < 0:
+                raise InvalidArgument(f"usage counts must be whole numbers >= 0, not {value!r}")
         with self._lock:
-            now = self._clock()
+            now = self._now()
             if now >= self._next_event:
                 self._advance(now)
+            if self._refusal is not None:
+                raise self._refused()
             if self._expired:
                 raise Expired(self._expired_message())
             if self._blocked is not None:
@@ -562,6 +797,17 @@ class Engine:
                     f"used, {inferences} more refused"
                 )
             counters = self._counters
+            if (
+                counters[0] + inferences > MAX_COUNTER
+                or counters[1] + frames > MAX_COUNTER
+                or counters[2] + stream_seconds > MAX_COUNTER
+                or counters[3] + events > MAX_COUNTER
+            ):
+                raise LicenseError(
+                    f"usage of the period from {self._period_start} would pass {MAX_COUNTER} "
+                    "per counter, the most the service accepts in one record; nothing counted",
+                    code="USAGE_OUT_OF_RANGE",
+                )
             counters[0] += inferences
             counters[1] += frames
             counters[2] += stream_seconds
@@ -611,8 +857,12 @@ class Engine:
 
     def admit_frame(self, stream: Stream) -> bool:
         """True when ``stream`` may take another frame this clock second
-        (``lim.max_fps``); never raises because of the licence term."""
-        now = self._clock()
+        (``lim.max_fps``); never raises because of the licence term or a revocation
+        (InvalidArgument for something that is not a stream of this module, LicenseError
+        CLOCK_INVALID for a clock reading outside 0..LAST_SECOND)."""
+        if type(stream) is not Stream:
+            raise InvalidArgument(f"admit_frame takes a Stream, not {type(stream).__name__}")
+        now = self._now()
         if now >= self._next_event:
             self._advance_for_video(now)
         second = int(now)
@@ -631,28 +881,39 @@ class Engine:
     def sync(
         self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
     ) -> dict[str, Any]:
-        """Upload up to 1000 spooled records, refresh the revocation list, then fetch
-        the licence again when the service has a newer token for it (a renewal).
+        """Upload up to 1000 spooled records, fetch the signed status of the licence held,
+        then fetch the licence again when the service has a newer token for it (a
+        renewal).
 
         The three are independent: each is attempted even when another fails, usage
         first. A spooled record is deleted only when a usage receipt signed by the
         authority, bound to this upload's nonce, covers it; a forged or missing receipt
-        costs nothing. The list is accepted only as verified pages (see
-        :mod:`devices.revocation`). A renewed licence is installed only when it verifies
-        like any token and is the same licence for this device, ending no earlier; it
-        replaces ``license.token`` atomically and takes effect at once (``summary
-        ["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when anything was
-        wrong: the licence held stays). Raises the first failure after all were tried,
-        with the summary on ``exc.summary``: Revoked (403 on upload), BadSignature
-        (401), LicenseError (``NETWORK_ERROR``, ``SYNC_FAILED``, ``RECEIPT_INVALID``,
+        costs nothing. A status is accepted only when it verifies, names this licence
+        and device and is not older than the one held (:mod:`devices.status`); it
+        takes effect at once on the running engine. A renewed licence is installed only
+        when it verifies like any token and is the same licence for this device, ending
+        no earlier; it replaces ``license.token`` atomically and takes effect at once
+        (``summary["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when
+        anything was wrong: the licence held stays).
+
+        When the verified status says the licence held is revoked, raises
+        :class:`Revoked` (always, whatever else failed; ``summary["revoked"]`` is True);
+        when the held licence's signing key is revoked, BadSignature ``KEY_REVOKED``.
+        Otherwise raises the first failure after all were tried: LicenseError
+        (``NETWORK_ERROR``, ``SYNC_FAILED``, ``UPLOAD_REFUSED``, ``RECEIPT_INVALID``,
         ``LIST_*``, ``REFRESH_*``, ``INSECURE_URL`` for ``http://`` unless
-        ``allow_http``).
+        ``allow_http``), BadSignature (401 on upload). Every exception carries the
+        summary on ``exc.summary``.
         """
+        if not isinstance(base_url, str):
+            raise InvalidArgument(f"base_url must be a string, not {type(base_url).__name__}")
+        if not _is_real(timeout) or timeout <= 0:
+            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
         from . import client  # the networking modules load on first use only
 
         base = client.endpoint(base_url, "", allow_http=allow_http)
         with self._lock:
-            now = self._clock()
+            now = self._now()
             if self._claims is not None and now >= self._period_end:
                 self._advance(now)
             token = self._token
@@ -667,12 +928,13 @@ class Engine:
         except LicenseError as exc:
             errors.append(exc)
         try:
-            self._refresh_list(client, base, license_id, timeout)
+            self._refresh_status(client, base, license_id, timeout)
         except LicenseError as exc:
             errors.append(exc)
         summary["license"] = "kept"
-        # A revoked licence has nothing to fetch: the verified list has the last word.
-        if self._crl is None or not self._crl.is_revoked(license_id):
+        held = self._statuses.get(license_id)
+        # A revoked licence has nothing to fetch: the signed status has the last word.
+        if held is None or not held.revoked:
             try:
                 summary["license"] = self._refresh_license(client, base, token, timeout)
             except LicenseError as exc:
@@ -681,12 +943,19 @@ class Engine:
             if not errors:
                 self._problems = []
             self._update_blocked()
+            self._judge()
+            refusal = self._refused() if self._refusal is not None else None
         summary["pending"] = len(self._spool)
-        summary["revoked"] = self._crl is not None and self._crl.is_revoked(license_id)
-        summary["list_seq"] = self._crl.seq if self._crl is not None else None
-        if errors:
-            errors[0].summary = summary  # type: ignore[attr-defined]
-            raise errors[0]
+        summary["set_aside"] = len(self._spool.aside)
+        summary["revoked"] = held is not None and held.revoked
+        summary["list_seq"] = held.seq if held is not None else None
+        summary["errors"] = [exc.code for exc in errors]
+        if summary["revoked"] and held is not None:
+            refusal = Revoked(_revoked_message(held))
+        raised = refusal or (errors[0] if errors else None)
+        if raised is not None:
+            raised.summary = summary  # type: ignore[attr-defined]
+            raise raised
         return summary
 
     def _upload(
@@ -704,7 +973,7 @@ class Engine:
             batch = self._spool.batch(MAX_RECORDS_PER_UPLOAD)
             # An empty upload still earns a receipt: the signed time and usage total a
             # lost state or a clock pushed ahead needs.
-            wanted = self._restore_pending or self._hwm > self._clock() + self._leeway
+            wanted = self._restore_pending or self._hwm > self._now() + self._leeway
         if not batch and not wanted:
             return
         nonce = secrets.token_urlsafe(16)
@@ -718,8 +987,12 @@ class Engine:
             timeout=timeout,
             allow_http=True,  # `base` was checked against the caller's choice
         )
-        if status == 403:
-            raise Revoked(f"usage upload refused: {client.detail(status, payload)}")
+        if status == 403:  # not evidence: only a signed status revokes
+            raise LicenseError(
+                f"usage upload refused: {client.detail(status, payload)}; {len(batch)} records "
+                "kept",
+                code="UPLOAD_REFUSED",
+            )
         if status == 401:
             raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
         if status != 200:
@@ -748,8 +1021,11 @@ class Engine:
             )
         covered = [record for record in batch if period_key(record) in receipt.records]
         with self._lock:
-            self._spool.remove(covered)
+            # The receipt first, then the spool: a crash in between counts the covered
+            # records twice (they are sent again as duplicates), never zero times.
             self._apply_receipt(receipt)
+            self._spool.remove(covered)
+            self._compact_journal()
         for name in ("accepted", "duplicates"):
             value = payload.get(name)
             summary[name] = value if type(value) is int else 0
@@ -767,8 +1043,8 @@ class Engine:
             )
             self._hwm = signed
         self._hwm = max(self._hwm, signed)
-        unsent = sum(record["inferences"] for record in self._spool.records)
-        floor = receipt.inferences + unsent + self._counters[0]
+        self._receipts[receipt.license_id] = receipt
+        floor = self._usage_floor(receipt.license_id)
         if receipt.license_id == self._lic:
             self._used = max(self._used, floor)
             self._reserved = max(self._reserved, self._used)
@@ -779,34 +1055,51 @@ class Engine:
         self._receipt = receipt.text
         self._persist(None)
 
-    def _refresh_list(self, client: Any, base: str, license_id: str, timeout: float) -> None:
-        def fetch(since: int, if_none_match: str) -> tuple[int, dict[str, Any], str]:
-            return client.fetch_revocation_page(
-                base, since, if_none_match, timeout=timeout, allow_http=True
-            )
+    def _compact_journal(self) -> None:
+        """Rewrite the journal as the receipts held and the unsent usage (the lock is
+        held); the journal is the second copy, so a failure is logged."""
+        try:
+            self._journal.rewrite(self._journal_image())
+            self.journal_writes += 1
+        except OSError as exc:
+            log.warning("usage journal %s not rewritten: %s", self._journal.path, exc)
 
-        def save(held: revocation.HeldList) -> None:
-            with self._lock:
-                self._write(self.state_dir / CRL_FILE, held.to_json())
-                self._crl = held
-                self._hwm = max(self._hwm, held.issued_at)
-                self._keys.revoked = held.revoked_keys
-
-        def learn(certificates: Any) -> None:
-            with self._lock:
-                self._learn_certificates(certificates)
-
+    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> None:
+        """Fetch and keep the signed status of the licence in the token file and of the
+        licence running, when they differ (``GET /v1/revocations/status``)."""
         wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
-        revocation.refresh(
-            self._crl,
-            wanted,
-            fetch,
-            self._keys,
-            now=self._clock(),
-            leeway=self._leeway,
-            save=save,
-            learn=learn,
-        )
+        for lic in wanted:
+            code, payload = client.fetch_status(
+                base, license_id=lic, device_id=self.device_id, timeout=timeout, allow_http=True
+            )
+            if code != 200:
+                raise LicenseError(
+                    f"licence status of {lic} unavailable: {client.detail(code, payload)}; the "
+                    "status held is kept",
+                    code="SYNC_FAILED",
+                )
+            with self._lock:
+                self._learn_certificates(payload.get("certificates"))
+                held = self._statuses.get(lic)
+                status = statuses.accept(
+                    payload.get("status"),
+                    self._keys,
+                    license_id=lic,
+                    device_id=self.device_id,
+                    held=held,
+                    now=self._now(),
+                    leeway=self._leeway,
+                )
+                if held is not None and status.text == held.text:
+                    continue
+                kept = statuses.keep(self._statuses, status)
+                self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
+                self._statuses, self._status_why = kept, ""
+                self._keys.revoked = self._keys.revoked | status.revoked_keys
+                self._raise_mark(status.issued_at)
+                self._persist(None)  # the newest status's floor goes to state.json
+                if status.revoked:
+                    log.warning("%s; analytics stopped, video continues", _revoked_message(status))
 
     def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.
@@ -846,25 +1139,36 @@ class Engine:
             # The file first: a crash leaves the old licence or the new one, never none.
             atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
             if self._lic == claims["lic"]:
-                now = self._clock()
-                self._install(renewed, claims, now)
+                self._install(renewed, claims, self._now())
             log.info("licence %s renewed: ends at %d", claims["lic"], claims["exp"])
         return "renewed"
 
     def revoked_licenses(self) -> frozenset[str]:
-        """Licence ids this device holds that the verified revocation list names."""
-        return frozenset(self._crl.revoked) if self._crl is not None else frozenset()
+        """Licence ids this device holds whose verified status says revoked."""
+        return frozenset(lic for lic, status in self._statuses.items() if status.revoked)
+
+    @property
+    def set_aside_records(self) -> list[Any]:
+        """Spooled records moved aside because the service would refuse them (kept in
+        ``spool.rejected.json``, never sent)."""
+        return self._spool.aside
 
     # -- lifecycle and introspection -------------------------------------------------
 
     def close(self) -> None:
         """Persist exact counters and give back the unused quota reservation (a clean
         shutdown loses nothing; a crash loses at most one block)."""
-        with self._lock:
-            if self._claims is not None:
-                self._reserved = self._used
-                self._persist(self._clock())
-        self._dir_lock.release()
+        try:
+            with self._lock:
+                if self._claims is not None:
+                    self._reserved = self._used
+                    try:
+                        now: float | None = self._now()
+                    except LicenseError:
+                        now = None
+                    self._persist(now)
+        finally:
+            self._dir_lock.release()
 
     def __enter__(self) -> Engine:
         return self

@@ -72,18 +72,36 @@ def signed_page(
     return documents.sign_document(documents.LIST_PREFIX, payload, key)
 
 
-def provision(state_dir: Path, key: Any, *, license_id: str = LICENSE, seq: int = 0) -> None:
-    """What ``devices.activate`` leaves behind for a new licence: a verified list head
-    that covers it and an empty state."""
+def signed_status(
+    key: Any,
+    *,
+    license_id: str = LICENSE,
+    device_id: str = DEVICE,
+    revoked_at: int = 0,
+    seq: int = 0,
+    issued_at: int = NOW - 60,
+    keys_revoked: list[str] | None = None,
+) -> str:
+    payload = documents.status_payload(
+        issuer="svc-test",
+        license_id=license_id,
+        device_id=device_id,
+        revoked_at=revoked_at,
+        seq=seq,
+        issued_at=issued_at,
+        keys_revoked=keys_revoked,
+    )
+    return documents.sign_document(documents.STATUS_PREFIX, payload, key)
+
+
+def provision(
+    state_dir: Path, key: Any, *, license_id: str = LICENSE, seq: int = 0, device_id: str = DEVICE
+) -> None:
+    """What ``devices.activate`` leaves behind for a new licence: its signed status (not
+    revoked) and an empty state."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    crl = {
-        "format": 2,
-        "document": signed_page(key, start=seq, seq=seq),
-        "etag": "",
-        "checked": [license_id],
-        "revoked": {},
-    }
-    (state_dir / "crl.json").write_text(json.dumps(crl))
+    status = signed_status(key, license_id=license_id, device_id=device_id, seq=seq)
+    (state_dir / "status.json").write_text(json.dumps({"format": 1, "statuses": [status]}))
     (state_dir / "state.json").write_text('{"format": 1, "hwm": 0, "quota": {}, "open": null}')
 
 
@@ -107,6 +125,7 @@ class FakeService:
         self.certificates: list[str] = []  # key certificates sent with every answer
         self.keys_revoked: list[str] = []
         self.on("GET", "/v1/revocations", self.revocations)
+        self.on("GET", "/v1/revocations/status", self.status)
         self.on("POST", "/v1/usage", self.accept)
         # The held licence is current unless a test renews it (reply with a token).
         self.reply("GET", "/v1/license", 304, None)
@@ -149,6 +168,26 @@ class FakeService:
         seq = documents.parse_revocation_page(page, self.key.public_key()).seq
         body = {"revocations": page, "seq": seq, "certificates": self.certificates}
         return 200, body, {"ETag": f'"{seq}"'}
+
+    def status_document(self, license_id: str, device_id: str) -> str:
+        """The signed status of ``license_id`` at the list's head (``revoked`` entry i
+        has sequence number i + 1; revoked at that entry's sequence number as a time)."""
+        numbers = [i + 1 for i, (lic, _) in enumerate(self.revoked) if lic == license_id]
+        return signed_status(
+            self.key,
+            license_id=license_id,
+            device_id=device_id,
+            revoked_at=self.now - 10 if numbers else 0,
+            seq=len(self.revoked),
+            issued_at=self.now,
+            keys_revoked=self.keys_revoked,
+        )
+
+    def status(self, request: dict[str, Any]) -> tuple[int, Any]:
+        license_id = request["query"].get("license_id", [""])[0]
+        device_id = request["query"].get("device_id", [""])[0]
+        document = self.status_document(license_id, device_id)
+        return 200, {"status": document, "certificates": self.certificates}
 
     def receipt(self, request: dict[str, Any], records: list | None = None) -> str:
         body = request["json"]
