@@ -357,13 +357,20 @@ class Engine:
         spooled = self._spool.keys()
         candidates = sorted(k for k in found if k not in spooled and k not in delivered)
         self._spool.merge([found[k] for k in found if k in spooled])
-        if not candidates:
-            return
-        latest = found[candidates[-1]]
-        if opened is None or period_key(latest) >= period_key(opened):
+        try:
+            horizon = self._now() + self._leeway
+        except LicenseError:
+            horizon = math.inf
+        # The open period is the latest one that has begun by the clock; a period in the
+        # clock's future was not opened by this engine: it is closed with the rest.
+        begun = [k for k in candidates if k[0] <= horizon]
+        if begun:
+            latest = found[begun[-1]]
             self._period_start, self._period_end = latest["period_start"], latest["period_end"]
             self._counters = [latest[name] for name in COUNTER_FIELDS]
-            candidates = candidates[:-1]
+        elif opened is not None and period_key(opened) in candidates:
+            self._period_start = self._period_end = 0  # only future periods: none is open
+            self._counters = [0, 0, 0, 0]
         closed = [found[k] for k in candidates if k != (self._period_start, self._period_end)]
         if closed:
             log.warning("%d usage periods found only in the journal; spooled again", len(closed))
@@ -493,16 +500,13 @@ class Engine:
 
     def _usage_floor(self, license_id: str) -> int:
         """Inferences proven counted for ``license_id``: the newest receipt's total plus
-        every period it does not cover (spooled, set aside, open)."""
+        every period it does not cover (spooled and open). Records set aside count for
+        nothing: no engine writes them, and the journal holds the real counts of a
+        period whose spooled copy was edited out of bounds."""
         receipt = self._receipts.get(license_id)
         delivered = receipt.records if receipt is not None else frozenset()
         total = receipt.inferences if receipt is not None else 0
         total += sum(r["inferences"] for r in self._spool.records if period_key(r) not in delivered)
-        total += sum(
-            r["inferences"]
-            for r in self._spool.aside
-            if isinstance(r, dict) and type(r.get("inferences")) is int and r["inferences"] > 0
-        )
         return total + self._counters[0]
 
     def _open_record(self) -> Record | None:

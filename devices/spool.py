@@ -110,11 +110,9 @@ class UsageSpool:
         return {period_key(r) for r in self.records}
 
     def add(self, record: Record) -> None:
-        """Spool a closed period. A period already spooled is left as it is: it was
-        closed before a crash and its counters are the ones the device reported."""
-        if period_key(record) in self.keys():
-            return
-        self._save([*self.records, dict(record)])
+        """Spool a closed period. A period already spooled keeps the larger of each
+        count (it was closed before a crash, or recovered from the journal)."""
+        self.merge([record])
 
     def batch(self, limit: int) -> list[Record]:
         return [dict(r) for r in self.records[:limit]]
