@@ -185,3 +185,23 @@ def test_edited_keys_file_adds_no_trust(rooted, root, first):
     path.write_text("{garbage")
     with pytest.raises(LicenseError):  # no certificate: the held list cannot verify either
         rooted().start(token(first[0]))
+
+
+def test_revoked_key_stops_the_running_engine_at_the_sync_that_learns_it(
+    rooted, root, first, service, clock
+):
+    engine = rooted()
+    assert engine.start(token(first[0])) == "active"
+    engine.count(inferences=2)
+    second = Ed25519PrivateKey.generate()
+    service.key, service.certificates = second, [first[1], certify(root, second)]
+    service.keys_revoked = [key_id(first[0].public_key())]
+    with pytest.raises(KeyNotTrusted) as caught:
+        engine.sync(service.url, allow_http=True)
+    assert caught.value.code == "KEY_REVOKED" and caught.value.summary["revoked"] is False
+    for analytics in (lambda: engine.require("detect"), lambda: engine.count(inferences=1)):
+        with pytest.raises(KeyNotTrusted, match="revoked"):
+            analytics()
+    with engine.open_stream() as stream:  # video keeps running
+        assert engine.admit_frame(stream)
+    assert engine.usage["inferences"] == 2
