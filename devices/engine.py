@@ -120,7 +120,10 @@ def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
     """The keyring of an engine: the root keyring of the build (or ``root_keys``), or
     in a build without roots the one pinned ``public_key`` / compiled-in key."""
     compiled = getattr(pubkey, "ROOT_KEYS", ())  # a pubkey.py written before root keyrings
-    roots = tuple(root_keys) if root_keys is not None else tuple(compiled)
+    try:
+        roots = tuple(root_keys) if root_keys is not None else tuple(compiled)
+    except TypeError:
+        raise InvalidArgument("root_keys must be a list of public keys") from None
     if roots and public_key is not None:
         raise LicenseError(
             "this build trusts its root keyring; license_pubkey cannot add a key (signing "
@@ -167,6 +170,13 @@ def _revoked_message(held: LicenseStatus) -> str:
     return (
         f"licence {held.license_id} is revoked (revoked at {held.revoked_at}; signed status "
         f"at revocation-list sequence {held.seq})"
+    )
+
+
+def _unwritable(path: Path, exc: OSError) -> LicenseError:
+    return LicenseError(
+        f"state file {path} cannot be written: {exc.strerror or exc}; nothing was acknowledged",
+        code="STATE_UNWRITABLE",
     )
 
 
@@ -272,7 +282,10 @@ class Engine:
     # -- persistence -----------------------------------------------------------------
 
     def _write(self, path: Path, value: Any) -> None:
-        write_json(path, value)
+        try:
+            write_json(path, value)
+        except OSError as exc:
+            raise _unwritable(path, exc) from None
         self.state_writes += 1
 
     def _load_certificates(self) -> None:
@@ -1141,7 +1154,10 @@ class Engine:
             )
         with self._lock:
             # The file first: a crash leaves the old licence or the new one, never none.
-            atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
+            try:
+                atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
+            except OSError as exc:
+                raise _unwritable(self.state_dir / TOKEN_FILE, exc) from None
             if self._lic == claims["lic"]:
                 self._install(renewed, claims, self._now())
             log.info("licence %s renewed: ends at %d", claims["lic"], claims["exp"])

@@ -368,3 +368,15 @@ def test_non_ascii_licence_file_is_a_coded_error(make_engine, state_dir):
     with pytest.raises(LicenseError) as caught:
         make_engine().start()
     assert caught.value.code == "BAD_SIGNATURE"
+
+
+def test_a_state_file_that_cannot_be_written_is_a_coded_error_and_nothing_counted(
+    running, state_dir
+):
+    running.count(inferences=1)  # reserves the first block
+    (state_dir / "state.json").unlink()
+    (state_dir / "state.json").mkdir()  # os.replace onto a directory fails: a real OSError
+    with pytest.raises(LicenseError) as caught:
+        running.count(inferences=2_000)  # needs a new reservation on disk
+    assert caught.value.code == "STATE_UNWRITABLE"
+    assert running.quota_used == 1 and running.usage["inferences"] == 1
