@@ -37,8 +37,8 @@ the list holds (like OCSP stapling)::
 a revocation numbered at most ``seq`` names the licence (pruned entries included), and
 ``keys_revoked`` lists every signing key revoked as of ``seq``. A device keeps the
 newest status of each licence it holds and decides from it, verified again at every
-load; a status older (lower ``seq``, or the same ``seq`` signed earlier) than one it
-held never replaces it.
+load; a status older than one it held (a lower ``seq`` and signed earlier) never
+replaces it, nor does one that does not say revoked replace one that does.
 """
 
 from __future__ import annotations
@@ -253,13 +253,15 @@ class LicenseStatus:
     text: str
 
     def newer_than(self, other: LicenseStatus | None) -> bool:
-        """Whether this status supersedes ``other`` (a later list position, or the same
-        one signed later); a revocation is never superseded by a non-revocation."""
+        """Whether this status supersedes ``other``: a later list position or a later
+        signing time (a replayed status is older on both; a list rebuilt after a
+        restore starts its numbers again but signs later). A revocation is never
+        superseded by a status that does not say revoked."""
         if other is None:
             return True
         if other.revoked and not self.revoked:
             return False
-        return (self.seq, self.issued_at) > (other.seq, other.issued_at)
+        return self.seq > other.seq or self.issued_at > other.issued_at
 
 
 def status_payload(

@@ -471,7 +471,10 @@ class Engine:
             state["receipt"] = self._receipt
         floors = dict(self._status_floors)
         for lic, status in self._statuses.items():
-            floors[lic] = max(floors.get(lic, (0, 0)), (status.seq, status.issued_at))
+            # The position of the status accepted last; a held one older than it (a
+            # replaced status.json) leaves it, so the replacement stays noticed.
+            if not statuses.floors_problem(self._statuses, floors, lic):
+                floors[lic] = (status.seq, status.issued_at)
         if floors:
             state["status"] = {lic: list(floor) for lic, floor in sorted(floors.items())}
         self._write(self.state_dir / STATE_FILE, state)

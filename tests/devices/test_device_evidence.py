@@ -380,3 +380,24 @@ def test_a_state_file_that_cannot_be_written_is_a_coded_error_and_nothing_counte
         running.count(inferences=2_000)  # needs a new reservation on disk
     assert caught.value.code == "STATE_UNWRITABLE"
     assert running.quota_used == 1 and running.usage["inferences"] == 1
+
+
+def test_a_list_rebuilt_after_a_restore_is_followed_and_a_replay_is_not(
+    running, service, make_engine, token, state_dir, clock
+):
+    """Freshness is a later list position OR a later signing time: a service restored
+    from a backup numbers again from lower (and signs later); a replay is older on both."""
+    service.revoked = [("LIC-OTHER", 0)] * 5
+    sync(running, service)  # holds sequence 5
+    rebuilt = signed_status(service.key, seq=2, issued_at=NOW + 30)
+    service.reply("GET", "/v1/revocations/status", 200, {"status": rebuilt})
+    assert sync(running, service)["list_seq"] == 2
+    replay = signed_status(service.key, seq=1, issued_at=NOW + 20)
+    service.reply("GET", "/v1/revocations/status", 200, {"status": replay})
+    with pytest.raises(LicenseError) as caught:
+        sync(running, service)
+    assert caught.value.code == "LIST_STALE"
+    running.close()
+    assert make_engine().start(token) == "active"  # the rebuilt list's status is held
+    state = read(state_dir, "state.json")
+    assert state["status"][LICENSE] == [2, NOW + 30]
