@@ -7,8 +7,40 @@ The ``X-Admin-Key`` gate lives with the operator keys it checks, in
 from __future__ import annotations
 
 from django.conf import settings
+from django.http import HttpResponse, JsonResponse
 
 from config.clientip import ip_in
+
+
+def _is_api(path: str) -> bool:
+    return path.startswith("/v1/") or path == "/healthz"
+
+
+def bad_request_response(path: str, detail: str) -> HttpResponse:
+    """A 400 in the shape of the part of the site that was asked: ``{detail}`` on the
+    API, plain text on the console."""
+    if _is_api(path):
+        return JsonResponse({"detail": detail}, status=400)
+    return HttpResponse(detail, status=400, content_type="text/plain; charset=utf-8")
+
+
+class NulByteMiddleware:
+    """Refuse a path or query string holding a NUL character (400). No identifier, search
+    or filter of this service holds one, and PostgreSQL text cannot store one: it would
+    otherwise reach a query and fail there (a 500). Cheap: two substring tests."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        query = request.META.get("QUERY_STRING", "")
+        if "\x00" in request.path or "%00" in query or "\x00" in query:
+            return bad_request_response(
+                request.path.replace("\x00", ""),
+                "the address holds a NUL character (%00), which no identifier or filter "
+                "of this service contains",
+            )
+        return self.get_response(request)
 
 
 class UntrustedForwardingMiddleware:

@@ -83,4 +83,5 @@ if settings.SVC_PUBLIC_DOCS:
         path("redoc", SpectacularRedocView.as_view(url_name="openapi"), name="redoc"),
     ]
 
+handler400 = "config.views.bad_request"
 handler500 = "config.views.server_error"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from config.middleware import bad_request_response
+
 
 def index(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
@@ -28,6 +30,16 @@ def index(request: HttpRequest) -> JsonResponse:
 @csrf_exempt
 def api_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
     return JsonResponse({"detail": f"no endpoint {request.method} {request.path}"}, status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 400 (a disallowed ``Host``, a malformed request): ``{detail}`` on the API
+    as every other error there; the reason is not echoed (it may quote the header)."""
+    return bad_request_response(
+        request.path,
+        "bad request: the Host header is not one this service answers to, or the request "
+        "is malformed",
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
