@@ -4,6 +4,7 @@ serializer without building its fields anew for every request."""
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -46,6 +47,20 @@ class StrictIntegerField(serializers.IntegerField):
     def to_internal_value(self, data):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("strict", kind=type(data).__name__)
+        return super().to_internal_value(data)
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer from a query string, written in ASCII digits (an optional minus, then
+    0-9): Python's ``int`` would also take "１２" or "٣", and DRF's field "12.0"."""
+
+    _DIGITS = re.compile(r"\A-?[0-9]{1,40}\Z")
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not (
+            isinstance(data, int) or (isinstance(data, str) and self._DIGITS.match(data))
+        ):
+            self.fail("invalid")
         return super().to_internal_value(data)
 
 

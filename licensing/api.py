@@ -366,6 +366,7 @@ class FleetApi(APIView):
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.QUERY_ERRORS[400]} Or a cursor the service did not give "
                     "(edited, or made under another SVC_SECRET_KEY), or cursor with before.",
+                    404: "customer_id or batch_id names no customer or batch.",
                 }
             ),
         },
@@ -414,7 +415,13 @@ class FleetCsvApi(APIView):
                 description="UTF-8 CSV with a byte-order mark and a header row: "
                 + ", ".join(exports.COLUMNS),
             ),
-            **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: schema.QUERY_ERRORS[400],
+                    404: "customer_id or batch_id names no customer or batch.",
+                }
+            ),
         },
         auth=schema.ADMIN_AUTH,
         description="Every activated unit the filters select (the whole fleet without "
@@ -427,6 +434,10 @@ class FleetCsvApi(APIView):
         weak = query.pop("weak_binding", None)
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
+        # Before the stream starts: a refusal mid-stream could not be a 404.
+        selectors.fleet_filters_check(
+            customer_id=query.get("customer_id"), batch_id=query.get("batch_id")
+        )
         response = StreamingHttpResponse(
             exports.fleet_csv(**query), content_type="text/csv; charset=utf-8"
         )

@@ -15,6 +15,7 @@ from django.utils.crypto import salted_hmac
 
 from config import clock
 from config.errors import InvalidInput, NotFound
+from customers.models import Customer
 from licensing.models import Activation, Batch, License, SigningKey, Sku
 from svccore.claims import LAST_SECOND
 
@@ -157,6 +158,15 @@ def fleet_records(
     return records
 
 
+def fleet_filters_check(*, customer_id: str | None = None, batch_id: str | None = None) -> None:
+    """NotFound for a fleet filter naming a customer or batch that does not exist: an
+    empty list would read as "no units" when the id is simply wrong."""
+    if customer_id and not Customer.objects.filter(pk=customer_id).exists():
+        raise NotFound(f"customer {customer_id} does not exist")
+    if batch_id and not Batch.objects.filter(pk=batch_id).exists():
+        raise NotFound(f"batch {batch_id} does not exist")
+
+
 def fleet_page(
     *,
     customer_id: str | None = None,
@@ -181,6 +191,8 @@ def fleet_page(
         )
     if not 1 <= limit <= FLEET_MAX:
         raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
+    if cursor is None:  # the first page answers for the filters; later ones follow it
+        fleet_filters_check(customer_id=customer_id, batch_id=batch_id)
     records = fleet_records(
         customer_id=customer_id,
         batch_id=batch_id,

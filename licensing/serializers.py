@@ -7,6 +7,7 @@ from rest_framework import serializers
 from config.fields import (
     DeviceIdField,
     IdField,
+    QueryIntegerField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -258,7 +259,7 @@ class FleetQuery(serializers.Serializer):
     customer_id = IdField(required=False)
     batch_id = IdField(required=False)
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
-    before = serializers.IntegerField(
+    before = QueryIntegerField(
         required=False,
         min_value=0,
         max_value=LAST_SECOND,
@@ -274,7 +275,7 @@ class FleetQuery(serializers.Serializer):
         "one (order: activated_at, then activation id, newest first), none skipped or "
         "repeated. Opaque; not with before.",
     )
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False,
         min_value=1,
         max_value=FLEET_MAX,
@@ -395,7 +396,7 @@ class RenewalOut(serializers.Serializer):
 
 
 class ExpiringQuery(serializers.Serializer):
-    days = serializers.IntegerField(
+    days = QueryIntegerField(
         min_value=1,
         max_value=EXPIRING_DAYS_MAX,
         required=False,

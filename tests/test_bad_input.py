@@ -549,3 +549,27 @@ def test_database_down_is_503_with_retry_after(server_without_database, method, 
     detail = json.loads(content)["detail"]
     assert detail.startswith("database unavailable")
     assert "nonexistent" not in detail and "postgres" not in detail
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/v1/admin/fleet?limit=١٠", "limit"),
+        ("/v1/admin/fleet?limit=%EF%BC%91%EF%BC%92", "limit"),  # fullwidth "１２"
+        ("/v1/admin/fleet?before=%D9%A3", "before"),  # Arabic-Indic three
+        ("/v1/admin/expiring?days=%EF%BC%91%EF%BC%92", "days"),
+        ("/v1/admin/expiring?days=12.0", "days"),
+        ("/v1/admin/expiring?days=+12", "days"),
+    ],
+)
+def test_query_integers_are_ascii_digits_only(admin_api, path, name):
+    response = admin_api.get(path)
+    assert response.status_code == 400
+    assert response.json()["detail"] == f"{name}: A valid integer is required."
+
+
+@pytest.mark.parametrize("query", ["customer_id=CUST-NOBODY0000", "batch_id=B-2026-NOBODY0000"])
+def test_fleet_filter_naming_nothing_is_404(admin_api, query):
+    response = admin_api.get(f"/v1/admin/fleet?{query}")
+    assert response.status_code == 404
+    assert "does not exist" in response.json()["detail"]

@@ -106,8 +106,9 @@ def test_export_filters_and_refusals(admin_api, client, fleet):
     Activation.objects.filter(device_id__in=["cam-00000", "cam-00001"]).update(weak_binding=True)
     rows, _ = export(admin_api, f"?customer_id={fleet.customer_id}&weak_binding=1")
     assert sorted(row[0] for row in rows[1:]) == ["cam-00000", "cam-00001"]
-    rows, _ = export(admin_api, "?customer_id=CUST-NOBODY")
-    assert rows == [list(COLUMNS)]
+    unknown = admin_api.get("/v1/admin/fleet.csv?customer_id=CUST-NOBODY", HTTP_ACCEPT="text/csv")
+    assert unknown.status_code == 404
+    assert unknown.json()["detail"] == "customer CUST-NOBODY does not exist"
     refused = admin_api.get("/v1/admin/fleet.csv?weak_binding=maybe", HTTP_ACCEPT="text/csv")
     assert refused.status_code == 400 and "weak_binding" in refused.json()["detail"]
     assert client.get("/v1/admin/fleet.csv").status_code == 401
