@@ -16,6 +16,11 @@ from licensing import health
 v1 = [
     path("activate", licensing_api.ActivateApi.as_view(), name="activate"),
     path("revocations", licensing_api.RevocationListApi.as_view(), name="revocations"),
+    path(
+        "revocations/status",
+        licensing_api.RevocationStatusApi.as_view(),
+        name="revocations-status",
+    ),
     path("license", licensing_api.LicenseRefreshApi.as_view(), name="license-refresh"),
     path("admin/catalogue", licensing_api.CatalogueApi.as_view(), name="admin-catalogue"),
     path("admin/customers", CustomerCreateApi.as_view(), name="admin-customers"),

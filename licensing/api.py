@@ -85,7 +85,11 @@ class ActivateApi(APIView):
             body["batch_units_remaining"] = result.batch_units_remaining
         # A freshly activated device holds a verified list position without a second call,
         # and the certificates that chain the authority's keys to its compiled-in roots.
-        body["revocations"] = revocations.head_document()
+        head = revocations.head_get()
+        body["revocations"] = revocations.head_document(head)
+        body["status"] = revocations.license_status(
+            license_id=result.license_id, device_id=data["device_id"], head=head, unrevoked=True
+        )["status"]
         body["certificates"] = signing.certificates()
         return Response(body)
 
@@ -202,6 +206,39 @@ class RevocationListApi(APIView):
         if zipped:
             response["Content-Encoding"] = "gzip"
         return _list_headers(response, answer.etag)
+
+
+class RevocationStatusApi(APIView):
+    """``GET /v1/revocations/status?license_id=...&device_id=...``: the list's signed word
+    on one licence, what the device module fetches at every sync."""
+
+    @extend_schema(
+        parameters=[serializers.LicenseStatusQuery, schema.retry_after(503)],
+        responses={
+            200: OpenApiResponse(
+                schemas.LicenseStatusOut,
+                description="Signed for this request (never cached, never 304): a few "
+                "hundred bytes whatever the list holds.",
+            ),
+            **schema.errors(
+                {
+                    400: "license_id or device_id missing, blank, too long, or holding a "
+                    "control or format character.",
+                    **schema.DATABASE_UNAVAILABLE,
+                }
+            ),
+        },
+        auth=schema.NO_AUTH,
+        description="Whether the licence is revoked as of the list's head (pruned entries "
+        "included), with the signing keys revoked by then: a document signed by the "
+        "authority (SVCS1, devices/documents.py) naming the licence, the device, the "
+        "list's sequence number and the signing time. Public like the list.",
+    )
+    def get(self, request):
+        query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
+        response = Response(revocations.license_status(**query))
+        response["Cache-Control"] = "no-store"
+        return response
 
 
 class CatalogueApi(APIView):

@@ -15,6 +15,11 @@ for a page it holds costs the head read and nothing else.
 Every answer carries ``certificates``: the key certificates of the authority's keys
 that are not revoked (devices verify each against their compiled-in roots), and every
 signed page names the revoked signing keys (``keys_revoked``).
+
+A device module asks instead for the signed status of the one licence it holds
+(:func:`license_status`, ``GET /v1/revocations/status``): a few hundred bytes whatever
+the list holds, signed for each request (its signing time is the device's proof of
+freshness), never conditional.
 """
 
 from __future__ import annotations
@@ -35,9 +40,15 @@ from django.db.models import Q, QuerySet
 
 from config.clock import now
 from config.errors import Conflict
-from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, revocation_page_payload
+from devices.documents import (
+    LIST_PAGE_ENTRIES,
+    LIST_PREFIX,
+    STATUS_PREFIX,
+    revocation_page_payload,
+    status_payload,
+)
 from licensing import signing
-from licensing.models import Revocation
+from licensing.models import Revocation, unix
 from licensing.selectors import signing_keys_published
 
 # Read at call time (not bound as a default), so a test can make pages small.
@@ -51,6 +62,7 @@ BUILDS = 0
 _held: OrderedDict[str, Answer] = OrderedDict()
 _head_held: list[tuple[float, Head]] = []  # (time.monotonic() read at, head)
 _head_document: list[tuple[Answer, str]] = []  # the head page and its document
+_published: list[tuple[tuple[str, str, int], tuple[list[str], list[str]]]] = []
 _held_lock = threading.Lock()
 
 
@@ -144,6 +156,7 @@ def answers_forget() -> None:
     operator who must have every page rebuilt at once)."""
     with _held_lock:
         _held.clear()
+    _published.clear()
     head_forget()
     cache.clear()
 
@@ -195,7 +208,7 @@ def revocation_page(*, since: int, head: Head, zipped: bool = False) -> Answer:
 
     def build() -> tuple[str, dict[str, Any]]:
         issued_at = int(now().timestamp())
-        certificates, keys_revoked = signing_keys_published()
+        certificates, keys_revoked = _keys_published(head)
         document, seq, more = _page_document(
             since=since, head=head, issued_at=issued_at, keys_revoked=keys_revoked
         )
@@ -217,7 +230,7 @@ def revocation_full(*, head: Head, zipped: bool = False) -> Answer:
 
     def build() -> tuple[str, dict[str, Any]]:
         issued_at = int(now().timestamp())
-        certificates, keys_revoked = signing_keys_published()
+        certificates, keys_revoked = _keys_published(head)
         revoked = list(_listed(head, issued_at).values_list("license_id", flat=True))
         document, _, _ = _page_document(
             since=0, head=head, issued_at=issued_at, keys_revoked=keys_revoked
@@ -246,3 +259,59 @@ def head_document(head: Head | None = None) -> str:
     document = json.loads(answer.body)["revocations"]
     _head_document[:] = [(answer, document)]
     return document
+
+
+def _keys_published(head: Head) -> tuple[list[str], list[str]]:
+    """:func:`signing_keys_published`, read once per keys version of the head (every
+    signing-key change moves it) and signing key of this process."""
+    key = (signing.public_key_fingerprint(), head.epoch, head.keys)
+    held = _published[0] if _published else None
+    if held is not None and held[0] == key:
+        return held[1]
+    published = signing_keys_published()
+    _published[:] = [(key, published)]
+    return published
+
+
+def license_status(
+    *, license_id: str, device_id: str, head: Head | None = None, unrevoked: bool = False
+) -> dict[str, Any]:
+    """The signed status (``SVCS1``) of ``license_id`` for ``device_id`` at the list's
+    head: revoked when a revocation numbered up to the head names it, pruned entries
+    included; the signing keys revoked as of then. One indexed read of the licence's
+    revocation (the head and the keys are held in memory) and one signature;
+    ``unrevoked`` skips the read for a licence the caller has just found not revoked
+    (activation refuses a revoked unit).
+
+    A licence id this authority never listed is simply not revoked: the status says what
+    the list says."""
+    head = head_get() if head is None else head
+    row = None
+    if not unrevoked:
+        row = (
+            Revocation.objects.filter(license_id=license_id, seq__lte=head.seq)
+            .values_list("revoked_at", flat=True)
+            .first()
+        )
+    revoked_at = max(unix(row), 1) if row is not None else 0  # 0 means "not revoked"
+    certificates, keys_revoked = _keys_published(head)
+    issued_at = int(now().timestamp())
+    payload = status_payload(
+        issuer=settings.SVC_ISSUER,
+        license_id=license_id,
+        device_id=device_id,
+        revoked_at=revoked_at,
+        seq=head.seq,
+        issued_at=issued_at,
+        keys_revoked=keys_revoked,
+    )
+    return {
+        "status": signing.sign_document(STATUS_PREFIX, payload),
+        "license_id": license_id,
+        "device_id": device_id,
+        "revoked": bool(revoked_at),
+        "revoked_at": revoked_at,
+        "seq": head.seq,
+        "as_of": issued_at,
+        "certificates": certificates,
+    }

@@ -27,8 +27,12 @@ class ActivateOut(serializers.Serializer):
         required=False, help_text="Units left on the batch; only on a new activation."
     )
     revocations = serializers.CharField(
-        help_text="The signed revocation-list page at its head (SVCR1): the device's "
-        "verified list position."
+        help_text="The signed revocation-list page at its head (SVCR1), for firmware "
+        "that walks the list."
+    )
+    status = serializers.CharField(
+        help_text="The signed status of the new licence for this device (SVCS1): not "
+        "revoked, at the list's head. The device module decides from it."
     )
     certificates = serializers.ListField(
         child=serializers.CharField(),
@@ -133,3 +137,20 @@ class ExpiringListOut(serializers.Serializer):
     as_of = serializers.IntegerField(help_text="Unix seconds of the listing.")
     count = serializers.IntegerField()
     items = ExpiringOut(many=True)
+
+
+class LicenseStatusOut(serializers.Serializer):
+    """``GET /v1/revocations/status``: the signed status and, for display only, what it
+    says."""
+
+    status = serializers.CharField(
+        help_text="The signed status (SVCS1: lic, dev, revoked, revoked_at, seq, iat, "
+        "keys_revoked, kid); the only part a device believes."
+    )
+    license_id = serializers.CharField()
+    device_id = serializers.CharField()
+    revoked = serializers.BooleanField()
+    revoked_at = serializers.IntegerField(help_text="Unix seconds; 0 when not revoked.")
+    seq = serializers.IntegerField(help_text="The list's sequence number it was read at.")
+    as_of = serializers.IntegerField(help_text="Unix seconds it was signed.")
+    certificates = serializers.ListField(child=serializers.CharField())

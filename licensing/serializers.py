@@ -418,3 +418,8 @@ class ExpiringOut(serializers.Serializer):
     in_grace = serializers.BooleanField(help_text="Ended; still running in its grace period.")
     units_activated = serializers.IntegerField()
     units_purchased = serializers.IntegerField()
+
+
+class LicenseStatusQuery(serializers.Serializer):
+    license_id = IdField(max_length=64, help_text="The licence the device holds.")
+    device_id = DeviceIdField(help_text="The device asking (named in the signed status).")

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEntry
 from config.errors import MisconfiguredService
 from devices import token as codec
-from devices.documents import parse_revocation_page, sign_document
+from devices.documents import parse_revocation_page, parse_status, sign_document
 from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate
 from licensing import revocations, signing
@@ -311,6 +311,14 @@ def test_rotation_retirement_and_revocation_of_a_signing_key(
     assert body["certificates"] == [cert2]
     legacy = client.get("/v1/revocations").json()
     assert f"KEY-{kid1}" in legacy["revoked"] and legacy["certificates"] == [cert2]
+    # A device's status names the revoked key too, signed by the key in use.
+    held = claims_of(old_unit)
+    answer = client.get(
+        "/v1/revocations/status", {"license_id": held["lic"], "device_id": "cam-1"}
+    ).json()
+    status = parse_status(answer["status"], key2.public_key())
+    assert status.revoked_keys == frozenset({kid1}) and not status.revoked
+    assert answer["certificates"] == [cert2]
     row = SigningKey.objects.get(pk=kid1)
     assert (row.state, row.revoke_reason) == ("revoked", "laptop stolen")
     actions = list(

@@ -1,0 +1,144 @@
+"""GET /v1/revocations/status: the list's signed word on one licence (devices.documents
+SVCS1), what the device module decides from (issue 21): O(1) whatever the list holds,
+bound to the list's sequence number, never a 304."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from devices.documents import parse_status
+from licensing import revocations, signing
+from licensing.models import Revocation, RevocationHead
+from licensing.services import license_issue, license_revoke
+
+URL = "/v1/revocations/status"
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def licence(customer):
+    return license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-0001")
+
+
+def status_of(client, license_id, device_id="cam-0001", **headers):
+    response = client.get(URL, {"license_id": license_id, "device_id": device_id}, **headers)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    status = parse_status(body["status"], signing.public_key())
+    return body, status, response
+
+
+def test_a_licence_not_on_the_list_is_signed_not_revoked_at_the_head(client, licence, customer):
+    other = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-0002")
+    license_revoke(license_id=other.id, reason="stolen")
+    revocations.head_forget()
+    body, status, response = status_of(client, licence.id)
+    assert (status.license_id, status.device_id, status.revoked, status.revoked_at) == (
+        licence.id,
+        "cam-0001",
+        False,
+        0,
+    )
+    assert status.seq == revocations.head_get().seq == 1
+    assert body["revoked"] is False and body["seq"] == 1 and body["as_of"] == status.issued_at
+    assert response["Cache-Control"] == "no-store" and not response.has_header("ETag")
+
+
+def test_a_revoked_licence_is_signed_revoked_with_its_time(client, licence):
+    license_revoke(license_id=licence.id, reason="stolen")
+    revocations.head_forget()
+    body, status, _ = status_of(client, licence.id)
+    revoked_at = int(Revocation.objects.get(license_id=licence.id).revoked_at.timestamp())
+    assert status.revoked and status.revoked_at == revoked_at and status.seq >= 1
+    assert body["revoked"] is True and body["revoked_at"] == revoked_at
+
+
+def test_a_pruned_entry_is_still_revoked(client, licence):
+    license_revoke(license_id=licence.id, reason="stolen")
+    # The licence ended long ago: the list dropped its entry, the status keeps the truth.
+    Revocation.objects.filter(license_id=licence.id).update(usable_until=1)
+    revocations.answers_forget()
+    listed = client.get("/v1/revocations").json()["revoked"]
+    assert licence.id not in listed
+    _, status, _ = status_of(client, licence.id)
+    assert status.revoked
+
+
+def test_a_revocation_after_the_head_read_is_not_claimed(client, licence):
+    """The status is bound to the head it was read at: an entry numbered past it is not
+    in it (it will be at the next read)."""
+    head = revocations.head_get()
+    license_revoke(license_id=licence.id, reason="stolen")
+    answer = revocations.license_status(license_id=licence.id, device_id="cam-0001", head=head)
+    assert answer["revoked"] is False and answer["seq"] == head.seq
+
+
+def test_never_conditional(client, licence):
+    _, _, first = status_of(client, licence.id)
+    again = client.get(
+        URL, {"license_id": licence.id, "device_id": "cam-0001"}, HTTP_IF_NONE_MATCH="*"
+    )
+    assert again.status_code == 200 and again.json()["status"].startswith("SVCS1.")
+
+
+def test_an_unknown_licence_id_is_not_revoked(client):
+    _, status, _ = status_of(client, "LIC-NEVERISSUED00")
+    assert not status.revoked
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ({"device_id": "cam-1"}, "license_id"),
+        ({"license_id": "LIC-A"}, "device_id"),
+        ({"license_id": "", "device_id": "cam-1"}, "license_id"),
+        ({"license_id": "L" * 65, "device_id": "cam-1"}, "license_id"),
+        ({"license_id": "LIC-\u202e", "device_id": "cam-1"}, "license_id"),
+        ({"license_id": "LIC-A", "device_id": "cam-\x1b"}, "device_id"),
+        ({"license_id": "LIC-A", "device_id": "d" * 129}, "device_id"),
+    ],
+)
+def test_bad_ids_are_400_naming_the_field(client, query, field):
+    response = client.get(URL, query)
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(f"{field}: ")
+
+
+def test_one_query_whatever_the_list_holds(client, licence):
+    Revocation.objects.bulk_create(
+        Revocation(
+            seq=n,
+            license_id=f"LIC-FILL{n:010d}",
+            revoked_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+            usable_until=0,
+        )
+        for n in range(1, 5001)
+    )
+    RevocationHead.objects.update_or_create(id=1, defaults={"seq": 5000})
+    revocations.answers_forget()
+    status_of(client, licence.id)  # the head and the keys are read once per change
+    with CaptureQueriesContext(connection) as queries:
+        body, status, response = status_of(client, "LIC-FILL0000004321")
+    assert len(queries) == 1  # the licence's own revocation, by its unique index
+    assert status.revoked and status.seq == 5000
+    assert len(response.content) < 1000
+
+
+def test_the_activation_answer_carries_the_new_licence_s_status(device_api, make_batch):
+    batch = make_batch(units=2)
+    body = device_api.post(
+        "/v1/activate",
+        {"batch_token": batch.license.token, "device_id": "cam-0007"},
+        format="json",
+    ).json()
+    status = parse_status(body["status"], signing.public_key())
+    assert (status.license_id, status.device_id, status.revoked) == (
+        body["license_id"],
+        "cam-0007",
+        False,
+    )
