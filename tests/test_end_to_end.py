@@ -4,8 +4,6 @@ usage totals exact."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import devices
@@ -87,11 +85,13 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     # Operator revokes; the camera learns it at its next sync and refuses at restart.
     live_service.admin("POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "e2e"})
     clock.now = T0 + 3 * HOUR + 5
-    with pytest.raises(devices.Revoked):
-        engine.sync(live_service.url, allow_http=True)  # usage upload is refused at once (403)
+    with pytest.raises(devices.Revoked) as revoked:
+        engine.sync(live_service.url, allow_http=True)  # the signed status says so
+    assert revoked.value.summary["errors"] == ["UPLOAD_REFUSED"]  # the upload got 403 too
+    with pytest.raises(devices.Revoked):  # analytics stop on the running engine
+        engine.count(inferences=1)
     engine.close()
-    crl = json.loads((state_dir / "crl.json").read_text())
-    assert license_id in crl["revoked"]
+    assert engine.revoked_licenses() == frozenset({license_id})
     restarted = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
     with pytest.raises(devices.Revoked):
         restarted.start()

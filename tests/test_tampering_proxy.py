@@ -1,6 +1,7 @@
 """Attacks on the network path, with real parts: the device module talks to the live
 gunicorn service through a proxy started here that rewrites answers (flips a byte,
-replays an older list, strips an entry, forges a receipt or a plain future ``as_of``).
+replays an older status, strips a revocation, answers 304, forges a receipt or a plain
+future ``as_of``).
 The device must refuse every forgery with a coded error, keep what it held, lose no
 spooled record, and accept the genuine answers that follow."""
 
@@ -24,6 +25,7 @@ HOUR = 3600
 T0 = 1_800_000_000 - 1_800_000_000 % HOUR
 
 Rewrite = Callable[[str, int, dict], tuple[int, dict]]
+STATUS = "/v1/revocations/status"
 
 
 class Clock:
@@ -66,7 +68,7 @@ class TamperingProxy:
                 proxy.seen.append((path, status, payload))
                 if proxy.rewrite is not None and raw:
                     status, payload = proxy.rewrite(path, status, payload)
-                data = json.dumps(payload).encode() if raw else b""
+                data = json.dumps(payload).encode() if raw and payload is not None else b""
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -123,69 +125,79 @@ def _with_payload(document: str, payload: dict) -> str:
     return f"{prefix}.{encoded}.{signature}"
 
 
-def test_list_forgeries_on_the_path_are_refused(
+def test_status_forgeries_on_the_path_are_refused(
     live_service, proxy, customer, signing_key, tmp_path
 ):
     batch, engine, clock, key = _camera(live_service, proxy, customer, signing_key, tmp_path, "c1")
     license_id = engine.license_id
-    # Another licence is revoked and synced: the device holds that list (older one saved).
-    live_service.admin("POST", "/v1/admin/revoke", {"license_id": batch["license_id"]})
+    _camera(live_service, proxy, customer, signing_key, tmp_path, "c9")  # another device
     engine.sync(proxy.url, allow_http=True)
-    older = next(p for path, s, p in proxy.seen if path == "/v1/revocations" and s == 200)
-    held = json.loads((engine.state_dir / "crl.json").read_text())
+    older = [p for path, s, p in proxy.seen if path == STATUS and s == 200][-1]
+    other = next(
+        p
+        for path, s, p in proxy.seen
+        if path == "/v1/activate" and p.get("license_id") != license_id
+    )
+    held = (engine.state_dir / "status.json").read_text()
     live_service.admin("POST", "/v1/admin/revoke", {"license_id": license_id, "reason": "x"})
 
     def flip(path, status, body):
-        if path == "/v1/revocations":
-            doc = body["revocations"]
-            body["revocations"] = doc[:30] + ("B" if doc[30] == "A" else "A") + doc[31:]
+        if path == STATUS:
+            doc = body["status"]
+            body["status"] = doc[:30] + ("B" if doc[30] == "A" else "A") + doc[31:]
         return status, body
 
     def strip(path, status, body):
-        if path == "/v1/revocations":
-            payload = _payload(body["revocations"])
-            payload["revoked"] = [e for e in payload["revoked"] if e[0] != license_id]
-            body["revocations"] = _with_payload(body["revocations"], payload)
+        if path == STATUS:
+            payload = _payload(body["status"]) | {"revoked": False, "revoked_at": 0}
+            body["status"] = _with_payload(body["status"], payload)
         return status, body
 
-    def replay(path, status, body):
-        return (200, older) if path == "/v1/revocations" else (status, body)
-
-    def future(path, status, body):
-        if path == "/v1/revocations":
-            return 200, {"revoked": [], "as_of": 2**53}  # the old, unsigned shape
+    def unsigned(path, status, body):
+        if path == STATUS:
+            return 200, {"revoked": False, "as_of": 2**53}  # plain fields only
         return status, body
 
     def future_signed(path, status, body):
-        if path == "/v1/revocations":
-            payload = _payload(body["revocations"]) | {"iat": 2**53}
-            body["revocations"] = _with_payload(body["revocations"], payload)
+        if path == STATUS:
+            payload = _payload(body["status"]) | {"iat": 2**53}
+            body["status"] = _with_payload(body["status"], payload)
         return status, body
+
+    def not_modified(path, status, body):
+        return (304, None) if path == STATUS else (status, body)
+
+    def another_device(path, status, body):
+        return (200, {"status": other["status"]}) if path == STATUS else (status, body)
 
     for rewrite, code in [
         (flip, "LIST_BAD_SIGNATURE"),
         (strip, "LIST_BAD_SIGNATURE"),
-        (future, "LIST_BAD_SIGNATURE"),
+        (unsigned, "LIST_BAD_SIGNATURE"),
         (future_signed, "LIST_BAD_SIGNATURE"),
+        (not_modified, "SYNC_FAILED"),
+        (another_device, "LIST_WRONG_LICENSE"),
     ]:
         proxy.rewrite = rewrite
         with pytest.raises(devices.LicenseError) as caught:
             engine.sync(proxy.url, allow_http=True)
         assert caught.value.code == code, rewrite.__name__
-        assert json.loads((engine.state_dir / "crl.json").read_text()) == held
-    # A replay of a genuine older list: first bring the device past it, then replay.
+        assert (engine.state_dir / "status.json").read_text() == held
+        engine.require("detect")  # nothing learned, nothing lost
+    # The genuine answer: the running engine stops analytics at once.
     proxy.rewrite = None
-    assert engine.sync(proxy.url, allow_http=True)["revoked"] is True
-    proxy.rewrite = replay
-    older_seq = documents.parse_revocation_page(older["revocations"], key).seq
-    newest = json.loads((engine.state_dir / "crl.json").read_text())
-    assert older_seq < documents.parse_revocation_page(newest["document"], key).seq
-    with pytest.raises(devices.LicenseError) as caught:
+    with pytest.raises(devices.Revoked) as caught:
         engine.sync(proxy.url, allow_http=True)
-    assert caught.value.code in ("LIST_STALE", "LIST_GAP")
-    assert json.loads((engine.state_dir / "crl.json").read_text())["revoked"] == {
-        license_id: newest["revoked"][license_id]
-    }
+    assert caught.value.summary["revoked"] is True
+    with pytest.raises(devices.Revoked):
+        engine.require("detect")
+    # A replay of the genuine older status (not revoked) is refused; the revocation holds.
+    proxy.rewrite = lambda path, status, body: (200, older) if path == STATUS else (status, body)
+    with pytest.raises(devices.Revoked) as caught:
+        engine.sync(proxy.url, allow_http=True)
+    assert caught.value.summary["errors"] == ["LIST_STALE"]
+    newest = json.loads((engine.state_dir / "status.json").read_text())["statuses"]
+    assert documents.parse_status(newest[0], key).revoked
     engine.close()
     restarted = devices.Engine(engine.state_dir, public_key=key, device_id="c1", clock=clock)
     with pytest.raises(devices.Revoked):
