@@ -21,10 +21,11 @@ from devices import (
     QuotaExceeded,
     Revoked,
     StreamLimit,
+    SyncRequired,
     WrongDevice,
 )
 from devices import engine as engine_module
-from tests.devices.device_support import DEVICE, NOW
+from tests.devices.device_support import DEVICE, NOW, signed_status
 
 DAY = 86400
 
@@ -157,19 +158,25 @@ def test_expired_at_start_leaves_video_path_usable(make_engine, make_token, cloc
         engine.count(frames=1)
 
 
-def test_revoked_in_cached_crl_is_refused(make_engine, make_token, state_dir):
-    crl = json.loads((state_dir / "crl.json").read_text())
-    crl["revoked"] = {"LIC-0123456789": 0}
-    (state_dir / "crl.json").write_text(json.dumps(crl))
+def write_status(state_dir, key, **fields):
+    document = signed_status(key, **fields)
+    (state_dir / "status.json").write_text(json.dumps({"format": 1, "statuses": [document]}))
+
+
+def test_revoked_in_held_signed_status_is_refused(make_engine, make_token, state_dir, signing_key):
+    write_status(state_dir, signing_key, seq=3, revoked_at=NOW - 100)
     with pytest.raises(Revoked) as caught:
         make_engine().start(make_token())
     assert caught.value.code == "LICENSE_REVOKED"
 
 
-def test_crl_listing_other_licenses_does_not_refuse(make_engine, make_token, state_dir):
-    crl = json.loads((state_dir / "crl.json").read_text())
-    crl["revoked"] = {"LIC-OTHER": 0}
-    (state_dir / "crl.json").write_text(json.dumps(crl))
+def test_status_of_another_licence_neither_refuses_nor_covers(
+    make_engine, make_token, state_dir, signing_key
+):
+    write_status(state_dir, signing_key, license_id="LIC-OTHER", seq=3, revoked_at=NOW - 100)
+    with pytest.raises(SyncRequired, match="no signed status of licence"):
+        make_engine().start(make_token())
+    write_status(state_dir, signing_key, seq=3)
     assert make_engine().start(make_token()) == "active"
 
 

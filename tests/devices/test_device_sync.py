@@ -1,5 +1,6 @@
 """Usage spool, Engine.sync and devices.activate against a stand-in service (stdlib HTTP
-server on 127.0.0.1:0): contract §7, spec §4.2, the revocation list of §2.6."""
+server on 127.0.0.1:0): contract §7, spec §4.2, the revocation list of §2.6 as the
+signed status of the licence held."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import devices
 from devices import BadSignature, Engine, LicenseError, Revoked
 from devices import engine as engine_module
-from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_page
+from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_status
 
 HOUR = 3600
 PERIOD = NOW // HOUR * HOUR  # the period containing NOW
@@ -67,9 +68,11 @@ def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, ma
         "duplicates": 0,
         "deferred": 0,
         "pending": 0,
+        "set_aside": 0,
         "revoked": False,
         "list_seq": 0,
         "license": "current",
+        "errors": [],
     }
     (upload,) = service.calls("/v1/usage")
     assert upload["headers"]["Authorization"] == f"Bearer {make_token()}"
@@ -91,13 +94,18 @@ def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, ma
     assert running.pending_records == []
 
 
-def test_sync_with_empty_spool_only_refreshes_crl(running, service, state_dir):
+def test_sync_with_empty_spool_only_fetches_the_status(running, service, state_dir):
     service.revoked = [("LIC-X", 0)]
     assert running.sync(service.url, allow_http=True)["pending"] == 0
-    assert service.calls("/v1/usage") == []
-    held = json.loads((state_dir / "crl.json").read_text())
-    # Only the licences this device runs are kept: the list's size never reaches the device.
-    assert (held["checked"], held["revoked"]) == ([LICENSE], {})
+    assert service.calls("/v1/usage") == [] and service.calls("/v1/revocations") == []
+    (asked,) = service.calls("/v1/revocations/status")
+    assert asked["query"] == {"license_id": [LICENSE], "device_id": [DEVICE]}
+    held = json.loads((state_dir / "status.json").read_text())["statuses"]
+    # One signed status of the licence this device runs: the list's size never reaches it.
+    assert (
+        len(held) == 1
+        and devices.documents.parse_status(held[0], service.key.public_key()).seq == 1
+    )
     assert running.sync(service.url, allow_http=True)["list_seq"] == 1
 
 
@@ -178,12 +186,20 @@ def test_resent_period_keeps_its_boundaries(running, clock, service):
     assert first[0] == second[0]
 
 
-def test_usage_upload_on_revoked_license_raises_revoked_and_keeps_records(running, clock, service):
+def test_usage_upload_refused_keeps_records_and_revokes_nothing(running, clock, service):
+    """A 403 is not signed: only the status decides. Records stay for the next sync."""
     running.count(inferences=1)
     clock.now = PERIOD + HOUR
     service.reply("POST", "/v1/usage", 403, {"detail": "licence LIC-0123456789 is revoked"})
-    with pytest.raises(Revoked, match="is revoked"):
+    with pytest.raises(LicenseError, match="is revoked") as caught:
         running.sync(service.url, allow_http=True)
+    assert caught.value.code == "UPLOAD_REFUSED" and not isinstance(caught.value, Revoked)
+    assert len(running.pending_records) == 1
+    running.require("detect")
+    service.revoked = [(LICENSE, 0)]  # the signed status says so: now it is a revocation
+    with pytest.raises(Revoked) as caught:
+        running.sync(service.url, allow_http=True)
+    assert caught.value.summary["errors"] == ["UPLOAD_REFUSED"]
     assert len(running.pending_records) == 1
 
 
@@ -196,23 +212,32 @@ def test_usage_upload_rejected_token_is_bad_signature(running, clock, service):
     assert len(running.pending_records) == 1
 
 
-def test_revocation_fetched_by_sync_refuses_next_start(running, service, make_engine, make_token):
+def test_revocation_fetched_by_sync_stops_analytics_and_refuses_next_start(
+    running, service, make_engine, make_token
+):
     service.revoked = [("LIC-OTHER", 0), (LICENSE, NOW + 86400)]
-    assert running.sync(service.url, allow_http=True)["revoked"] is True
-    running.count(frames=1)  # the running engine carries on until its next start (spec §3)
+    with pytest.raises(Revoked) as caught:
+        running.sync(service.url, allow_http=True)
+    assert caught.value.summary["revoked"] is True and caught.value.summary["list_seq"] == 2
+    with pytest.raises(Revoked):  # at once, beyond the spec's "at next start" (§3)
+        running.count(frames=1)
+    with running.open_stream() as stream:
+        assert running.admit_frame(stream)
     with pytest.raises(Revoked):
         make_engine().start(make_token())
 
 
-def test_older_revocation_list_never_replaces_newer(running, service, state_dir):
+def test_older_status_never_replaces_newer(running, service, state_dir):
     service.revoked = [("LIC-A", 0), (LICENSE, 0)]
-    running.sync(service.url, allow_http=True)
-    replay = {"revocations": signed_page(service.key, start=0, seq=1, revoked=[("LIC-A", 0)])}
-    service.reply("GET", "/v1/revocations", 200, replay)
-    with pytest.raises(LicenseError) as caught:
+    with pytest.raises(Revoked):
         running.sync(service.url, allow_http=True)
-    assert caught.value.code == "LIST_STALE"
-    assert json.loads((state_dir / "crl.json").read_text())["revoked"] == {LICENSE: 0}
+    held = (state_dir / "status.json").read_text()
+    replay = {"status": signed_status(service.key, seq=1, issued_at=NOW - 3600)}
+    service.reply("GET", "/v1/revocations/status", 200, replay)
+    with pytest.raises(Revoked) as caught:
+        running.sync(service.url, allow_http=True)
+    assert caught.value.summary["errors"] == ["LIST_STALE"]
+    assert (state_dir / "status.json").read_text() == held
 
 
 def test_sync_without_network_is_a_clear_error(running, clock):
@@ -257,7 +282,8 @@ def test_activate_reports_fingerprint_source_and_weakness(
 
 
 def test_activated_token_starts_the_engine(service, make_token, tmp_path, public_key, clock):
-    answer = {"unit_token": make_token(), "reactivated": False, "revocations": service.page(0)}
+    status = service.status_document(LICENSE, DEVICE)
+    answer = {"unit_token": make_token(), "reactivated": False, "status": status}
     service.reply("POST", "/v1/activate", 200, answer)
     devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
     engine = Engine(tmp_path, public_key=public_key, device_id=DEVICE, clock=clock)
@@ -265,10 +291,24 @@ def test_activated_token_starts_the_engine(service, make_token, tmp_path, public
     engine.close()
 
 
+def test_activation_answer_without_a_status_waits_for_a_sync(
+    service, make_token, tmp_path, public_key, clock
+):
+    service.reply("POST", "/v1/activate", 200, {"unit_token": make_token(), "reactivated": False})
+    devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
+    engine = Engine(tmp_path, public_key=public_key, device_id=DEVICE, clock=clock)
+    with pytest.raises(devices.SyncRequired, match="no signed status"):
+        engine.start()
+    engine.sync(service.url, allow_http=True)
+    assert engine.start() == "active"
+    engine.close()
+
+
 def test_reactivated_license_without_state_waits_for_a_sync(
     service, make_token, tmp_path, public_key, clock
 ):
-    answer = {"unit_token": make_token(), "reactivated": True, "revocations": service.page(0)}
+    status = service.status_document(LICENSE, DEVICE)
+    answer = {"unit_token": make_token(), "reactivated": True, "status": status}
     service.reply("POST", "/v1/activate", 200, answer)
     devices.activate(service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
     engine = Engine(tmp_path, public_key=public_key, device_id=DEVICE, clock=clock)
