@@ -1,4 +1,4 @@
-"""What the device believes, and why: signed revocation-list pages, signed usage receipts,
+"""What the device believes, and why: signed licence statuses, signed usage receipts,
 https only, and local files that cannot unlock anything (issue: revocation nobody on the
 network path can forge). The stand-in service signs with the test key; each test plays
 one attack or failure against it."""
@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import devices
 from devices import ClockRollback, LicenseError, Revoked, SyncRequired
-from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_page
+from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_status
 
 HOUR = 3600
 PERIOD = NOW // HOUR * HOUR
@@ -37,10 +37,13 @@ def one_closed_period(engine, clock, inferences=5):
 
 
 def held(state_dir):
-    return json.loads((state_dir / "crl.json").read_text())
+    return (state_dir / "status.json").read_text()
 
 
-# -- the revocation list ---------------------------------------------------------------
+STATUS = "/v1/revocations/status"
+
+
+# -- the licence status: the revocation list's word on the licence held ------------------
 
 
 def flip(text: str, at: int) -> str:
@@ -54,81 +57,88 @@ def flip(text: str, at: int) -> str:
         ("flipped", "LIST_BAD_SIGNATURE"),
         ("stripped", "LIST_BAD_SIGNATURE"),
         ("other key", "LIST_BAD_SIGNATURE"),
-        ("older", "LIST_STALE"),
-        ("gap", "LIST_GAP"),
+        ("a list page", "LIST_BAD_SIGNATURE"),
+        ("another licence", "LIST_WRONG_LICENSE"),
+        ("another device", "LIST_WRONG_LICENSE"),
         ("future", "LIST_FROM_FUTURE"),
+        ("304", "SYNC_FAILED"),
     ],
 )
-def test_forged_or_replayed_list_is_refused_and_the_held_one_kept(
+def test_forged_or_foreign_status_is_refused_and_the_held_one_kept(
     running, service, state_dir, make_engine, make_token, forge, code
 ):
-    service.revoked = [("LIC-A", 0), (LICENSE, 0)]
+    service.revoked = [("LIC-A", 0)]
     sync(running, service)
     before = held(state_dir)
-    assert before["revoked"] == {LICENSE: 0}
-    genuine = service.page(0)
+    genuine = service.status_document(LICENSE, DEVICE)
     answers = {
         # what older servers sent: plain fields, no signature (an attacker can write them)
-        "unsigned": {"revoked": [], "as_of": 2**53},
-        "flipped": {"revocations": flip(genuine, 40)},
-        # the real list minus the device's own licence, re-encoded with the signature kept
-        "stripped": {"revocations": ".".join(
-            [*signed_page(service.key, seq=2).split(".")[:2], genuine.split(".")[2]]
-        )},
-        "other key": {"revocations": signed_page(Ed25519PrivateKey.generate(), seq=9)},
-        "older": {"revocations": signed_page(service.key, seq=1, revoked=[("LIC-A", 0)])},
-        "gap": {"revocations": signed_page(service.key, start=5, seq=9)},
-        "future": {"revocations": signed_page(service.key, start=2, seq=3, issued_at=2**40)},
+        "unsigned": (200, {"revoked": False, "as_of": 2**53}),
+        "flipped": (200, {"status": flip(genuine, 40)}),
+        # a revoked status with the genuine signature of an unrevoked one
+        "stripped": (200, {"status": ".".join(
+            [*signed_status(service.key, seq=1, revoked_at=NOW).split(".")[:2],
+             genuine.split(".")[2]]
+        )}),
+        "other key": (200, {"status": signed_status(Ed25519PrivateKey.generate(), seq=9)}),
+        "a list page": (200, {"status": service.page(0)}),
+        "another licence": (200, {"status": signed_status(service.key, license_id="LIC-A", seq=9)}),
+        "another device": (200, {"status": signed_status(service.key, device_id="cam-9", seq=9)}),
+        "future": (200, {"status": signed_status(service.key, seq=9, issued_at=2**40)}),
+        "304": (304, None),
     }  # fmt: skip
-    service.reply("GET", "/v1/revocations", 200, answers[forge])
+    service.reply("GET", STATUS, *answers[forge])
     with pytest.raises(LicenseError) as caught:
         sync(running, service)
     assert caught.value.code == code
     assert held(state_dir) == before
-    with pytest.raises(Revoked):
-        make_engine().start(make_token())
+    running.require("detect")  # nothing learned, nothing lost
+    assert make_engine().start(make_token()) == "active"
 
 
-def test_revoked_license_stays_revoked_after_a_forged_list(
-    running, service, make_engine, make_token
+@pytest.mark.parametrize("replayed_at", [NOW - 3600, NOW + 200])
+def test_revoked_license_stays_revoked_after_a_forged_or_replayed_status(
+    running, service, make_engine, make_token, replayed_at
 ):
     service.revoked = [(LICENSE, 0)]
-    assert sync(running, service)["revoked"] is True
-    service.reply("GET", "/v1/revocations", 200, {"revoked": [], "as_of": 2**53})
-    with pytest.raises(LicenseError):
+    with pytest.raises(Revoked):
         sync(running, service)
+    # Even a genuine unrevoked status signed LATER (a list rebuilt, or a key misused)
+    # never lifts a revocation the device holds.
+    unrevoked = signed_status(service.key, seq=5, issued_at=replayed_at)
+    service.reply("GET", STATUS, 200, {"status": unrevoked})
+    with pytest.raises(Revoked) as caught:
+        sync(running, service)
+    assert caught.value.summary["errors"] == ["LIST_STALE"]
     with pytest.raises(Revoked):
         make_engine().start(make_token())
 
 
-def test_unchanged_list_is_a_304_and_later_syncs_fetch_only_the_delta(running, service):
+def test_every_sync_fetches_the_status_and_never_the_list(running, service):
     service.revoked = [("LIC-A", 0)]
     sync(running, service)
     sync(running, service)
     service.revoked.append(("LIC-B", 0))
     assert sync(running, service)["list_seq"] == 2
-    calls = service.calls("/v1/revocations")
-    assert [c["query"]["since"] for c in calls] == [["0"], ["1"], ["1"]]
-    assert calls[1]["headers"]["If-None-Match"] == '"1"'  # answered 304: nothing changed
-    assert calls[2]["headers"]["Accept-Encoding"] == "gzip"
+    calls = service.calls(STATUS)
+    assert len(calls) == 3 and service.calls("/v1/revocations") == []
+    assert all("If-None-Match" not in c["headers"] for c in calls)  # never conditional
 
 
-def test_a_license_not_yet_looked_up_walks_the_list_page_by_page(
-    make_engine, make_token, service, state_dir
-):
-    service.page_size = 3
+def test_a_license_not_yet_seen_waits_for_its_status(make_engine, make_token, service, state_dir):
     service.revoked = [(f"LIC-{n:04d}", 0) for n in range(10)] + [("LIC-NEW", 0)]
     engine = make_engine()
-    with pytest.raises(SyncRequired, match="not yet looked up"):
+    (state_dir / "license.token").write_text(make_token(lic="LIC-NEW"))
+    with pytest.raises(SyncRequired, match="no signed status of licence LIC-NEW"):
         engine.start(make_token(lic="LIC-NEW"))
     with pytest.raises(SyncRequired):
         engine.require("detect")
-    summary = sync(engine, service)
-    assert (summary["revoked"], summary["list_seq"]) == (True, 11)
-    assert len(service.calls("/v1/revocations")) == 4  # 3 + 3 + 3 + 2 entries
-    # Only the licences this device runs are kept, whatever the list's size.
-    assert held(state_dir)["revoked"] == {"LIC-NEW": 0}
-    assert held(state_dir)["checked"] == sorted([LICENSE, "LIC-NEW"])
+    with pytest.raises(Revoked) as caught:
+        sync(engine, service)
+    assert (caught.value.summary["revoked"], caught.value.summary["list_seq"]) == (True, 11)
+    assert len(service.calls(STATUS)) == 1
+    statuses = json.loads(held(state_dir))["statuses"]
+    assert len(statuses) == 2  # LIC-NEW's and the provisioned licence's
 
 
 # -- usage receipts --------------------------------------------------------------------
@@ -186,24 +196,24 @@ def test_only_records_the_receipt_covers_leave_the_spool(running, clock, service
 # -- sync order ------------------------------------------------------------------------
 
 
-def test_usage_failure_does_not_block_the_list(running, clock, service):
+def test_usage_failure_does_not_block_the_status(running, clock, service):
     one_closed_period(running, clock)
     service.revoked = [(LICENSE, 0)]
     service.reply("POST", "/v1/usage", 503, {"detail": "maintenance"})
-    with pytest.raises(LicenseError) as caught:
+    with pytest.raises(Revoked) as caught:  # the revocation is the signal, whatever failed
         sync(running, service)
-    assert caught.value.code == "SYNC_FAILED"
+    assert caught.value.summary["errors"] == ["SYNC_FAILED"]
     assert caught.value.summary["revoked"] is True and caught.value.summary["list_seq"] == 1
 
 
-def test_list_failure_does_not_block_usage_and_usage_goes_first(running, clock, service):
+def test_status_failure_does_not_block_usage_and_usage_goes_first(running, clock, service):
     one_closed_period(running, clock)
-    service.reply("GET", "/v1/revocations", 500, {"detail": "boom"})
+    service.reply("GET", STATUS, 500, {"detail": "boom"})
     with pytest.raises(LicenseError) as caught:
         sync(running, service)
     assert caught.value.code == "SYNC_FAILED" and "boom" in str(caught.value)
     assert running.pending_records == []
-    assert [r["path"] for r in service.requests] == ["/v1/usage", "/v1/revocations", "/v1/license"]
+    assert [r["path"] for r in service.requests] == ["/v1/usage", STATUS, "/v1/license"]
 
 
 # -- transport -------------------------------------------------------------------------
@@ -222,16 +232,18 @@ def test_plain_http_is_refused_unless_allowed(running, service, tmp_path):
 # -- local state cannot unlock anything ------------------------------------------------
 
 
-def test_deleted_list_refuses_analytics_until_synced(make_engine, make_token, state_dir, service):
+def test_deleted_status_refuses_analytics_until_synced(make_engine, make_token, state_dir, service):
     service.revoked = [(LICENSE, 0)]
-    (state_dir / "crl.json").unlink()
+    (state_dir / "status.json").unlink()
+    (state_dir / "license.token").write_text(make_token())
     engine = make_engine()
     with pytest.raises(SyncRequired) as caught:
         engine.start(make_token())
-    assert caught.value.code == "SYNC_REQUIRED" and "no revocation list" in str(caught.value)
+    assert caught.value.code == "SYNC_REQUIRED" and "no licence status" in str(caught.value)
     with engine.open_stream() as stream:
         assert engine.admit_frame(stream)  # video keeps running
-    assert sync(engine, service)["revoked"] is True
+    with pytest.raises(Revoked):
+        sync(engine, service)
     with pytest.raises(Revoked):
         make_engine().start(make_token())
 
@@ -259,12 +271,12 @@ def test_deleted_state_restores_the_quota_from_the_receipt(
     rebooted = make_engine()
     sync(rebooted, service)  # an empty upload: its receipt carries the stored total
     assert rebooted.start(token) == "active"
-    assert rebooted.quota_used == 9_000  # the open period's 500 died with the state
+    assert rebooted.quota_used == 9_500  # the open period's 500 survived in the journal
     with pytest.raises(devices.QuotaExceeded):
-        rebooted.count(inferences=1_001)
+        rebooted.count(inferences=501)
 
 
-def test_edited_high_water_mark_is_floored_by_the_signed_list_time(
+def test_edited_high_water_mark_is_floored_by_the_signed_status_time(
     make_engine, make_token, state_dir, service, clock
 ):
     service.now = clock.now = NOW + 40 * 86400  # past exp (30 d), inside grace (14 d)
@@ -313,9 +325,12 @@ def test_damaged_state_is_a_coded_error_never_a_crash(
     assert make_engine().start(make_token()) == "active"
 
 
-@pytest.mark.parametrize("content", [b"{}", b"garbage", b'{"format": 2, "document": "x"}'])
-def test_damaged_list_is_a_coded_error(make_engine, make_token, state_dir, content):
-    (state_dir / "crl.json").write_bytes(content)
+@pytest.mark.parametrize(
+    "content",
+    [b"{}", b"garbage", b'{"format": 1, "statuses": ["x"]}', b'{"statuses": {}}', b"[" * 100_000],
+)
+def test_damaged_status_file_is_a_coded_error(make_engine, make_token, state_dir, content):
+    (state_dir / "status.json").write_bytes(content)
     with pytest.raises(SyncRequired):
         make_engine().start(make_token())
 
