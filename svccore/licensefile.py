@@ -59,20 +59,29 @@ def read(path: Path | str) -> LicenseFile:
 
 
 def write(path: Path | str, license: LicenseFile, *, force: bool = False) -> None:
-    """Write a licence file (mode 644: it holds no secret); an existing file is replaced
-    only with ``force``."""
-    write_text(path, license.text(), force=force)
+    """Write a licence file with mode 600 whatever the umask: its token is the device's
+    credential (``Authorization: Bearer`` on usage and refresh). An existing file is
+    replaced only with ``force``."""
+    write_text(path, license.text(), force=force, mode=0o600)
 
 
-def write_text(path: Path | str, text: str, *, force: bool = False) -> None:
-    """Write a small public file (token, certificate); never silently overwrite."""
+def write_text(path: Path | str, text: str, *, force: bool = False, mode: int = 0o644) -> None:
+    """Write a small file (a public one by default: a certificate, a public key) with
+    exactly ``mode``, whatever the umask: a public key others may rewrite would be as bad
+    as a secret others may read. Never silently overwrite."""
     path = Path(path)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    flags = os.O_WRONLY | os.O_CREAT | (0 if force else os.O_EXCL)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags, mode)
     except FileExistsError:
         raise LicenseFileError(f"{path} already exists; pass --force to replace it") from None
     except OSError as exc:
+        raise LicenseFileError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, mode)  # before the old content goes, and whatever the umask made
+        os.ftruncate(fd, 0)
+    except OSError as exc:
+        os.close(fd)
         raise LicenseFileError(f"cannot write {path}: {exc.strerror}") from None
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(text)

@@ -227,7 +227,10 @@ def keygen(
     public = key.public_key()
     pem = codec.public_key_pem(public)
     if public_out is not None:
-        Path(public_out).write_text(pem, encoding="ascii")
+        try:
+            licensefile.write_text(public_out, pem, force=True)  # mode 644, whatever the umask
+        except licensefile.LicenseFileError as exc:
+            raise OfflineError(str(exc)) from None
     return {
         "private_key": str(path),
         "public_key_file": str(public_out) if public_out else "",

@@ -21,6 +21,7 @@ from devices import token as codec
 from devices.keys import parse_certificate
 from licensing.models import License, SigningKey
 from svccore.keyfile import read_private_key, write_private_key
+from svcctl.offline import keygen
 from tests.licensing.key_support import certificate, install
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def test_mint_stores_an_audited_license_and_writes_token_then_certificate(
     assert (lic.kind, lic.device_id, lic.activation) == ("direct", "cam-42", "optional")
     assert lic.claims["lim"]["max_streams"] == 2 and lic.customer_id == customer.id
     assert f"licence {lic.id}" in printed and "with its key certificate" in printed
-    assert stat.S_IMODE(out.stat().st_mode) & 0o644 == 0o644
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # the token is a credential
     entry = AuditEntry.objects.get(action="license.issue")
     assert (entry.target, entry.actor_kind) == (lic.id, "cli")
 
@@ -221,3 +222,22 @@ def test_the_service_does_not_start_with_an_unusable_root_key(tmp_path):
     )
     assert result.returncode != 0
     assert "SVC_ROOT_KEYS" in result.stderr and "absent.pub" in result.stderr
+
+
+def test_files_are_written_with_their_modes_whatever_the_umask(customer, tmp_path):
+    """A licence file holds the device's credential: 600. A public key is 644, never
+    writable by others (it decides what a device trusts). Under umask 000 as under 022."""
+    previous = os.umask(0)
+    try:
+        out = tmp_path / "cam.lic"
+        mint(customer.id, out)
+        keygen(tmp_path / "airgap.pem", public_out=tmp_path / "airgap.pub")
+        (tmp_path / "old.lic").write_text("x")
+        os.chmod(tmp_path / "old.lic", 0o666)  # noqa: S103 - the mode the write must fix
+        mint(customer.id, tmp_path / "old.lic", "--force")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "old.lic").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "airgap.pem").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "airgap.pub").stat().st_mode) == 0o644

@@ -16,11 +16,11 @@ from svccore import licensefile
 class Command(BaseCommand):
     help = (
         "Issue a device-bound licence (act=optional: it runs air-gapped) through the licence "
-        "service, signed by this server's key, and write it as a licence file (mode 644): "
-        "the SVC1 token on the first line, then the signing key's certificate (SVCK1) when "
-        "it has one. Like POST /v1/admin/licenses it is stored, audited, priced at one unit "
-        "and revocable; the customer must exist. For a licence signed on an offline "
-        "workstation use `svcctl mint` and register it with POST /v1/admin/licenses/register."
+        "service, signed by this server's key, and write it as a licence file (mode 600: its "
+        "token is the device's credential): the SVC1 token on the first line, then the "
+        "signing key's certificate (SVCK1) when it has one. Like POST /v1/admin/licenses it "
+        "is stored, audited, priced at one unit and revocable; the customer must exist. For "
+        "a licence signed on an offline workstation use `svcctl mint` and register it with POST /v1/admin/licenses/register."
     )
 
     def add_arguments(self, parser):
