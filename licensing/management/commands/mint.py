@@ -20,7 +20,8 @@ class Command(BaseCommand):
         "token is the device's credential): the SVC1 token on the first line, then the "
         "signing key's certificate (SVCK1) when it has one. Like POST /v1/admin/licenses it "
         "is stored, audited, priced at one unit and revocable; the customer must exist. For "
-        "a licence signed on an offline workstation use `svcctl mint` and register it with POST /v1/admin/licenses/register."
+        "a licence signed on an offline workstation use `svcctl mint` and register it with "
+        "POST /v1/admin/licenses/register."
     )
 
     def add_arguments(self, parser):
