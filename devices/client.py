@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,9 +21,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from . import status
+from . import jsonsafe, status
 from ._version import __version__
-from .errors import BadSignature, LicenseError
+from .errors import BadSignature, InvalidArgument, LicenseError
 from .hardware import fingerprint
 from .state import KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
 from .token import decode_unverified
@@ -36,6 +37,10 @@ _ACTIVATION_CODES = {400: "BAD_REQUEST", 429: "RATE_LIMITED"}
 
 
 def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
+    if not isinstance(base_url, str):
+        raise LicenseError(
+            f"service address must be a string, not {type(base_url).__name__}", code="BAD_URL"
+        )
     if base_url.startswith("http://") and not allow_http:
         raise LicenseError(
             f"service address {base_url!r} is plain http; use https:// (or pass "
@@ -97,8 +102,8 @@ def call(
             f"cannot reach the licensing service at {url}: {reason}", code="NETWORK_ERROR"
         ) from None
     try:
-        payload = json.loads(raw.decode("utf-8")) if raw else {}
-    except ValueError:
+        payload = jsonsafe.loads(raw, max_bytes=MAX_RESPONSE_BYTES) if raw else {}
+    except jsonsafe.JSONRefused:
         payload = {}
     return status, payload if isinstance(payload, dict) else {}, received
 
@@ -124,9 +129,15 @@ def activate(
     402, :class:`BadSignature` on 403 (forged, expired, revoked or unknown batch key),
     ``NETWORK_ERROR`` when the service cannot be reached.
     """
+    if not isinstance(batch_token, str):
+        raise InvalidArgument(f"batch_token must be a string, not {type(batch_token).__name__}")
+    if not isinstance(state_dir, (str, os.PathLike)):
+        raise InvalidArgument(f"state_dir must be a path, not {type(state_dir).__name__}")
     if device_id is None:
         found = fingerprint()
         device_id, source, weak = found.value, found.source, found.weak
+    elif not isinstance(device_id, str) or not device_id:
+        raise InvalidArgument("device_id must be a non-empty string or None")
     else:
         source, weak = "explicit", False
     status, payload, _ = call(
@@ -151,16 +162,28 @@ def activate(
     unit_token = payload.get("unit_token")
     if not isinstance(unit_token, str):
         raise LicenseError("activation answer carries no unit_token", code="BAD_RESPONSE")
-    claims = decode_unverified(unit_token)
+    try:
+        claims = decode_unverified(unit_token)
+    except BadSignature as exc:
+        raise LicenseError(
+            f"activation answer carries no readable unit_token ({exc})", code="BAD_RESPONSE"
+        ) from None
     if claims["dev"] != device_id:
         raise LicenseError("activation answer is bound to another device", code="BAD_RESPONSE")
     directory = Path(state_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    _provision(directory, claims["lic"], payload, unit_token)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        _provision(directory, payload, unit_token)
+    except OSError as exc:
+        raise LicenseError(
+            f"cannot store the licence in {directory}: {exc.strerror or exc}; the seat is "
+            "taken, activate again once the directory is writable (it answers the same licence)",
+            code="STATE_UNREADABLE",
+        ) from None
     return unit_token
 
 
-def _provision(directory: Path, license_id: str, payload: dict[str, Any], unit_token: str) -> None:
+def _provision(directory: Path, payload: dict[str, Any], unit_token: str) -> None:
     """Store what a first boot needs to run without a further call: the token, the key
     certificates and the signed licence status of the answer (the engine verifies both
     when it loads) and, for a new licence only, an empty state. A re-activated licence

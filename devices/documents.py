@@ -49,6 +49,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
+from . import jsonsafe
 from .errors import BadSignature, LicenseError
 from .token import b64url_decode, b64url_encode, reject_duplicate_keys, resolve_key, with_kid
 
@@ -99,8 +100,10 @@ def verify_document(
     except InvalidSignature:
         raise BadSignature(f"{prefix} document signature does not verify") from None
     try:
-        value = json.loads(payload.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
-    except (UnicodeDecodeError, ValueError) as exc:
+        value = jsonsafe.loads(
+            payload, max_bytes=MAX_DOCUMENT_CHARS, object_pairs_hook=reject_duplicate_keys
+        )
+    except ValueError as exc:
         raise BadSignature(f"{prefix} document is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise BadSignature(f"{prefix} document is not a JSON object")

@@ -27,6 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import jsonsafe
 from .bounds import LAST_SECOND, MAX_COUNTER
 from .spool import COUNTER_FIELDS, RECORD_FIELDS, Record, period_key
 from .state import atomic_write_bytes, fsync_directory
@@ -96,8 +97,8 @@ class Journal:
             if not raw or len(raw) > MAX_LINE_BYTES or raw[:1] != b"{":
                 continue
             try:
-                value = json.loads(raw.decode("ascii"))
-            except (ValueError, RecursionError):
+                value = jsonsafe.loads(raw, max_bytes=MAX_LINE_BYTES)
+            except jsonsafe.JSONRefused:
                 continue
             if not isinstance(value, dict):
                 continue

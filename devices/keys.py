@@ -23,17 +23,18 @@ minting) sign licences only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from . import jsonsafe
 from .errors import BadSignature
 from .token import b64url_decode, key_id, load_public_key, public_key_b64url
 
 CERT_PREFIX = "SVCK1"
+MAX_UNVERIFIED_BYTES = 1 << 20  # as devices.documents.MAX_DOCUMENT_CHARS
 CERT_TYPE = "svc-key-cert"
 ONLINE, OFFLINE = "online", "offline"
 USES = (ONLINE, OFFLINE)
@@ -109,8 +110,8 @@ def unverified_payload(text: Any) -> dict[str, Any]:
     check it with. Anything unreadable is an empty dict (verification then fails)."""
     try:
         part = text.split(".")[1]
-        value = json.loads(b64url_decode(part).decode("utf-8"))
-    except (AttributeError, IndexError, ValueError, UnicodeDecodeError):
+        value = jsonsafe.loads(b64url_decode(part), max_bytes=MAX_UNVERIFIED_BYTES)
+    except (AttributeError, IndexError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import jsonsafe
 from .errors import LicenseError
 
 STATE_FILE = "state.json"
@@ -28,6 +29,8 @@ KEYS_FILE = "keys.json"
 TOKEN_FILE = "license.token"  # noqa: S105 - a file name, not a secret
 LOCK_FILE = ".lock"
 TEMP_SUFFIX = ".tmp"
+# No state file this module writes comes near this (a year of hourly records is ~1 MB).
+MAX_STATE_BYTES = 16 << 20
 # A temporary file older than this was left by a crash mid-write; nobody will finish it.
 STALE_TEMP_SECONDS = 60
 
@@ -75,7 +78,8 @@ def read_json(path: Path, default: Any = None) -> Any:
     it is reported rather than silently reset: resetting would hand back quota.
     """
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_STATE_BYTES + 1)
     except FileNotFoundError:
         return default
     except OSError as exc:
@@ -83,8 +87,8 @@ def read_json(path: Path, default: Any = None) -> Any:
             f"state file {path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
         ) from None
     try:
-        return json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
+        return jsonsafe.loads(data, max_bytes=MAX_STATE_BYTES)
+    except jsonsafe.JSONRefused as exc:
         raise corrupt(path, str(exc)) from None
 
 

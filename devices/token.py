@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from . import jsonsafe
 from .errors import BadSignature
 
 PREFIX = "SVC1"
@@ -155,8 +156,10 @@ def _split(token: Any) -> tuple[str, bytes, bytes]:
 
 def _parse_claims(payload: bytes) -> dict[str, Any]:
     try:
-        claims = json.loads(payload.decode("utf-8"), object_pairs_hook=reject_duplicate_keys)
-    except (UnicodeDecodeError, ValueError) as exc:
+        claims = jsonsafe.loads(
+            payload, max_bytes=MAX_TOKEN_CHARS, object_pairs_hook=reject_duplicate_keys
+        )
+    except ValueError as exc:
         raise BadSignature(f"payload is not valid JSON: {exc}") from None
     if not isinstance(claims, dict):
         raise BadSignature("payload is not a JSON object")
@@ -207,8 +210,8 @@ def resolve_key(public_key: Any, payload: bytes, *, use: str = "offline") -> Ed2
     (:class:`devices.keys.Keyring`), the certified key the payload's ``kid`` names."""
     if hasattr(public_key, "resolve"):
         try:
-            unverified = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            unverified = jsonsafe.loads(payload, max_bytes=len(payload))
+        except ValueError:
             unverified = {}
         return public_key.resolve(unverified if isinstance(unverified, dict) else {}, use=use)
     try:
