@@ -37,8 +37,8 @@ the list holds (like OCSP stapling)::
 a revocation numbered at most ``seq`` names the licence (pruned entries included), and
 ``keys_revoked`` lists every signing key revoked as of ``seq``. A device keeps the
 newest status of each licence it holds and decides from it, verified again at every
-load; a status older than one it held (a lower ``seq`` and signed earlier) never
-replaces it, nor does one that does not say revoked replace one that does.
+load; only a newer status (a later ``seq`` or a later signing time) replaces it, and
+never one that does not say revoked a status that does.
 """
 
 from __future__ import annotations

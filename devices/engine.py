@@ -84,7 +84,6 @@ from .states import (
     GRACE,
     NBF_LEEWAY_SECONDS,
     NOT_YET_VALID,
-    REVOKED,
     grace_end,
     license_state,
 )
@@ -567,6 +566,9 @@ class Engine:
             )
         with self._lock:
             now = self._now()
+            held = self._statuses.get(lic)
+            if held is not None and held.revoked:  # whatever the clock says
+                raise Revoked(_revoked_message(held))
             if now < self._hwm - self._leeway:
                 raise ClockRollback(
                     f"clock reads {math.floor(now)}, more than {int(self._leeway)} s before "
@@ -574,12 +576,7 @@ class Engine:
                     "correct the clock (a sync corrects a high-water mark a bad clock pushed "
                     "ahead) and restart"
                 )
-            held = self._statuses.get(lic)
-            revoked = held is not None and held.revoked
-            state = license_state(claims, now, revoked=revoked, nbf_leeway=NBF_LEEWAY_SECONDS)
-            if state == REVOKED:
-                assert held is not None
-                raise Revoked(_revoked_message(held))
+            state = license_state(claims, now, nbf_leeway=NBF_LEEWAY_SECONDS)
             if state == NOT_YET_VALID:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)

@@ -9,8 +9,8 @@ newest one per licence, and verifies every document again whenever it loads the 
 Nothing the device wrote itself (a flag, a list of ids) ever stands in for one.
 
 A status is accepted only when it verifies under the engine's keyring, names the
-licence asked for and this device, is not older than the one held (a lower sequence
-number and an earlier signing time) and is not signed beyond the clock leeway. A
+licence asked for and this device, is newer than the one held (a later sequence number
+or a later signing time) and is not signed beyond the clock leeway. A
 revocation is never replaced by a status that does not say revoked. The newest status's
 ``(seq, iat)`` per licence is also written in ``state.json``, so replacing this file by
 an older copy is noticed (analytics wait for a sync) unless both files are replaced.
@@ -129,7 +129,13 @@ def floors_problem(
     status = held.get(license_id)
     if floor is None:
         return ""
-    if status is None or (status.seq < floor[0] and status.issued_at < floor[1]):
+    # Older: later on neither axis (sequence, signing time), and not the same position
+    # (two statuses signed in one second differ by their sequence only).
+    if status is None or (
+        status.seq <= floor[0]
+        and status.issued_at <= floor[1]
+        and (status.seq, status.issued_at) != tuple(floor)
+    ):
         return (
             f"the licence status held for {license_id} is older than one this device "
             f"held before (sequence {floor[0]}, signed {floor[1]})"

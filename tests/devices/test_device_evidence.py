@@ -401,3 +401,31 @@ def test_a_list_rebuilt_after_a_restore_is_followed_and_a_replay_is_not(
     assert make_engine().start(token) == "active"  # the rebuilt list's status is held
     state = read(state_dir, "state.json")
     assert state["status"][LICENSE] == [2, NOW + 30]
+
+
+def test_an_older_status_signed_in_the_same_second_is_still_noticed(
+    running, service, make_engine, token, state_dir
+):
+    """Found by tests/test_device_fuzz.py: two statuses signed in one second differ by
+    their sequence only; the older one put back in status.json must not run."""
+    same_second = signed_status(service.key, seq=0, issued_at=service.now)
+    write(state_dir, "status.json", {"format": 1, "statuses": [same_second]})
+    running.close()
+    engine = make_engine()
+    engine.start(token)
+    older = (state_dir / "status.json").read_text()
+    revoke_and_learn(engine, service)  # sequence 1, signed in the same second
+    engine.close()
+    (state_dir / "status.json").write_text(older)
+    with pytest.raises(SyncRequired, match="older than one this device held"):
+        make_engine().start(token)
+
+
+def test_a_revoked_licence_says_revoked_before_the_clock_is_judged(
+    running, service, make_engine, token, clock
+):
+    revoke_and_learn(running, service)
+    running.close()
+    clock.now -= 3600  # a clock set back: the verdict is still the revocation
+    with pytest.raises(Revoked):
+        make_engine().start(token)
