@@ -1,5 +1,7 @@
-"""Device module hot paths on one core: token verification, per-frame metering, signed
-list pages and receipts, and the cost of ``import devices``.
+"""Device module hot paths on one core: token verification, per-frame metering, require,
+signed licence statuses, list pages and receipts, an engine's start from disk (every
+document verified again), and the cost of ``import devices``. Each is printed beside
+raw Ed25519 verification measured in the same run (the floor).
 
 Run from the repository root: ``python bench/bench_devices.py``. Targets: verify_token
 under 200 µs (it is one Ed25519 verification plus strict decoding), admit_frame + count
@@ -11,6 +13,7 @@ Ed25519, in a fresh interpreter (the floor): networking modules are not loaded b
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,7 +78,10 @@ def main() -> int:
     raw = per_op_us(lambda: public.verify(raw_signature, message), 2000)
     verify = per_op_us(lambda: verify_token(token, public), 2000)
     verify_text = per_op_us(lambda: verify_token(token, public_key_b64url(public)), 2000)
-    print(f"verify_token: {verify:.1f} µs/op (raw ed25519 verify: {raw:.1f} µs/op)")
+    print(
+        f"verify_token: {verify:.1f} µs/op (raw ed25519 verify: {raw:.1f} µs/op, "
+        f"ratio {verify / raw:.2f})"
+    )
     print(f"verify_token with base64url key text: {verify_text:.1f} µs/op")
 
     with tempfile.TemporaryDirectory() as state_dir:
@@ -90,12 +96,18 @@ def main() -> int:
                 count(inferences=1, frames=1)
             elapsed = time.perf_counter() - started
             writes = engine.state_writes - writes
+            admit_us = per_op_us(lambda: admit(stream), 100_000)
+            count_us = per_op_us(lambda: count(inferences=1), 100_000)
+            require_us = per_op_us(lambda: engine.require("detect"), 100_000)
         engine.close()
     frame = elapsed / FRAMES * 1e6
     print(
         f"admit_frame + count: {frame:.2f} µs/frame "
         f"({FRAMES} frames, {writes} state writes in {elapsed:.2f} s of clock)"
     )
+    for name, took in (("admit_frame", admit_us), ("count", count_us), ("require", require_us)):
+        print(f"{name}: {took:.2f} µs/call, {took / raw:.3f} of one raw ed25519 verify")
+    online_start(key, token, raw)
     signed_documents(key)
     import_cost()
     ok = verify < VERIFY_TARGET_US and frame < FRAME_TARGET_US and writes < FRAMES / 100
@@ -104,6 +116,62 @@ def main() -> int:
         f"no write per frame: {'met' if ok else 'MISSED'}"
     )
     return 0 if ok else 1
+
+
+def online_start(key: Ed25519PrivateKey, token: str, raw: float) -> None:
+    """An online engine built and started from its state directory: the token, the
+    signed status and the receipt are each verified again (three signatures)."""
+    public = key.public_key()
+    status = documents.sign_document(
+        documents.STATUS_PREFIX,
+        documents.status_payload(
+            issuer="bench",
+            license_id="LIC-BENCH00001",
+            device_id="bench-device",
+            revoked_at=0,
+            seq=1_000_000,
+            issued_at=int(time.time()) - 60,
+        ),
+        key,
+    )
+    receipt = documents.sign_document(
+        documents.RECEIPT_PREFIX,
+        documents.receipt_payload(
+            issuer="bench",
+            device_id="bench-device",
+            license_id="LIC-BENCH00001",
+            nonce="n" * 22,
+            issued_at=int(time.time()) - 60,
+            records=[],
+            inferences=0,
+        ),
+        key,
+    )
+    with tempfile.TemporaryDirectory() as state_dir:
+        Path(state_dir, "status.json").write_text(json.dumps({"format": 1, "statuses": [status]}))
+        Path(state_dir, "state.json").write_text(
+            json.dumps({"format": 1, "hwm": 0, "quota": {}, "open": None, "receipt": receipt})
+        )
+        Path(state_dir, "license.token").write_text(token + "\n")
+
+        def boot() -> None:
+            engine = Engine(state_dir, public_key=public, device_id="bench-device")
+            engine.start()
+            engine.close()
+
+        took = per_op_us(boot, 100)
+    head, signature = status.rsplit(".", 1)
+    raw_sig, message = b64url_decode(signature), head.encode("ascii")
+    floor = per_op_us(lambda: public.verify(raw_sig, message), 2000)
+    parse = per_op_us(lambda: documents.parse_status(status, public), 2000)
+    print(
+        f"licence status ({len(status)} B): verify+parse {parse:.1f} µs, raw ed25519 verify "
+        f"of the same bytes {floor:.1f} µs (floor), ratio {parse / floor:.2f}"
+    )
+    print(
+        f"online Engine() + start() from disk (token, status and receipt verified again, "
+        f"state written): {took / 1e3:.2f} ms, {took / raw:.1f} raw ed25519 verifies"
+    )
 
 
 def signed_documents(key: Ed25519PrivateKey) -> None:
