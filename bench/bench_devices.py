@@ -118,6 +118,20 @@ def main() -> int:
     return 0 if ok else 1
 
 
+def signed_receipt(key: Ed25519PrivateKey, *, issued_at: int, hours: int) -> str:
+    """A usage receipt of the bench device covering ``hours`` records."""
+    payload = documents.receipt_payload(
+        issuer="bench",
+        device_id="bench-device",
+        license_id="LIC-BENCH00001",
+        nonce="n" * 22,
+        issued_at=issued_at,
+        records=[(h * 3600, h * 3600 + 3600) for h in range(hours)],
+        inferences=0,
+    )
+    return documents.sign_document(documents.RECEIPT_PREFIX, payload, key)
+
+
 def online_start(key: Ed25519PrivateKey, token: str, raw: float) -> None:
     """An online engine built and started from its state directory: the token, the
     signed status and the receipt are each verified again (three signatures)."""
@@ -134,19 +148,7 @@ def online_start(key: Ed25519PrivateKey, token: str, raw: float) -> None:
         ),
         key,
     )
-    receipt = documents.sign_document(
-        documents.RECEIPT_PREFIX,
-        documents.receipt_payload(
-            issuer="bench",
-            device_id="bench-device",
-            license_id="LIC-BENCH00001",
-            nonce="n" * 22,
-            issued_at=int(time.time()) - 60,
-            records=[],
-            inferences=0,
-        ),
-        key,
-    )
+    receipt = signed_receipt(key, issued_at=int(time.time()) - 60, hours=0)
     with tempfile.TemporaryDirectory() as state_dir:
         Path(state_dir, "status.json").write_text(json.dumps({"format": 1, "statuses": [status]}))
         Path(state_dir, "state.json").write_text(
@@ -184,19 +186,7 @@ def signed_documents(key: Ed25519PrivateKey) -> None:
         ),
         key,
     )
-    receipt = documents.sign_document(
-        documents.RECEIPT_PREFIX,
-        documents.receipt_payload(
-            issuer="bench",
-            device_id="bench-device",
-            license_id="LIC-BENCH00001",
-            nonce="n" * 22,
-            issued_at=0,
-            records=[(h * 3600, h * 3600 + 3600) for h in range(1000)],
-            inferences=0,
-        ),
-        key,
-    )
+    receipt = signed_receipt(key, issued_at=0, hours=1000)
     for name, text, parse in (
         (f"revocation page ({len(entries)} entries, {len(page)} B)", page,
          documents.parse_revocation_page),

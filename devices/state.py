@@ -21,7 +21,6 @@ from .errors import LicenseError
 
 STATE_FILE = "state.json"
 SPOOL_FILE = "spool.json"
-CRL_FILE = "crl.json"  # the incremental list of earlier versions; no longer read
 STATUS_FILE = "status.json"  # signed licence statuses (devices.documents, SVCS1)
 JOURNAL_FILE = "usage.journal"  # append-only copy of unsent usage (devices.journal)
 SET_ASIDE_FILE = "spool.rejected.json"  # records the service would refuse, kept
