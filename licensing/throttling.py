@@ -1,10 +1,14 @@
 """Per-IP activation throttle (``SVC_ACTIVATION_RATE``, default 20 per 10 s).
 
 The edge (nginx) enforces the same limit in production; this one keeps a bare app node
-safe too. Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt. The window
-slides, and the counters are shared by every worker and node: Redis when ``CACHE_URL``
-names one (one round trip, cheaper than the lookup it protects), else the database
-(``ratelimits.counters``).
+safe too, and holds an address to the limit however many nginx and nodes it reaches.
+Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt. The limit is exact: no
+span of the rate's seconds, wherever it starts, holds more than its count of admitted
+activations from one address (a sliding log of admitted instants, ``ratelimits.counters``).
+Refused requests are not logged, and the 429's ``Retry-After`` is the whole seconds until
+the oldest counted activation leaves the span. The log is shared by every worker and
+node: in Redis when ``CACHE_URL`` names one (one round trip, cheaper than the lookup it
+protects), else, and while Redis fails, in the database.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ def parse_rate(rate: str) -> tuple[int, int]:
     if not match:
         raise ValueError(f"SVC_ACTIVATION_RATE {rate!r} is not of the form N/<seconds>s")
     count, span, unit = match.groups()
-    return int(count), int(span or 1) * _UNIT_SECONDS[unit]
+    limit, seconds = int(count), int(span or 1) * _UNIT_SECONDS[unit]
+    if limit < 1 or seconds < 1:
+        raise ValueError(f"SVC_ACTIVATION_RATE {rate!r}: N and the seconds must be at least 1")
+    return limit, seconds
 
 
 class ActivationRateThrottle(BaseThrottle):

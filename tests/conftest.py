@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -204,3 +205,66 @@ def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_
         yield service
     finally:
         stop_gunicorn(service)
+
+
+# --- a private Redis ------------------------------------------------------------------
+
+
+@dataclass
+class PrivateRedis:
+    """A redis-server of the test's own on a free port (never the machine's shared one),
+    which the test may stop and start again: on the same port, empty, as after a crash."""
+
+    directory: Path
+    port: int
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        command = [
+            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(self.directory),
+            "--logfile", str(self.directory / "redis.log"),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    pytest.fail("redis-server did not start")
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+def start_private_redis(directory: Path) -> PrivateRedis:
+    """A running :class:`PrivateRedis` (the test is skipped without redis-server); stop
+    it with its ``stop()``."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does)")
+    redis = PrivateRedis(directory=directory, port=_free_port())
+    redis.start()
+    return redis
+
+
+@pytest.fixture(scope="session")
+def private_redis(tmp_path_factory):
+    """A private Redis for the session. Tests that use it must not rely on its being
+    empty: they use their own keys, or flush it."""
+    redis = start_private_redis(tmp_path_factory.mktemp("redis"))
+    try:
+        yield redis
+    finally:
+        redis.stop()
