@@ -17,6 +17,12 @@ in the same run (interleaved rounds, best of each, so both see the same machine 
 It also prints the answer sizes, the time to fill 1 000 000 rows, and a from-zero walk
 of every page (cold: each page built on first request; then warm).
 
+Then, what a camera pays: a new device (``devices.activate`` and its first
+``Engine.sync``, which fetches the signed status of its own licence) against the list of
+each size, through a TCP proxy that counts the bytes on the wire both ways, beside a
+walk of the whole list as firmware that walks it would do (every page fetched gzipped,
+and verified and parsed as the device module does).
+
 Run from the repository root: ``python bench/bench_revocations.py`` (or ``make bench``).
 Settings: BENCH_PG (server URL without database), BENCH_WORKERS, BENCH_THREADS,
 BENCH_CLIENTS, BENCH_SECONDS (per measurement), BENCH_ROUNDS.
@@ -52,6 +58,145 @@ SIZES = (10_000, 1_000_000)
 GZIP = {"Accept-Encoding": "gzip"}
 UNIQUE_ID = "revocation_once_per_licence"
 FAR_FUTURE = 4_102_444_800  # 2100-01-01: usable_until of entries that stay listed
+ADMIN_KEY = secrets.token_urlsafe(24)
+
+
+class CountingProxy:
+    """A TCP forwarder on 127.0.0.1 that counts the bytes each way (what a device's
+    radio carries: headers, bodies, gzip and all)."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.upstream = port
+        self.sent = self.received = 0
+        self._lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pipe, args=(client, server, "sent"), daemon=True).start()
+            threading.Thread(
+                target=self._pipe, args=(server, client, "received"), daemon=True
+            ).start()
+
+    def _pipe(self, source, target, direction: str) -> None:
+        try:
+            while data := source.recv(65536):
+                with self._lock:
+                    setattr(self, direction, getattr(self, direction) + len(data))
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, target):
+                try:
+                    sock.shutdown(2)
+                except OSError:
+                    pass
+
+    def take(self) -> tuple[int, int]:
+        with self._lock:
+            counted, self.sent, self.received = (self.sent, self.received), 0, 0
+        return counted
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def admin(port: int, path: str, body: dict) -> dict:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request(
+        "POST",
+        path,
+        body=json.dumps(body),
+        headers={"Content-Type": "application/json", "X-Admin-Key": ADMIN_KEY},
+    )
+    response = conn.getresponse()
+    answer = json.loads(response.read())
+    conn.close()
+    if response.status >= 300:
+        raise RuntimeError(f"POST {path}: HTTP {response.status} {answer}")
+    return answer
+
+
+def device_first_sync(port: int, public_key, tmp: Path, entries: int) -> dict:
+    """A new camera against the list: activation, its first and second sync (bytes sent
+    and received on the wire, seconds), and whether it learned its own revocation."""
+    import devices
+    from devices.token import public_key_b64url
+
+    customer = admin(port, "/v1/admin/customers", {"name": f"bench {entries}", "kind": "oem"})
+    batch = admin(
+        port,
+        "/v1/admin/batches",
+        {"customer_id": customer["customer_id"], "sku": "VISION-PRO", "units": 1},
+    )
+    proxy = CountingProxy(port)
+    url = f"http://127.0.0.1:{proxy.port}"
+    state = tmp / f"camera-{entries}"
+    result: dict = {}
+    try:
+        started = time.perf_counter()
+        devices.activate(
+            url, batch["batch_token"], state, device_id=f"cam-{entries}", allow_http=True
+        )
+        result["activate"] = (*proxy.take(), time.perf_counter() - started)
+        engine = devices.Engine(
+            state, public_key=public_key_b64url(public_key), device_id=f"cam-{entries}"
+        )
+        engine.start()
+        for name in ("first sync", "second sync"):
+            started = time.perf_counter()
+            engine.sync(url, allow_http=True)
+            result[name] = (*proxy.take(), time.perf_counter() - started)
+        admin(port, "/v1/admin/revoke", {"license_id": engine.license_id, "reason": "bench"})
+        started = time.perf_counter()
+        try:
+            engine.sync(url, allow_http=True)
+            result["revoked"] = False
+        except devices.Revoked:
+            result["revoked"] = True
+        result["sync after its revocation"] = (*proxy.take(), time.perf_counter() - started)
+        engine.close()
+    finally:
+        proxy.close()
+    return result
+
+
+def walk_as_firmware(port: int, public_key) -> tuple[int, int, float, int]:
+    """Every page from since=0 through the counting proxy, each verified and parsed as
+    the device module parses a page: (bytes sent, bytes received, seconds, pages)."""
+    from devices.documents import parse_revocation_page
+
+    proxy = CountingProxy(port)
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=120)
+    since, pages = 0, 0
+    started = time.perf_counter()
+    try:
+        while True:
+            body, _ = get(conn, f"/v1/revocations?since={since}", GZIP)
+            answer = json.loads(gzip.decompress(body))
+            page = parse_revocation_page(answer["revocations"], public_key)
+            pages += 1
+            if not page.more:
+                break
+            since = page.seq
+        elapsed = time.perf_counter() - started
+    finally:
+        conn.close()
+        proxy.close()
+    sent, received = proxy.take()
+    return sent, received, elapsed, pages
 
 
 def recreate_database(*, create: bool = True) -> None:
@@ -74,6 +219,7 @@ def environment(tmp: Path, cache_url: str) -> dict[str, str]:
         "SVC_LOG_LEVEL": "WARNING",
         "SVC_DB_CONN_MAX_AGE": "600",
         "DJANGO_SETTINGS_MODULE": "bench.floor_settings",
+        "SVC_ADMIN_KEY": ADMIN_KEY,
     }
 
 
@@ -237,7 +383,9 @@ def main() -> int:
                 expected = entries - sum(1 for g in range(1, entries + 1) if g % 50 == 7)
                 assert listed == expected and pages[-1].seq == entries, (listed, expected)
                 results[entries] = measure(port, entries, public_key) | {
-                    "walk": (cold, warm, len(pages), listed)
+                    "walk": (cold, warm, len(pages), listed),
+                    "device": device_first_sync(port, public_key, Path(tmp), entries),
+                    "firmware walk": walk_as_firmware(port, public_key),
                 }
         finally:
             server.terminate()
@@ -280,6 +428,25 @@ def main() -> int:
             f"{entries:,} entries: fill {fills[entries]:.2f} s; walk from since=0, {pages} pages, "
             f"{listed:,} listed (2 % pruned): {cold:.2f} s cold (each page built), "
             f"{warm:.2f} s warm (cached)"
+        )
+    print()
+    print("What a new camera pays against the list (bytes on the wire, sent/received):")
+    print(f"{'entries':>10}  {'step':<28}{'sent B':>8}  {'received B':>11}  {'seconds':>8}")
+    for entries, r in results.items():
+        device = r["device"]
+        for step in ("activate", "first sync", "second sync", "sync after its revocation"):
+            sent, received, seconds = device[step]
+            print(f"{entries:>10,}  {step:<28}{sent:>8,}  {received:>11,}  {seconds:>8.3f}")
+        sent, received, seconds, pages = r["firmware walk"]
+        print(
+            f"{entries:>10,}  {f'walk of the list ({pages} pages)':<28}{sent:>8,}  "
+            f"{received:>11,}  {seconds:>8.3f}"
+        )
+        first = device["first sync"]
+        print(
+            f"{entries:>10,}  first sync / walk: {first[1] / received:.5f} of the bytes, "
+            f"{first[2] / seconds:.4f} of the time; revocation learned at the next sync: "
+            f"{device['revoked']}"
         )
     print(f"{time.monotonic() - started:.0f} s in all")
     return 0
