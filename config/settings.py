@@ -181,6 +181,12 @@ if SVC_TEST_CLOCK_FILE and not Path(str(DATABASES["default"]["NAME"])).name.star
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://svc")}
+if "redis" in CACHES["default"]["BACKEND"].lower():
+    # A Redis that stops answering must not hold requests: they go on without it
+    # (config.sharedcache); CACHE_URL's own options win.
+    CACHES["default"].setdefault("OPTIONS", {})
+    CACHES["default"]["OPTIONS"].setdefault("socket_connect_timeout", 0.5)
+    CACHES["default"]["OPTIONS"].setdefault("socket_timeout", 0.5)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

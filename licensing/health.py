@@ -9,6 +9,7 @@ import time
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
+from config import sharedcache
 from config.errors import SignerUnavailable
 from licensing import signing
 
@@ -35,7 +36,8 @@ def _database_ok() -> bool:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """``{ok, public_key (fingerprint of the active signing key), kid, signer, time}``;
+    """``{ok, public_key (fingerprint of the active signing key), kid, signer, time,
+    cache}``;
     503 with ``detail`` when the key, its certificate, its token (``signer`` pkcs11: a
     probe signature, one that passed within a second standing) or the database is
     unusable (a database check that passed within :data:`DB_CHECK_REUSE_SECONDS` is
@@ -65,4 +67,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         if problem:
             body["ok"] = False
             body["detail"] = problem
+    # The shared cache is an optimisation: without it this node still serves correctly
+    # (config.sharedcache), so it is reported, not a reason to take the node out.
+    body["cache"] = sharedcache.state()
     return JsonResponse(body, status=200 if body["ok"] else 503)

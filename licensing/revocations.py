@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from config import sharedcache
 from config.clock import now
 from config.errors import Conflict
 from devices.documents import (
@@ -131,7 +131,7 @@ def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped
     answer = _held.get(name)
     if answer is not None and time.time() - answer.built_at < CACHE_SECONDS:
         return answer
-    answer = cache.get(name)
+    answer = sharedcache.get(name)
     if answer is None:
         global BUILDS
         etag, body = build()
@@ -142,7 +142,7 @@ def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped
             f"{key}:gzip": Answer(etag, gzip.compress(plain, GZIP_LEVEL, mtime=0), built_at),
         }
         BUILDS += 1
-        cache.set_many(both, CACHE_SECONDS)
+        sharedcache.set_many(both, CACHE_SECONDS)
         answer = both[name]
     with _held_lock:
         _held[name] = answer
@@ -158,7 +158,7 @@ def answers_forget() -> None:
         _held.clear()
     _published.clear()
     head_forget()
-    cache.clear()
+    sharedcache.clear()
 
 
 def _listed(head: Head, issued_at: int) -> QuerySet[Revocation]:
