@@ -21,6 +21,7 @@ Anything else unexpected is Django's 500 (``config.views.server_error``).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.conf import settings
@@ -37,6 +38,15 @@ log = logging.getLogger(__name__)
 DB_RETRY_AFTER_SECONDS = 5
 # ... and while the signing key's token is (a process retries the token every second).
 SIGNER_RETRY_AFTER_SECONDS = 2
+
+
+class RateLimited(exceptions.Throttled):
+    """429 with ``detail`` as given (it names the limit and the wait) and ``Retry-After``:
+    DRF's Throttled would append a second, generic sentence about the same wait."""
+
+    def __init__(self, wait: float, detail: str) -> None:
+        exceptions.APIException.__init__(self, detail)
+        self.wait = max(1, math.ceil(wait))
 
 
 class ServiceError(Exception):

@@ -3,6 +3,7 @@ operation: parse, call one service, render. Errors are raised, never caught here
 
 from __future__ import annotations
 
+import math
 import re
 
 from django.conf import settings
@@ -11,14 +12,14 @@ from django.utils import timezone
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions, status
+from rest_framework import status
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import clock, schema
 from config.clientip import client_ip
-from config.errors import InvalidInput
+from config.errors import InvalidInput, RateLimited
 from config.fields import validated
 from licensing import (
     activation,
@@ -40,10 +41,11 @@ class ActivateApi(APIView):
 
     def throttled(self, request, wait):
         limit, span = parse_rate(settings.SVC_ACTIVATION_RATE)
-        raise exceptions.Throttled(
-            wait,
-            detail=f"activation rate limit exceeded: {limit} requests per {span} s per IP; "
-            f"retry in {int(wait or span)} s",
+        retry = max(1, math.ceil(wait or span))
+        raise RateLimited(
+            retry,
+            f"activation rate limit exceeded: {limit} requests per {span} s per IP; "
+            f"retry in {retry} s",
         )
 
     @extend_schema(

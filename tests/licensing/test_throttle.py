@@ -193,3 +193,21 @@ def test_two_nodes_sharing_redis_admit_at_most_20_in_every_10_s_span(
     # Both nodes admitted some; every 200 is an activation on file from that address.
     assert {a.node for a in answers if a.status == 200} == {0, 1}
     assert Activation.objects.filter(client_ip=address).count() == statuses[200]
+
+
+@pytest.mark.django_db
+def test_a_refused_activation_says_its_wait_once(device_api, make_batch, settings):
+    """One sentence, the same number as Retry-After (DRF would append "Expected
+    available in N seconds." to it)."""
+    settings.SVC_ACTIVATION_ALLOWLIST = []
+    settings.SVC_ACTIVATION_RATE = "1/10s"
+    batch = make_batch(units=5)
+    body = {"batch_token": batch.license.token, "device_id": "cam-once-1"}
+    assert device_api.post("/v1/activate", body, format="json").status_code == 200
+    refused = device_api.post("/v1/activate", body | {"device_id": "cam-once-2"}, format="json")
+    assert refused.status_code == 429
+    wait = int(refused["Retry-After"])
+    assert 1 <= wait <= 10
+    assert refused.json() == {
+        "detail": f"activation rate limit exceeded: 1 requests per 10 s per IP; retry in {wait} s"
+    }
