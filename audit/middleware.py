@@ -4,7 +4,8 @@ Missing key 401, wrong key 403, no key configured 503; compared in constant time
 key itself is never logged or echoed. Guessing is not free: every wrong key is recorded
 in the audit log (``admin_key.refused``, the address, never the key), and an address
 with ``SVC_ADMIN_KEY_FAILURES`` wrong keys in the last 60 s is answered 429 with
-``Retry-After``, right key or not, until its window slides on.
+``Retry-After``, right key or not, until its window slides on. The 429s are recorded
+too, counted: one ``admin_key.throttled`` entry per address and minute.
 
 Besides the bootstrap key ``SVC_ADMIN_KEY`` there are named operator keys
 (``manage.py create_admin_key NAME``), stored hashed: this app owns both, and so the
@@ -21,7 +22,12 @@ from django.http import JsonResponse
 
 from audit.context import acting_as, request_actor
 from audit.models import AuditEntry
-from audit.services import audit_record_safely, operator_key_match, operator_keys_exist
+from audit.services import (
+    audit_count_safely,
+    audit_record_safely,
+    operator_key_match,
+    operator_keys_exist,
+)
 from config.clientip import client_ip
 from config.errors import database_unavailable
 from ratelimits import counters
@@ -85,6 +91,12 @@ def _gate(request) -> JsonResponse | None:
     limit = settings.SVC_ADMIN_KEY_FAILURES
     state = counters.peek("admin-key", ip, limit=limit, span=FAILURE_WINDOW_SECONDS)
     if not state.allowed:
+        with acting_as(request_actor(request, ip or None)):
+            audit_count_safely(
+                action="admin_key.throttled",
+                target=request.path_info[:128],
+                message=f"answered 429: {limit} wrong X-Admin-Key in {FAILURE_WINDOW_SECONDS} s",
+            )
         return _too_many(limit, state.retry_after)
     name = admin_key_name(presented)
     if name is None:

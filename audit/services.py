@@ -95,6 +95,38 @@ def audit_record_safely(**fields: Any) -> None:
         log.exception("could not record audit entry %s", fields.get("action"))
 
 
+def audit_count_safely(*, action: str, target: str = "", message: str = "") -> None:
+    """Record a refusal that may come in floods (an address retrying past its limit) as
+    one entry per address and minute whose ``detail.count`` counts them: nothing is
+    dropped, and a flood cannot grow the log faster than a row a minute. Never raises."""
+    actor = current_actor()
+    now = timezone.now()
+    minute = now.replace(second=0, microsecond=0)
+    try:
+        with transaction.atomic():
+            entry = (
+                AuditEntry.objects.select_for_update()
+                .filter(action=action, ip=actor.ip or None, at__gte=minute)
+                .order_by("-at")
+                .first()
+            )
+            if entry is None:
+                detail = {"count": 1, "minute": minute.isoformat()}
+                audit_record(
+                    action=action,
+                    result=AuditEntry.Result.FAILED,
+                    target=target,
+                    detail=detail,
+                    message=message,
+                )
+            else:
+                count = entry.detail.get("count", 1) if isinstance(entry.detail, dict) else 1
+                entry.detail = {**entry.detail, "count": int(count) + 1, "last": now.isoformat()}
+                entry.save(update_fields=["detail"])
+    except Exception:
+        log.exception("could not record audit entry %s", action)
+
+
 def audited(
     action: str, *, target: Callable[[Any, dict[str, Any]], str] | None = None
 ) -> Callable[[F], F]:

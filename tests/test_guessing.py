@@ -60,3 +60,21 @@ def test_wrong_admin_keys_are_recorded_then_throttled_per_address(device_api, ad
     assert settings.SVC_ADMIN_KEY not in throttled.content.decode()
     # Others are unaffected.
     assert admin_api.get("/v1/admin/catalogue", REMOTE_ADDR="198.51.100.10").status_code == 200
+
+
+def test_every_throttled_request_is_counted_in_one_entry_a_minute(device_api, settings):
+    settings.SVC_ADMIN_KEY_FAILURES = 2
+    for _ in range(2):
+        device_api.get("/v1/admin/catalogue", HTTP_X_ADMIN_KEY=GUESS, REMOTE_ADDR="198.51.100.20")
+    answers = [
+        device_api.get("/v1/admin/catalogue", HTTP_X_ADMIN_KEY=GUESS, REMOTE_ADDR="198.51.100.20")
+        for _ in range(25)
+    ]
+    assert {a.status_code for a in answers} == {429}
+    throttled = AuditEntry.objects.filter(action="admin_key.throttled")
+    assert throttled.count() <= 2  # one a minute (two if the minute turned meanwhile)
+    assert sum(entry.detail["count"] for entry in throttled) == 25
+    entry = throttled.first()
+    assert entry.ip == "198.51.100.20" and entry.result == "failed"
+    assert GUESS not in str(entry.detail) + entry.message
+    assert AuditEntry.objects.filter(action="admin_key.refused").count() == 2
