@@ -374,7 +374,7 @@ def _coded(call):
         return None, exc
 
 
-def test_no_file_and_no_answer_unlocks_a_revoked_licence_or_loses_usage(
+def test_no_file_and_no_answer_unlocks_a_revoked_license_or_loses_usage(
     live_service, world, tmp_path
 ):
     proxy = ByteProxy(live_service.url)

@@ -170,7 +170,7 @@ def test_revoked_in_held_signed_status_is_refused(make_engine, make_token, state
     assert caught.value.code == "LICENSE_REVOKED"
 
 
-def test_status_of_another_licence_neither_refuses_nor_covers(
+def test_status_of_another_license_neither_refuses_nor_covers(
     make_engine, make_token, state_dir, signing_key
 ):
     write_status(state_dir, signing_key, license_id="LIC-OTHER", seq=3, revoked_at=NOW - 100)

@@ -79,7 +79,7 @@ def test_running_engine_stops_analytics_at_the_sync_that_learns_it(running, serv
     assert running.revoked_licenses() == frozenset({LICENSE})
 
 
-def test_revoked_licence_never_starts_again_after_restart(running, service, make_engine, token):
+def test_revoked_license_never_starts_again_after_restart(running, service, make_engine, token):
     revoke_and_learn(running, service)
     with pytest.raises(Revoked, match="signed status at revocation-list sequence 1"):
         make_engine().start(token)
@@ -363,7 +363,7 @@ def test_engine_arguments_are_checked(state_dir, public_key):
         devices.Engine(None, public_key=public_key)
 
 
-def test_non_ascii_licence_file_is_a_coded_error(make_engine, state_dir):
+def test_non_ascii_license_file_is_a_coded_error(make_engine, state_dir):
     (state_dir / "license.token").write_bytes("SVC1.é.x\n".encode())
     with pytest.raises(LicenseError) as caught:
         make_engine().start()
@@ -421,7 +421,7 @@ def test_an_older_status_signed_in_the_same_second_is_still_noticed(
         make_engine().start(token)
 
 
-def test_a_revoked_licence_says_revoked_before_the_clock_is_judged(
+def test_a_revoked_license_says_revoked_before_the_clock_is_judged(
     running, service, make_engine, token, clock
 ):
     revoke_and_learn(running, service)

@@ -109,7 +109,7 @@ def test_a_deep_receipt_in_the_state_file_sets_it_aside(make_engine, make_token,
     assert (state_dir / "state.json.damaged").exists()
 
 
-def test_non_ascii_and_oversized_licence_files_are_coded(make_engine, state_dir):
+def test_non_ascii_and_oversized_license_files_are_coded(make_engine, state_dir):
     for content in ("SVC1.é.x".encode(), b"\x00" * 100, b"A" * (1 << 20)):
         (state_dir / "license.token").write_bytes(content)
         with pytest.raises(devices.BadSignature):

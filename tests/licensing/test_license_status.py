@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def licence(customer):
+def direct_license(customer):
     return license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-0001")
 
 
@@ -33,13 +33,15 @@ def status_of(client, license_id, device_id="cam-0001", **headers):
     return body, status, response
 
 
-def test_a_licence_not_on_the_list_is_signed_not_revoked_at_the_head(client, licence, customer):
+def test_a_license_not_on_the_list_is_signed_not_revoked_at_the_head(
+    client, direct_license, customer
+):
     other = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-0002")
     license_revoke(license_id=other.id, reason="stolen")
     revocations.head_forget()
-    body, status, response = status_of(client, licence.id)
+    body, status, response = status_of(client, direct_license.id)
     assert (status.license_id, status.device_id, status.revoked, status.revoked_at) == (
-        licence.id,
+        direct_license.id,
         "cam-0001",
         False,
         0,
@@ -49,44 +51,46 @@ def test_a_licence_not_on_the_list_is_signed_not_revoked_at_the_head(client, lic
     assert response["Cache-Control"] == "no-store" and not response.has_header("ETag")
 
 
-def test_a_revoked_licence_is_signed_revoked_with_its_time(client, licence):
-    license_revoke(license_id=licence.id, reason="stolen")
+def test_a_revoked_license_is_signed_revoked_with_its_time(client, direct_license):
+    license_revoke(license_id=direct_license.id, reason="stolen")
     revocations.head_forget()
-    body, status, _ = status_of(client, licence.id)
-    revoked_at = int(Revocation.objects.get(license_id=licence.id).revoked_at.timestamp())
+    body, status, _ = status_of(client, direct_license.id)
+    revoked_at = int(Revocation.objects.get(license_id=direct_license.id).revoked_at.timestamp())
     assert status.revoked and status.revoked_at == revoked_at and status.seq >= 1
     assert body["revoked"] is True and body["revoked_at"] == revoked_at
 
 
-def test_a_pruned_entry_is_still_revoked(client, licence):
-    license_revoke(license_id=licence.id, reason="stolen")
+def test_a_pruned_entry_is_still_revoked(client, direct_license):
+    license_revoke(license_id=direct_license.id, reason="stolen")
     # The licence ended long ago: the list dropped its entry, the status keeps the truth.
-    Revocation.objects.filter(license_id=licence.id).update(usable_until=1)
+    Revocation.objects.filter(license_id=direct_license.id).update(usable_until=1)
     revocations.answers_forget()
     listed = client.get("/v1/revocations").json()["revoked"]
-    assert licence.id not in listed
-    _, status, _ = status_of(client, licence.id)
+    assert direct_license.id not in listed
+    _, status, _ = status_of(client, direct_license.id)
     assert status.revoked
 
 
-def test_a_revocation_after_the_head_read_is_not_claimed(client, licence):
+def test_a_revocation_after_the_head_read_is_not_claimed(client, direct_license):
     """The status is bound to the head it was read at: an entry numbered past it is not
     in it (it will be at the next read)."""
     head = revocations.head_get()
-    license_revoke(license_id=licence.id, reason="stolen")
-    answer = revocations.license_status(license_id=licence.id, device_id="cam-0001", head=head)
+    license_revoke(license_id=direct_license.id, reason="stolen")
+    answer = revocations.license_status(
+        license_id=direct_license.id, device_id="cam-0001", head=head
+    )
     assert answer["revoked"] is False and answer["seq"] == head.seq
 
 
-def test_never_conditional(client, licence):
-    _, _, first = status_of(client, licence.id)
+def test_never_conditional(client, direct_license):
+    _, _, first = status_of(client, direct_license.id)
     again = client.get(
-        URL, {"license_id": licence.id, "device_id": "cam-0001"}, HTTP_IF_NONE_MATCH="*"
+        URL, {"license_id": direct_license.id, "device_id": "cam-0001"}, HTTP_IF_NONE_MATCH="*"
     )
     assert again.status_code == 200 and again.json()["status"].startswith("SVCS1.")
 
 
-def test_an_unknown_licence_id_is_not_revoked(client):
+def test_an_unknown_license_id_is_not_revoked(client):
     _, status, _ = status_of(client, "LIC-NEVERISSUED00")
     assert not status.revoked
 
@@ -109,7 +113,7 @@ def test_bad_ids_are_400_naming_the_field(client, query, field):
     assert response.json()["detail"].startswith(f"{field}: ")
 
 
-def test_one_query_whatever_the_list_holds(client, licence):
+def test_one_query_whatever_the_list_holds(client, direct_license):
     Revocation.objects.bulk_create(
         Revocation(
             seq=n,
@@ -121,7 +125,7 @@ def test_one_query_whatever_the_list_holds(client, licence):
     )
     RevocationHead.objects.update_or_create(id=1, defaults={"seq": 5000})
     revocations.answers_forget()
-    status_of(client, licence.id)  # the head and the keys are read once per change
+    status_of(client, direct_license.id)  # the head and the keys are read once per change
     with CaptureQueriesContext(connection) as queries:
         body, status, response = status_of(client, "LIC-FILL0000004321")
     assert len(queries) == 1  # the licence's own revocation, by its unique index
@@ -129,7 +133,7 @@ def test_one_query_whatever_the_list_holds(client, licence):
     assert len(response.content) < 1000
 
 
-def test_the_activation_answer_carries_the_new_licence_s_status(device_api, make_batch):
+def test_the_activation_answer_carries_the_new_license_s_status(device_api, make_batch):
     batch = make_batch(units=2)
     body = device_api.post(
         "/v1/activate",
