@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from svccore.claims import device_id_problem
+from svccore.claims import control_character_problem, device_id_problem
 
 _prototypes: dict[type[serializers.Serializer], serializers.Serializer] = {}
 _prototypes_lock = threading.Lock()
@@ -116,6 +116,20 @@ class IdField(StrictCharField):
         if not value.isprintable():
             position, char = next((i, c) for i, c in enumerate(value) if not c.isprintable())
             self.fail("unprintable", code=f"U+{ord(char):04X}", position=position)
+        return value
+
+
+class ReportedTextField(StrictCharField):
+    """Text a device reports about itself (fingerprint source, SDK version): no control
+    or format character, as a device id (:func:`svccore.claims.control_character_problem`).
+    It reaches the console and exports, where such characters would hide or reorder what
+    an operator reads."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = control_character_problem(value)
+        if problem:
+            raise ValidationError(problem, code="invalid")
         return value
 
 

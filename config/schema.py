@@ -251,6 +251,24 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
         return schema
 
 
+class ReportedTextFieldExtension(OpenApiSerializerFieldExtension):
+    """Text a device reports: trimmed like any string, and after trimming no control or
+    format character (the device id's rule)."""
+
+    target_class = "config.fields.ReportedTextField"
+    match_subclasses = True
+    priority = 1
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        schema = auto_schema._map_serializer_field(field, direction, bypass_extensions=True)
+        if direction == "request":
+            refused = _classes()["device_refused"]
+            schema[TRIMMED] = True
+            schema["pattern"] = trimmed_pattern(refused, field.max_length, field.allow_blank)
+        return schema
+
+
 class IdFieldExtension(OpenApiSerializerFieldExtension):
     target_class = "config.fields.IdField"
     match_subclasses = True

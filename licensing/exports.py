@@ -8,8 +8,9 @@ page is encoded and sent before the next is read, so the export holds one page i
 memory whatever the size of the fleet, and no query grows with it (no OFFSET, no
 transaction held open).
 
-Written for spreadsheets like the finance CSV (``svccore.csvformat``): UTF-8 with a
-byte-order mark, CRLF, a header row, text that would start a formula quoted.
+Written for spreadsheets like the finance CSV, by its cell rule (``svccore.csvformat.cell``):
+UTF-8 with a byte-order mark, CRLF, a header row, numbers as numbers, every text cell
+inert.
 """
 
 from __future__ import annotations
@@ -19,16 +20,9 @@ import io
 from collections.abc import Iterator
 
 from licensing.selectors import FLEET_UNIT, fleet_page
-from svccore.csvformat import spreadsheet_text
+from svccore.csvformat import cell
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
-TEXT = ("device_id", "sdk_version")  # what a device reports: quoted if formula-like
-
-
-def _cell(name: str, value):
-    if value is None:  # transfer_of of a unit that is not a transfer
-        return ""
-    return spreadsheet_text(value) if name in TEXT else value
 
 
 def fleet_csv(
@@ -49,7 +43,7 @@ def fleet_csv(
         page = fleet_page(
             customer_id=customer_id, batch_id=batch_id, weak_binding=weak_binding, cursor=cursor
         )
-        writer.writerows([_cell(name, unit[name]) for name in COLUMNS] for unit in page.units)
+        writer.writerows([cell(unit[name]) for name in COLUMNS] for unit in page.units)
         yield buffer.getvalue().encode("utf-8")
         buffer.seek(0)
         buffer.truncate()

@@ -8,6 +8,7 @@ from config.fields import (
     DeviceIdField,
     IdField,
     QueryIntegerField,
+    ReportedTextField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -85,11 +86,11 @@ class ActivateIn(serializers.Serializer):
             "blank": "device_id must not be empty",
         },
     )
-    fingerprint_source = StrictCharField(
+    fingerprint_source = ReportedTextField(
         required=False, default="", allow_blank=True, max_length=32
     )
     weak_binding = StrictBooleanField(required=False, default=False)
-    sdk_version = StrictCharField(required=False, default="", allow_blank=True, max_length=64)
+    sdk_version = ReportedTextField(required=False, default="", allow_blank=True, max_length=64)
 
 
 class BatchIn(serializers.Serializer):

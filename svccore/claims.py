@@ -44,8 +44,16 @@ def device_id_problem(device_id: str) -> str:
     only an id it refuses is looked at character by character."""
     if not 0 < len(device_id) <= DEVICE_ID_MAX:
         return f"must be 1-{DEVICE_ID_MAX} characters, not {len(device_id)}"
-    if not device_id.isprintable():
-        for position, char in enumerate(device_id):
+    return control_character_problem(device_id)
+
+
+def control_character_problem(text: str) -> str:
+    """ "" unless ``text`` holds a character of :data:`DEVICE_ID_REFUSED_CATEGORIES`
+    (control or format: NUL, ESC, U+202E...), which is then named by its code point,
+    never echoed: the rule for every text a device reports (device id, fingerprint
+    source, SDK version)."""
+    if not text.isprintable():
+        for position, char in enumerate(text):
             if unicodedata.category(char) in DEVICE_ID_REFUSED_CATEGORIES:
                 return (
                     f"must not contain control or format characters; it has "

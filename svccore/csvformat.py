@@ -3,8 +3,16 @@ same bytes from the admin API's JSON as the server writes from its database.
 
 Written for spreadsheets: UTF-8 with a byte-order mark (so Excel reads the encoding
 right), CRLF line ends, a header row, plain numbers with a decimal point and no
-thousands separators, and text cells that would start a formula quoted with an
-apostrophe (CSV injection).
+thousands separators. It is also the one cell rule of every CSV the project writes (the
+finance export, the fleet export, ``svcctl``): :func:`cell`.
+
+The cell rule (CSV injection, as OWASP describes it): a value is written by its Python
+type. Numbers (``int``, ``Decimal``, ``float``) are written as numbers, so a credit
+note's ``-12.50`` stays a number. ``None`` is an empty cell. Every other value is text,
+and text is made inert for Excel, LibreOffice and Google Sheets. When its first
+character, or its first after leading spaces, is one of :data:`FORMULA_START` (``=``,
+``+``, ``-``, ``@``, their full-width forms, tab, carriage return, line feed), it gets a
+leading apostrophe. The apostrophe is the one added character: remove it to get the value.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from typing import IO, Any
 
 from svccore.money import exact
@@ -34,8 +43,7 @@ COLUMNS = (
     "unit_price",
     "amount",
 )
-NUMBER_COLUMNS = ("quantity", "unit_price", "amount")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r", "\n")
 
 
 def iso(moment: dt.datetime | int) -> str:
@@ -77,14 +85,22 @@ def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[di
 
 def spreadsheet_text(value: Any) -> str:
     """``value`` as a text cell a spreadsheet will not run: one that would start a
-    formula gets a leading apostrophe (CSV injection)."""
+    formula, at its start or after leading spaces, gets a leading apostrophe."""
     text = str(value)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return "'" + text if text.lstrip(" ").startswith(FORMULA_START) else text
 
 
-def _cell(name: str, value: Any) -> str:
-    if name in NUMBER_COLUMNS:
+def cell(value: Any) -> Any:
+    """The cell of ``value`` in any export, by its type: a number as a number (a
+    ``Decimal`` in plain notation), None empty, anything else inert text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Decimal):
         return f"{value:f}"
+    if isinstance(value, (int, float)):
+        return value
     return spreadsheet_text(value)
 
 
@@ -96,7 +112,7 @@ def write_csv(rows: Iterable[dict[str, Any]], fileobj: IO[str]) -> int:
     writer.writerow(COLUMNS)
     count = 0
     for row in rows:
-        writer.writerow([_cell(name, row[name]) for name in COLUMNS])
+        writer.writerow([cell(row[name]) for name in COLUMNS])
         count += 1
     return count
 
