@@ -206,7 +206,8 @@ def _lookup(
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
-    if ends is not None and (unit_ends is None or unit_ends < ends):
+    rekey = signing.key_stale(token)  # signed by a key retired or revoked since
+    if rekey or (ends is not None and (unit_ends is None or unit_ends < ends)):
         token = renewals.unit_token_current(
             license_id=license_id,
             token=token,
@@ -214,6 +215,7 @@ def _lookup(
             claims=None,
             expires_at=unit_ends,
             batch_expires_at=ends,
+            rekey=rekey,
         )
     return ends, ActivationResult(license_id, token, reactivated=True)
 

@@ -99,12 +99,14 @@ def _replay(key: str, digest: str) -> RenewalResult | None:
     return RenewalResult(earlier, replayed=True)
 
 
-def _resign(claims: dict[str, Any], *, expires_at: dt.datetime, now: dt.datetime):
-    """(token, signed claims) of ``claims`` with a new end: ``exp`` moves and ``iat`` is
-    the signing time; everything else, ``nbf`` included, stays as issued (a device whose
-    clock lags a little must not find its renewed licence not yet valid)."""
+def _resign(claims: dict[str, Any], *, expires_at: dt.datetime | None, now: dt.datetime):
+    """(token, signed claims) of ``claims`` signed again by the active key, with a new
+    end (None: the end it has): ``exp`` moves and ``iat`` is the signing time;
+    everything else, ``nbf`` included, stays as issued (a device whose clock lags a little
+    must not find its renewed licence not yet valid)."""
     renewed = {name: value for name, value in claims.items() if name != "kid"}
-    renewed["exp"] = unix(expires_at)
+    if expires_at is not None:
+        renewed["exp"] = unix(expires_at)
     renewed["iat"] = unix(now)
     return signing.sign_claims(renewed)
 
@@ -270,20 +272,27 @@ def unit_token_current(
     claims: dict[str, Any] | None,
     expires_at: dt.datetime | None,
     batch_expires_at: dt.datetime | None,
+    rekey: bool = False,
 ) -> str:
-    """The current token of a unit licence whose row holds ``token`` (with its hash,
-    claims and end): the same token while its end is the batch's, else the unit
-    re-signed to end with its renewed batch and stored (the row's token, claims, end and
-    hash are then the token answered, and the token it replaces stays issued).
+    """The current token of a licence whose row holds ``token`` (with its hash, claims
+    and end): the same token while its end is its batch's (a unit's) and its key is in
+    use, else the licence re-signed by the active key, to end with its renewed batch, and
+    stored (the row's token, claims, end and hash are then the token answered, and the
+    token it replaces stays issued). ``rekey``: ``token``'s key is retired or revoked
+    (``signing.key_stale``), so it is re-signed whatever its end.
 
-    Concurrent refreshes of one unit each sign, but one conditional UPDATE wins; the
+    Concurrent refreshes of one licence each sign, but one conditional UPDATE wins; the
     others answer the winner's token. Forbidden if the licence was revoked meanwhile."""
-    if batch_expires_at is None or (expires_at is not None and expires_at >= batch_expires_at):
+    extends = batch_expires_at is not None and (
+        expires_at is None or expires_at < batch_expires_at
+    )
+    if not (extends or rekey):
         return token
+    end = batch_expires_at if extends else expires_at
     if claims is None:
         claims = License.objects.values_list("claims", flat=True).get(pk=license_id)
     now = clock.now().replace(microsecond=0)
-    renewed, signed = _resign(claims, expires_at=batch_expires_at, now=now)
+    renewed, signed = _resign(claims, expires_at=end, now=now)
     with transaction.atomic():
         stored = License.objects.filter(
             pk=license_id, token_sha256=token_sha256, revoked_at__isnull=True
@@ -291,7 +300,7 @@ def unit_token_current(
             token=renewed,
             claims=signed,
             token_sha256=token_digest(renewed),
-            expires_at=batch_expires_at,
+            expires_at=end,
         )
         if stored:
             SupersededToken.objects.create(
@@ -324,12 +333,20 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
     try:
         claims = signing.verify(token)
     except BadSignature as exc:
-        raise Unauthorized(f"licence rejected: {exc}") from None
+        try:
+            # Signed by a key revoked since: answered only if it is the very token
+            # issued (license_held), and then with the licence re-signed.
+            claims = signing.verify_under_revoked_key(token)
+        except BadSignature:
+            raise Unauthorized(f"licence rejected: {exc}") from None
     held = license_held(claims=claims, token=token, device_id=device_id)
     license_id, kind, current = held.license_id, held.kind, held.token
     expires_at, batch_end, stored_sha256 = held.expires_at, held.batch_expires_at, held.token_sha256
     presented = token_digest(token)
-    if kind == License.Kind.UNIT and batch_end is not None and batch_end != expires_at:
+    rekey = signing.key_stale(current)
+    if kind != License.Kind.UNIT:
+        batch_end = None
+    if rekey or (batch_end is not None and batch_end != expires_at):
         current = unit_token_current(
             license_id=license_id,
             token=current,
@@ -337,7 +354,9 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
             claims=None,
             expires_at=expires_at,
             batch_expires_at=batch_end,
+            rekey=rekey,
         )
-        expires_at = max(expires_at, batch_end) if expires_at else batch_end
+        if batch_end is not None:
+            expires_at = max(expires_at, batch_end) if expires_at else batch_end
     changed = token_digest(current) != presented
     return RefreshResult(license_id, current, changed, expires_at)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -93,6 +93,11 @@ class Registry:
     revoked: dict[str, str]  # kid -> "revoked at T (reason)"
     certificates: tuple[str, ...]  # of every registered key not revoked, oldest first
     active_certificate: str
+    # Keys whose tokens are re-signed when their device comes back (re-activation,
+    # licence refresh); a revoked key's public key proves only that a token presented
+    # is the very one issued (licensing.held checks it byte for byte).
+    retired: frozenset[str] = frozenset()
+    revoked_keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
 
 
 # --- the active key --------------------------------------------------------------------
@@ -244,11 +249,14 @@ def _load(config: tuple[str, str, tuple[str, ...]], active: ActiveKey) -> Regist
     ring = Keyring(roots.values())
     trusted: dict[str, TrustedKey] = {}
     revoked: dict[str, str] = {}
+    revoked_keys: dict[str, Ed25519PublicKey] = {}
     certificates = []
     for kid, row in rows.items():
         if row.revoked_at is not None:
             reason = row.revoke_reason or "no reason given"
             revoked[kid] = f"revoked at {unix(row.revoked_at)} ({reason})"
+            if row.public_key:
+                revoked_keys[kid] = codec.load_public_key(row.public_key)
             continue
         if row.certificate:
             certificates.append(row.certificate)
@@ -271,6 +279,8 @@ def _load(config: tuple[str, str, tuple[str, ...]], active: ActiveKey) -> Regist
         revoked=revoked,
         certificates=tuple(certificates),
         active_certificate=rows[active.kid].certificate if active.kid not in revoked else "",
+        retired=frozenset(kid for kid, row in rows.items() if row.retired_at is not None),
+        revoked_keys=revoked_keys,
     )
 
 
@@ -372,6 +382,30 @@ def verify(token: str) -> dict[str, Any]:
             f"validity {trusted.not_before}..{trusted.not_after or 'no end'}"
         )
     return claims
+
+
+def key_stale(token: str) -> bool:
+    """Whether ``token`` (one this authority issued) names a key that is retired or
+    revoked: its device is answered the licence re-signed by the active key. Costs
+    nothing while no key is retired or revoked."""
+    registry = _current()
+    if not registry.revoked and not registry.retired:
+        return False
+    kid = unverified_payload(token).get("kid")
+    return kid in registry.revoked or kid in registry.retired
+
+
+def verify_under_revoked_key(token: str) -> dict[str, Any]:
+    """Claims of a token a revoked key of this authority signed, the signature checked
+    with that key; BadSignature otherwise. It proves nothing by itself (the key may have
+    leaked): only a caller that then finds the token byte for byte among those issued
+    (``licensing.held.license_held``) may answer it, with the licence re-signed."""
+    registry = _usable()
+    kid = unverified_payload(token).get("kid") if isinstance(token, str) else None
+    key = registry.revoked_keys.get(kid) if isinstance(kid, str) else None
+    if key is None:
+        raise BadSignature("token is not signed by a revoked key of this authority")
+    return codec.verify_token(token, key)
 
 
 def _reload_after_miss(registry: Registry) -> Registry:
