@@ -90,6 +90,13 @@ class SignerUnavailable(ServiceError):
     retry_after = SIGNER_RETRY_AFTER_SECONDS
 
 
+class SigningKeyUnusable(SignerUnavailable):
+    """This node's active signing key may not sign (revoked, retired, uncertified, out of
+    its certificate's window): 503 with Retry-After and the reason, so the edge sends
+    safe-to-repeat requests to another node (deploy/nginx) while /healthz fails too. An
+    operator fixes it by pointing the node at a usable key."""
+
+
 class MisconfiguredService(ServiceError):
     """The service's own data or configuration is wrong (500): not the caller's fault."""
 

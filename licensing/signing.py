@@ -13,7 +13,7 @@ keys) and their root-signed key certificates (``devices.keys``).
 Signing: only the active key signs, and only while it may. When ``SVC_ROOT_KEYS`` is set
 it needs a certificate from one of those roots that covers now (devices refuse anything
 else); a retired or revoked key never signs. Otherwise every signature, and every
-verification, is refused with :class:`MisconfiguredService` (500) naming the key and
+verification, is refused with :class:`SigningKeyUnusable` (503) naming the key and
 the fix, and ``/healthz`` answers 503 with the same words.
 
 Verifying: a token names its key (``kid``). It verifies under a registered key that is
@@ -41,7 +41,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
-from config.errors import MisconfiguredService
+from config.errors import SigningKeyUnusable
 from devices import documents
 from devices import token as codec
 from devices.errors import BadSignature
@@ -309,7 +309,7 @@ def registry() -> Registry:
 def _usable() -> Registry:
     registry = _current()
     if registry.problem:
-        raise MisconfiguredService(registry.problem)
+        raise SigningKeyUnusable(registry.problem)
     return registry
 
 
@@ -335,7 +335,7 @@ def active_certificate() -> str:
 
 def sign_claims(claims: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Sign ``claims`` with the active key: the token and the claims as signed (naming
-    the key, ``kid``). MisconfiguredService when the active key may not sign."""
+    the key, ``kid``). SigningKeyUnusable (503) when the active key may not sign."""
     key = _usable().active.signer
     signed = codec.with_kid(claims, key)
     return codec.encode_token(signed, key), signed

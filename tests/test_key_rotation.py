@@ -179,10 +179,15 @@ def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signin
                      "activate", "start", "count", batch_token=batch["batch_token"])  # fmt: skip
         assert (new["start"], new["count"]) == ("active", kid2), new
 
-        # Retire key 1: its licences keep verifying on devices and on the service.
+        # Retire key 1: its licences keep verifying on devices and on the service, and a
+        # camera that syncs gets its licence re-signed by key 2 (the fleet moves over).
+        old_token = (tmp_path / "old" / "license.token").read_text().splitlines()[0]
         manage("key_retire", kid1)
-        retired = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start")
-        assert retired["start"] == "active" and isinstance(retired["sync"], int), retired
+        retired = device(
+            vendored, tmp_path / "old", "cam-old", service.url, "sync", "start", "count"
+        )
+        assert (retired["start"], retired["count"]) == ("active", kid2), retired
+        assert isinstance(retired["sync"], int), retired
 
         # An air-gap key mints a licence fully offline; it is registered, then revoked.
         airgap = tmp_path / "airgap.pem"
@@ -207,10 +212,19 @@ def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signin
         air = device(vendored, tmp_path / "air", "cam-air", service.url, "sync", "start")
         assert air["start"] == "LICENSE_REVOKED", air
 
-        # Revoke key 1 (a leaked key): its licences stop at the devices' next sync.
+        # Revoke key 1 (a leaked key): the licences it signed were re-signed as their
+        # cameras came back; what the leaked key signs now stops at the device's sync.
         manage("key_revoke", kid1, reason="leaked")
-        revoked = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start")
-        assert revoked["start"] == "KEY_REVOKED", revoked
+        healed = device(vendored, tmp_path / "old", "cam-old", service.url, "sync", "start")
+        assert healed["start"] == "active", healed
+        claims = codec.decode_unverified(old_token)
+        forged_file = tmp_path / "forged.lic"
+        forged_file.write_text(
+            codec.encode_token(claims | {"dev": "cam-forged"}, signing_key) + "\n"
+        )
+        forged = device(vendored, tmp_path / "forged", "cam-forged", service.url,
+                        "install", "sync", "start", license_file=str(forged_file))  # fmt: skip
+        assert forged["start"] == "KEY_REVOKED", forged
         still = device(vendored, tmp_path / "new", "cam-new", service.url, "sync", "start")
         assert still["start"] == "active", still
     finally:

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEntry
-from config.errors import MisconfiguredService
+from config.errors import SigningKeyUnusable
 from devices import token as codec
 from devices.documents import parse_revocation_page, parse_status, sign_document
 from devices.errors import BadSignature
@@ -108,7 +108,7 @@ def test_verification_reads_the_keys_once_per_refresh_not_per_token(
     # Another process revoked the key: seen at the next refresh, at most 5 s later.
     SigningKey.objects.filter(pk=claims_of(token)["kid"]).update(retired_at="2026-01-01T00:00Z")
     monkeypatch.setattr(signing, "REFRESH_SECONDS", 0)
-    with pytest.raises(MisconfiguredService, match="retired"):
+    with pytest.raises(SigningKeyUnusable, match="retired"):
         signing.verify(token)
 
 
@@ -199,7 +199,7 @@ def test_roots_configured_and_active_key_uncertified_refuses_then_works_once_ins
     settings.SVC_ROOT_KEYS = [codec.public_key_b64url(root.public_key())]
     kid = kid_of(signing_key)
     refused = activate(device_api, batch.license.token, "cam-1")
-    assert refused.status_code == 500
+    assert refused.status_code == 503 and int(refused["Retry-After"]) >= 1
     detail = refused.json()["detail"]
     assert kid in detail and "python manage.py key_install CERT" in detail
     health = client.get("/healthz")
@@ -217,7 +217,7 @@ def test_roots_configured_and_active_key_uncertified_refuses_then_works_once_ins
 def test_a_certificate_that_does_not_cover_now_refuses_to_sign(with_roots, signing_key, customer):
     later = int(time.time()) + 86400  # staged ahead of a rotation
     signing_key_install(certificate=certificate(with_roots, signing_key, not_before=later))
-    with pytest.raises(MisconfiguredService, match=f"{later}..no end, not now"):
+    with pytest.raises(SigningKeyUnusable, match=f"{later}..no end, not now"):
         license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-1")
 
 
@@ -227,7 +227,7 @@ def test_an_offline_key_configured_as_the_server_key_refuses_to_sign(
     path, key = new_key()
     signing_key_install(certificate=certificate(with_roots, key, use="offline"))
     settings.SVC_SIGNING_KEY_FILE = path
-    with pytest.raises(MisconfiguredService, match="offline minting only"):
+    with pytest.raises(SigningKeyUnusable, match="offline minting only"):
         license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-1")
 
 
@@ -242,7 +242,7 @@ def test_a_retired_key_configured_as_active_refuses_to_sign(
     call_command("key_retire", kid_of(key), stdout=io.StringIO(), stderr=err)
     assert "SVC_SIGNING_KEY_FILE" in err.getvalue()
     refused = admin_api.post("/v1/admin/licenses", body | {"device_id": "cam-2"}, format="json")
-    assert refused.status_code == 500
+    assert refused.status_code == 503 and int(refused["Retry-After"]) >= 1
     assert kid_of(key) in refused.json()["detail"] and "retired" in refused.json()["detail"]
     health = client.get("/healthz")
     assert health.status_code == 503 and "retired" in health.json()["detail"]
