@@ -1,9 +1,13 @@
 """WSGI entry point (gunicorn config.wsgi). Loads the signer at start-up so a missing or
 world-readable key file, or a PKCS#11 token that cannot sign (no such token or key, a
-refused PIN), stops the server before it serves a single request."""
+refused PIN), stops the server before it serves a single request. A key that loads but
+may not sign (revoked, retired, uncertified) is said at start-up: the node serves, fails
+/healthz and answers 503 wherever a signature is needed, until it is pointed at a usable
+key."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -12,6 +16,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
 
-from licensing.signing import signing_key  # noqa: E402 - needs Django set up first
+from licensing.signing import active_key_problem, signing_key  # noqa: E402 - after setup
 
 signing_key()
+try:
+    _problem = active_key_problem()
+except Exception:  # noqa: BLE001 - the database may be down at start-up; /healthz says so
+    _problem = ""
+if _problem:
+    logging.getLogger("licensing.signing").error(
+        "this node answers 503 wherever a signature is needed, and /healthz fails: %s",
+        _problem,
+    )

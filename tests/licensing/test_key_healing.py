@@ -5,13 +5,18 @@ back, at re-activation and at its licence refresh, and only for the very token i
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from audit.models import AuditEntry
 from devices import token as codec
-from licensing.models import SupersededToken
+from licensing.models import SigningKey, SupersededToken
+from tests import conftest as live  # its test_database_url is no test of this module
 from tests.licensing.key_support import certificate, install
 from tests.licensing.test_signing_keys import T0, activate, kid_of, upload
 
@@ -114,3 +119,29 @@ def test_a_token_forged_with_a_leaked_revoked_key_gets_nothing(two_keys, make_ba
     assert AuditEntry.objects.filter(action__contains="compromise").exists() or (
         "issued" in answer.json()["detail"]
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_on_a_retired_key_says_why_at_start_up(new_key, settings):
+    path, key = new_key()
+    SigningKey.objects.create(
+        kid=kid_of(key),
+        public_key=codec.public_key_b64url(key.public_key()),
+        fingerprint=codec.key_fingerprint(key.public_key()),
+        use=SigningKey.Use.ONLINE,
+        retired_at=timezone.now(),
+    )
+    env = {
+        **os.environ,
+        "DATABASE_URL": live.test_database_url(),
+        "SVC_SIGNING_KEY_FILE": str(path),
+        "SVC_SECRET_KEY": settings.SECRET_KEY,
+        "SVC_DEBUG": "0",
+    }
+    started = subprocess.run(
+        [sys.executable, "-c", "import config.wsgi"],
+        cwd=live.REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert "answers 503 wherever a signature is needed" in started.stderr
+    assert f"{kid_of(key)} (SVC_SIGNING_KEY_FILE) was retired" in started.stderr
