@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,9 +142,10 @@ class LiveService:
             return json.load(response)
 
 
-def start_gunicorn(log_dir: Path, **environment: str) -> LiveService:
+def start_gunicorn(log_dir: Path, *, healthy: bool = True, **environment: str) -> LiveService:
     """gunicorn (3 workers x 4 threads) serving the test database, with ``environment``
-    on top of the test settings; stop it with :func:`stop_gunicorn`."""
+    on top of the test settings; stop it with :func:`stop_gunicorn`. It is up once
+    /healthz answers 200 (or, with ``healthy=False``, 503)."""
     port = _free_port()
     log = log_dir / f"server-{port}.log"
     env = {
@@ -179,6 +181,9 @@ def start_gunicorn(log_dir: Path, **environment: str) -> LiveService:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
                 if response.status == 200:
                     break
+        except urllib.error.HTTPError as answer:
+            if answer.code == 503 and not healthy:
+                break  # serving, and failing its health check as the test wants
         except OSError:
             pass
         if process.poll() is not None or time.monotonic() > deadline:

@@ -25,6 +25,8 @@ import ssl
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -653,3 +655,72 @@ def test_a_node_killed_mid_traffic_loses_no_acknowledged_activation(edge, make_b
     # No seat taken without a licence, none given twice.
     assert batch.units_activated == License.objects.filter(batch=batch).count()
     assert batch.units_activated == len(ids | {a.json()["license_id"] for a in again})
+
+
+# --- a node that may not sign -----------------------------------------------------------
+
+
+def test_a_node_on_a_revoked_key_gets_no_traffic(django_db_setup, tmp_path, make_batch):
+    """Two nodes behind the shipped nginx, one still configured with a key revoked since:
+    it fails /healthz and answers 503 where a signature is needed, and the edge sends
+    every activation, usage upload and status request to the other node. None of them
+    is answered by the revoked node, and none fails."""
+    from devices.token import key_fingerprint, key_id, public_key_b64url
+    from licensing.models import SigningKey
+    from svccore.keyfile import write_private_key
+
+    bad_key_file = tmp_path / "revoked.pem"
+    bad = write_private_key(bad_key_file)
+    SigningKey.objects.create(
+        kid=key_id(bad.public_key()),
+        public_key=public_key_b64url(bad.public_key()),
+        fingerprint=key_fingerprint(bad.public_key()),
+        use=SigningKey.Use.ONLINE,
+        revoked_at=dt.datetime.now(dt.UTC),
+        revoke_reason="leaked",
+    )
+    environment = {
+        "SVC_ALLOWED_HOSTS": f"{SERVER_NAME},127.0.0.1",
+        "SVC_TRUSTED_PROXIES": "127.0.0.1/32",
+    }
+    good = start_gunicorn(tmp_path, **environment)
+    revoked = start_gunicorn(
+        tmp_path, healthy=False, SVC_SIGNING_KEY_FILE=str(bad_key_file), **environment
+    )
+    nginx = None
+    try:
+        try:
+            urllib.request.urlopen(f"{revoked.url}/healthz", timeout=10)  # noqa: S310
+            raise AssertionError("the node on a revoked key passed /healthz")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 503
+        (tmp_path / "edge").mkdir()
+        nginx, edge = _start_nginx(tmp_path / "edge", [revoked, good])
+        batch = make_batch(units=200)
+        conn = EdgeConnection(edge, source=PROVISIONING_LINE)
+        statuses = Counter()
+        for n in range(30):
+            answer = _activate(conn, batch.license.token, f"rk-{n}")
+            statuses["activate", answer.status] += 1
+            unit = answer.json()
+            record = {"period_start": 1_790_000_000, "period_end": 1_790_003_600,
+                      "inferences": 1, "frames": 0, "stream_seconds": 0, "events": 0}  # fmt: skip
+            body = {"device_id": f"rk-{n}", "records": [record], "nonce": f"n{n}"}
+            auth = {"Authorization": f"Bearer {unit['unit_token']}"}
+            statuses["usage", _call(conn, "POST", "/v1/usage", body, auth).status] += 1
+            query = urlencode({"license_id": unit["license_id"], "device_id": f"rk-{n}"})
+            statuses["status", _call(conn, "GET", f"/v1/revocations/status?{query}").status] += 1
+        assert statuses == Counter({("activate", 200): 30, ("usage", 200): 30, ("status", 200): 30})
+        answered_by = Counter()
+        for line in edge.log_lines():
+            match = _LOG_LINE.match(line)
+            if match and match["up"] != "-":
+                answered_by[match["up"].split(", ")[-1]] += 1
+        assert answered_by[edge.node_address(revoked)] == 0, answered_by
+        assert answered_by[edge.node_address(good)] >= 90
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(timeout=10)
+        stop_gunicorn(good)
+        stop_gunicorn(revoked)
