@@ -283,9 +283,7 @@ def unit_token_current(
 
     Concurrent refreshes of one licence each sign, but one conditional UPDATE wins; the
     others answer the winner's token. Forbidden if the licence was revoked meanwhile."""
-    extends = batch_expires_at is not None and (
-        expires_at is None or expires_at < batch_expires_at
-    )
+    extends = batch_expires_at is not None and (expires_at is None or expires_at < batch_expires_at)
     if not (extends or rekey):
         return token
     end = batch_expires_at if extends else expires_at
