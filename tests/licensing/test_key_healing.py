@@ -70,7 +70,7 @@ def test_reactivation_re_signs_a_unit_of_a_key_gone_since(
     assert again["unit_token"] == body["unit_token"]
 
 
-def test_a_unit_of_a_revoked_key_is_re_signed_at_its_licence_refresh(
+def test_a_unit_of_a_revoked_key_is_re_signed_at_its_license_refresh(
     two_keys, make_batch, device_api
 ):
     key1, key2, rotate = two_keys
@@ -90,7 +90,7 @@ def test_a_unit_of_a_revoked_key_is_re_signed_at_its_licence_refresh(
     assert refresh(device_api, old, "cam-1").status_code == 200  # the old one still proves
 
 
-def test_a_direct_licence_of_a_revoked_key_is_re_signed_at_its_refresh(
+def test_a_direct_license_of_a_revoked_key_is_re_signed_at_its_refresh(
     two_keys, admin_api, device_api, customer
 ):
     key1, key2, rotate = two_keys
