@@ -101,10 +101,13 @@ def verify_document(
         raise BadSignature(f"{prefix} document signature does not verify") from None
     try:
         value = jsonsafe.loads(
-            payload, max_bytes=MAX_DOCUMENT_CHARS, object_pairs_hook=reject_duplicate_keys
+            payload,
+            max_bytes=MAX_DOCUMENT_CHARS,
+            what=f"{prefix} document",
+            object_pairs_hook=reject_duplicate_keys,
         )
-    except ValueError as exc:
-        raise BadSignature(f"{prefix} document is not valid JSON: {exc}") from None
+    except ValueError as exc:  # JSONRefused, or a duplicate key
+        raise BadSignature(f"signed but refused: {exc}") from None
     if not isinstance(value, dict):
         raise BadSignature(f"{prefix} document is not a JSON object")
     return value

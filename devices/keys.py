@@ -108,10 +108,15 @@ def split_license_file(text: str) -> tuple[str, list[str]]:
 def unverified_payload(text: Any) -> dict[str, Any]:
     """The payload of a signed document or token, NOT checked: only to find which key to
     check it with. Anything unreadable is an empty dict (verification then fails)."""
+    # Base64url is 4 characters per 3 bytes: no payload within the bound is longer.
+    if not isinstance(text, str) or len(text) > 2 * MAX_UNVERIFIED_BYTES:
+        return {}
+    parts = text.split(".")
+    if len(parts) != 3:
+        return {}
     try:
-        part = text.split(".")[1]
-        value = jsonsafe.loads(b64url_decode(part), max_bytes=MAX_UNVERIFIED_BYTES)
-    except (AttributeError, IndexError, ValueError):
+        value = jsonsafe.loads(b64url_decode(parts[1]), max_bytes=MAX_UNVERIFIED_BYTES)
+    except ValueError:  # not base64url, or JSONRefused
         return {}
     return value if isinstance(value, dict) else {}
 

@@ -86,7 +86,7 @@ def read_json(path: Path, default: Any = None) -> Any:
             f"state file {path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
         ) from None
     try:
-        return jsonsafe.loads(data, max_bytes=MAX_STATE_BYTES)
+        return jsonsafe.loads(data, max_bytes=MAX_STATE_BYTES, what="content")
     except jsonsafe.JSONRefused as exc:
         raise corrupt(path, str(exc)) from None
 

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -73,7 +73,10 @@ def load_public_key(value: Any) -> Ed25519PublicKey:
         raise ValueError("public key must be PEM or base64url text")
     text = value.strip()
     if text.startswith("-----BEGIN"):
-        key = serialization.load_pem_public_key(text.encode("ascii"))
+        try:
+            key = serialization.load_pem_public_key(text.encode("ascii"))
+        except UnsupportedAlgorithm as exc:  # e.g. an elliptic curve OpenSSL lacks
+            raise ValueError(f"PEM public key of an unsupported kind: {exc}") from None
         if not isinstance(key, Ed25519PublicKey):
             raise ValueError("PEM public key is not Ed25519")
         return key
@@ -157,10 +160,13 @@ def _split(token: Any) -> tuple[str, bytes, bytes]:
 def _parse_claims(payload: bytes) -> dict[str, Any]:
     try:
         claims = jsonsafe.loads(
-            payload, max_bytes=MAX_TOKEN_CHARS, object_pairs_hook=reject_duplicate_keys
+            payload,
+            max_bytes=MAX_TOKEN_CHARS,
+            what="token payload",
+            object_pairs_hook=reject_duplicate_keys,
         )
-    except ValueError as exc:
-        raise BadSignature(f"payload is not valid JSON: {exc}") from None
+    except ValueError as exc:  # JSONRefused, or a duplicate claim
+        raise BadSignature(f"token refused: {exc}") from None
     if not isinstance(claims, dict):
         raise BadSignature("payload is not a JSON object")
     _check_claim_types(claims)
@@ -210,8 +216,9 @@ def resolve_key(public_key: Any, payload: bytes, *, use: str = "offline") -> Ed2
     (:class:`devices.keys.Keyring`), the certified key the payload's ``kid`` names."""
     if hasattr(public_key, "resolve"):
         try:
+            # Bounded by the caller's size check; only read to find the key's id.
             unverified = jsonsafe.loads(payload, max_bytes=len(payload))
-        except ValueError:
+        except jsonsafe.JSONRefused:
             unverified = {}
         return public_key.resolve(unverified if isinstance(unverified, dict) else {}, use=use)
     try:
