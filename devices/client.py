@@ -49,7 +49,29 @@ def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
         )
     if not base_url.startswith(("http://", "https://")):
         raise LicenseError(f"service address {base_url!r} is not an http(s) URL", code="BAD_URL")
+    problem = _address_problem(base_url)
+    if problem:
+        raise LicenseError(f"service address {base_url!r} {problem}", code="BAD_URL")
     return base_url.rstrip("/") + path
+
+
+def _address_problem(base_url: str) -> str:
+    """What would make urllib or http.client raise on ``base_url`` (an http(s) URL)
+    rather than send a request; "" if nothing."""
+    if not base_url.isprintable() or any(char.isspace() for char in base_url):
+        return "holds white space or an unprintable character"
+    try:
+        parts = urllib.parse.urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+        host = parts.hostname or ""
+        host.encode("idna")
+    except ValueError as exc:  # UnicodeError included: a host name IDNA cannot encode
+        return f"is not a usable URL ({exc})"
+    if not host:
+        return "names no host"
+    if not base_url.replace(parts.netloc, "", 1).isascii():
+        return "holds non-ASCII characters outside the host name"
+    return ""
 
 
 def _read(response: Any) -> bytes:
@@ -89,23 +111,31 @@ def call(
         sent["Content-Type"] = "application/json"
     if bearer:
         sent["Authorization"] = f"Bearer {bearer}"
-    request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            status, raw, received = response.status, _read(response), response.headers
-    except urllib.error.HTTPError as exc:
-        status, received = exc.code, exc.headers
-        raw = _read(exc) if exc.fp is not None else b""
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
+        status, raw, received = _exchange(request, timeout)
+    # ValueError: a redirect to an address urllib cannot parse (endpoint() vets the first).
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise LicenseError(
             f"cannot reach the licensing service at {url}: {reason}", code="NETWORK_ERROR"
         ) from None
     try:
-        payload = jsonsafe.loads(raw, max_bytes=MAX_RESPONSE_BYTES) if raw else {}
+        payload = jsonsafe.loads(raw, max_bytes=MAX_RESPONSE_BYTES, what="answer") if raw else {}
     except jsonsafe.JSONRefused:
         payload = {}
     return status, payload if isinstance(payload, dict) else {}, received
+
+
+def _exchange(request: urllib.request.Request, timeout: float) -> tuple[int, bytes, Any]:
+    """``(status, body, headers)`` of the answer to ``request``, an error status too; the
+    body of either can fail to arrive whole (http.client.HTTPException, OSError)."""
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return response.status, _read(response), response.headers
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, _read(exc) if exc.fp is not None else b"", exc.headers
 
 
 def detail(status: int, payload: dict[str, Any]) -> str:
@@ -133,6 +163,8 @@ def activate(
         raise InvalidArgument(f"batch_token must be a string, not {type(batch_token).__name__}")
     if not isinstance(state_dir, (str, os.PathLike)):
         raise InvalidArgument(f"state_dir must be a path, not {type(state_dir).__name__}")
+    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
+        raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
     if device_id is None:
         found = fingerprint()
         device_id, source, weak = found.value, found.source, found.weak
