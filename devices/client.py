@@ -74,6 +74,21 @@ def _address_problem(base_url: str) -> str:
     return ""
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are answered, not followed: a 3xx would carry the licence's bearer token
+    to another address (https to http, another host) that the caller never configured.
+    Declining here, before the Location header is even read, leaves the 3xx to
+    ``call``."""
+
+    def http_error_302(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
 def _read(response: Any) -> bytes:
     raw = response.read(MAX_RESPONSE_BYTES + 1)
     if response.headers.get("Content-Encoding", "").lower() == "gzip":
@@ -98,7 +113,7 @@ def call(
 ) -> tuple[int, dict[str, Any], Any]:
     """One HTTP exchange; returns ``(status, json_body, response_headers)`` for any HTTP
     answer (a 304 has an empty body) and raises ``LicenseError(code="NETWORK_ERROR")``
-    when there is none."""
+    when there is none, ``REDIRECT_REFUSED`` for any other 3xx."""
     sent = {
         "Accept": "application/json",
         "Accept-Encoding": "gzip",
@@ -114,12 +129,18 @@ def call(
     try:
         request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
         status, raw, received = _exchange(request, timeout)
-    # ValueError: a redirect to an address urllib cannot parse (endpoint() vets the first).
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise LicenseError(
             f"cannot reach the licensing service at {url}: {reason}", code="NETWORK_ERROR"
         ) from None
+    if 300 <= status < 400 and status != 304:
+        raise LicenseError(
+            f"the licensing service at {url} answered {status}, a redirect, which is not "
+            "followed (the request's credentials would go with it); configure the "
+            "service's final https:// address",
+            code="REDIRECT_REFUSED",
+        )
     try:
         payload = jsonsafe.loads(raw, max_bytes=MAX_RESPONSE_BYTES, what="answer") if raw else {}
     except jsonsafe.JSONRefused:
@@ -131,7 +152,7 @@ def _exchange(request: urllib.request.Request, timeout: float) -> tuple[int, byt
     """``(status, body, headers)`` of the answer to ``request``, an error status too; the
     body of either can fail to arrive whole (http.client.HTTPException, OSError)."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+        with _OPENER.open(request, timeout=timeout) as response:
             return response.status, _read(response), response.headers
     except urllib.error.HTTPError as exc:
         with exc:

@@ -494,7 +494,12 @@ RAW_ANSWERS = {
         b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "NETWORK_ERROR",
     ),
-    "redirect to a malformed address": (http(302, b"", b"Location: http://[/"), "NETWORK_ERROR"),
+    "redirect to a malformed address": (http(302, b"", b"Location: http://[/"), "REDIRECT_REFUSED"),
+    "redirect to plain http": (
+        http(301, b"{}", b"Location: http://evil.example/v1/usage"),
+        "REDIRECT_REFUSED",
+    ),
+    "temporary redirect": (http(307, b"", b"Location: /elsewhere"), "REDIRECT_REFUSED"),
     "not HTTP": (b"220 mail.example ESMTP\r\n", "NETWORK_ERROR"),
     "nothing": (b"", "NETWORK_ERROR"),
     "a status of 99": (http(99, b"{}"), "NETWORK_ERROR"),
@@ -536,8 +541,49 @@ def test_an_activation_through_any_answer_is_coded(raw_service, tmp_path, name):
     raw_service.answer = RAW_ANSWERS[name][0]
     with pytest.raises(LicenseError) as caught:
         devices.activate(raw_service.url, "B", tmp_path, device_id=DEVICE, allow_http=True)
-    assert caught.value.code in ("BAD_RESPONSE", "NETWORK_ERROR", "ACTIVATION_FAILED")
+    assert caught.value.code in (
+        "BAD_RESPONSE",
+        "NETWORK_ERROR",
+        "ACTIVATION_FAILED",
+        "REDIRECT_REFUSED",
+    )
     assert not (tmp_path / "license.token").exists()
+
+
+def test_a_redirect_takes_no_credential_anywhere(make_engine, make_token, raw_service):
+    """A proxy answering 307 to its own host gets neither the usage nor the token."""
+    seen: list[str] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            seen.append(self.headers.get("Authorization") or "no credential")
+            self.send_response(200)
+            self.end_headers()
+
+        do_GET = do_POST = _handle  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    thread = threading.Thread(target=elsewhere.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        target = b"http://127.0.0.1:%d/v1/usage" % elsewhere.server_address[1]
+        raw_service.answer = http(307, b"", b"Location: " + target)
+        engine = make_engine()
+        engine.start(make_token())
+        engine.count(inferences=3)
+        with pytest.raises(LicenseError) as caught:
+            engine.sync(raw_service.url, allow_http=True, timeout=5)
+        assert caught.value.code == "REDIRECT_REFUSED"
+        assert "redirect" in str(caught.value)
+        assert seen == []
+        engine.count(inferences=1)  # the spool is kept
+    finally:
+        elsewhere.shutdown()
+        elsewhere.server_close()
+        thread.join()
 
 
 @pytest.mark.parametrize(
