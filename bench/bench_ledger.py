@@ -159,7 +159,7 @@ def main() -> int:
             started = time.perf_counter()
             results = invoice_issue_all(period_days=31, end=end)
             issue_times.append(time.perf_counter() - started)
-            assert sum(1 for _, invoice, _ in results if invoice) == CUSTOMERS, results
+            assert sum(1 for result in results if result.invoice) == CUSTOMERS, results
 
         # Cameras that were offline upload half-hours of invoiced months, late.
         late_from = unix(ends[-2])

@@ -20,7 +20,7 @@ Credit notes
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.models import Count, F, Min, Sum
@@ -38,7 +38,13 @@ SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
 
 
 class InvoiceAlreadyIssued(Conflict):
-    """The period asked for is (partly) covered by an issued invoice."""
+    """The period asked for is (partly) covered by an issued invoice: ``overlap`` when
+    its end lies inside an issued period, not when it is the end already invoiced to
+    (a re-run)."""
+
+    def __init__(self, detail: str, *, overlap: bool = False) -> None:
+        super().__init__(detail)
+        self.overlap = overlap
 
 
 class InvoiceNotDue(Conflict):
@@ -127,7 +133,8 @@ def invoice_period(
     if end <= start:
         raise InvoiceAlreadyIssued(
             f"customer {customer_id} was already invoiced up to {_day(start)} 00:00 UTC "
-            f"({covered}); the next invoice starts there and must end after it"
+            f"({covered}); the next invoice starts there and must end after it",
+            overlap=end < start,
         )
     if scheduled and end - start < dt.timedelta(days=period_days):
         raise InvoiceNotDue(
@@ -281,17 +288,33 @@ def invoice_issue(
     return invoice
 
 
+class IssueResult(NamedTuple):
+    """One customer's outcome of :func:`invoice_issue_all`."""
+
+    customer_id: str
+    invoice: Invoice | None
+    note: str
+    # The period asked for overlaps an issued invoice (an explicit end inside it).
+    overlap: bool = False
+
+
 def invoice_issue_all(
     *,
     period_days: int,
     end: dt.datetime | None = None,
     customer_id: str | None = None,
     now: dt.datetime | None = None,
-) -> list[tuple[str, Invoice | None, str]]:
+) -> list[IssueResult]:
     """Issue the next invoice of every customer (or one) that owes something. Returns
-    (customer id, invoice or None, note) per customer considered; each invoice commits
+    an :class:`IssueResult` per customer considered; each invoice commits
     on its own, so one refusal does not undo the others. An end that no customer could
-    be invoiced to is refused before any is tried."""
+    be invoiced to is refused before any is tried.
+
+    A customer already invoiced up to ``end`` (a re-run), or whose scheduled period is
+    not yet due, is noted and skipped. An ``end`` inside an issued period is an overlap:
+    for one customer it raises :class:`InvoiceAlreadyIssued` (the API's 409 and its
+    message); for every customer the others are still issued and the overlap is noted
+    (``manage.py issue_invoices`` exits 1 on it)."""
     now = now or limits.now()
     if end is not None:
         check_period_end(end, now=now)
@@ -301,14 +324,20 @@ def invoice_issue_all(
         if customer_id
         else Customer.objects.order_by("id").values_list("id", flat=True)
     )
-    out: list[tuple[str, Invoice | None, str]] = []
+    out: list[IssueResult] = []
     for cid in ids:
         try:
             invoice = invoice_issue(customer_id=cid, period_days=period_days, end=end, now=now)
-        except (InvoiceAlreadyIssued, InvoiceNotDue, NothingToInvoice) as exc:
-            out.append((cid, None, exc.detail))
+        except InvoiceAlreadyIssued as exc:
+            if exc.overlap and customer_id:
+                raise
+            out.append(IssueResult(cid, None, exc.detail, overlap=exc.overlap))
+        except (InvoiceNotDue, NothingToInvoice) as exc:
+            out.append(IssueResult(cid, None, exc.detail))
         else:
-            out.append((cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}"))
+            out.append(
+                IssueResult(cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}")
+            )
     return out
 
 

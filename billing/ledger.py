@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 
 from billing.models import LedgerEntry, UsageDaily
 from billing.rating import ActivationRow, DirectRow, Meter, RenewalRow
@@ -206,59 +206,73 @@ def reverse(*, credit_note: str, invoice: str) -> None:
 
 def taken_by(document: str) -> Taken:
     """The entries of ``document`` summed into rating rows."""
+    return taken_by_document(Q(document_id=document)).get(document, Taken())
+
+
+def taken_by_document(scope: Q) -> dict[str, Taken]:
+    """The entries of every document in ``scope`` (a filter on ledger entries) summed
+    into rating rows, per document number: two grouped reads for any number of
+    documents (``reconcile --deep`` re-rates every invoice from them)."""
     rows = (
-        LedgerEntry.objects.filter(document_id=document)
+        LedgerEntry.objects.filter(scope)
         .exclude(kind=LedgerEntry.Kind.RENEWAL)
-        .values("kind", "sku", "batch_id", "unit_price", "currency", "late")
+        .values("document_id", "kind", "sku", "batch_id", "unit_price", "currency", "late")
         .annotate(quantity=Sum("quantity"), records=Sum("records"))
         .order_by()
     )
-    activations: dict[str, ActivationRow] = {}
-    directs: dict[tuple[str, Decimal], DirectRow] = {}
-    meters: dict[str, Meter] = defaultdict(lambda: Meter(sku=""))
+    activations: dict[str, dict[str, ActivationRow]] = defaultdict(dict)
+    directs: dict[str, dict[tuple[str, Decimal], DirectRow]] = defaultdict(dict)
+    meters: dict[str, dict[str, Meter]] = defaultdict(dict)
     for row in rows:
+        document = row["document_id"]
         late = row["quantity"] if row["late"] else 0
         if row["kind"] == LedgerEntry.Kind.ACTIVATION:
-            item = activations.setdefault(
+            item = activations[document].setdefault(
                 row["batch_id"],
                 ActivationRow(row["batch_id"], row["sku"], row["unit_price"], row["currency"], 0),
             )
             item.units += row["quantity"]
             item.late += late
         elif row["kind"] == LedgerEntry.Kind.DIRECT:
-            key = (row["sku"], row["unit_price"])
-            direct = directs.setdefault(
-                key, DirectRow(row["sku"], row["unit_price"], row["currency"], 0)
+            direct = directs[document].setdefault(
+                (row["sku"], row["unit_price"]),
+                DirectRow(row["sku"], row["unit_price"], row["currency"], 0),
             )
             direct.licenses += row["quantity"]
             direct.late += late
         else:
-            meter = meters[row["sku"]]
-            meter.sku = row["sku"]
+            meter = meters[document].setdefault(row["sku"], Meter(sku=row["sku"]))
             if row["late"]:
                 meter.late_inferences += row["quantity"]
                 meter.late_records += row["records"]
             else:
                 meter.inferences += row["quantity"]
                 meter.records += row["records"]
-    return Taken(
-        list(activations.values()), list(directs.values()), dict(meters), _renewals(document)
-    )
+    renewals = _renewals(scope)
+    return {
+        document: Taken(
+            list(activations[document].values()),
+            list(directs[document].values()),
+            meters[document],
+            renewals.get(document, []),
+        )
+        for document in set(activations) | set(directs) | set(meters) | set(renewals)
+    }
 
 
-def _renewals(document: str) -> list[RenewalRow]:
-    """The renewals ``document`` billed: one row per batch, one per direct licence."""
+def _renewals(scope: Q) -> dict[str, list[RenewalRow]]:
+    """The renewals each document billed: one row per batch, one per direct licence."""
     rows = (
-        LedgerEntry.objects.filter(document_id=document, kind=LedgerEntry.Kind.RENEWAL)
-        .values("batch_id", "license_id", "sku", "unit_price", "currency", "late")
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.RENEWAL)
+        .values("document_id", "batch_id", "license_id", "sku", "unit_price", "currency", "late")
         .annotate(units=Sum("quantity"), renewals=Count("renewal_id", distinct=True))
         .order_by()
     )
-    found: dict[tuple[str, str], RenewalRow] = {}
+    found: dict[str, dict[tuple[str, str], RenewalRow]] = defaultdict(dict)
     for row in rows:
         # A batch's renewals are one line whoever's licence id the entry copied.
         key = (row["batch_id"], "" if row["batch_id"] else row["license_id"])
-        item = found.setdefault(
+        item = found[row["document_id"]].setdefault(
             key,
             RenewalRow(
                 batch_id=row["batch_id"] or None,
@@ -272,4 +286,7 @@ def _renewals(document: str) -> list[RenewalRow]:
         item.units += row["units"]
         item.renewals += row["renewals"]
         item.late += row["units"] if row["late"] else 0
-    return [item for item in found.values() if item.units]
+    return {
+        document: [item for item in items.values() if item.units]
+        for document, items in found.items()
+    }

@@ -1,7 +1,10 @@
 """Invoice arithmetic of contract §6 as plain functions over Decimal (no Django).
 
-Every amount is rounded once, per line, half-up to the cent; quantities of metered lines
-are thousands of inferences with at most three decimals.
+Every amount is rounded once, per line, half-up to the currency's minor unit (the cent
+for EUR, the yen for JPY), from the quantity as the line prints it: quantities of metered
+lines are thousands of inferences rounded half-up to three decimals first, so a customer
+can check every line by hand (918.404 x 1.20 = 1102.08, although the exact inferences
+would make 1102.09).
 """
 
 from __future__ import annotations
@@ -9,18 +12,27 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from svccore.money import minor_units
+
+# Amount and total columns hold two decimals: a currency with three (KWD, BHD...) is
+# rounded to the cent, coarser than its minor unit but exact to what is stored.
+STORED_PLACES = 2
 CENT = Decimal("0.01")
 MILLI = Decimal("0.001")
 THOUSAND = Decimal(1000)
 DAYS_PER_ALLOWANCE = Decimal(30)
 
 
-def money(value: Decimal) -> Decimal:
-    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+def money(value: Decimal, currency: str = "") -> Decimal:
+    """``value`` rounded half-up to ``currency``'s minor unit (two decimals for an
+    unknown or empty code), at most to the cent."""
+    places = min(minor_units(currency), STORED_PLACES)
+    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
-def line_amount(quantity: Decimal | int, unit_price: Decimal) -> Decimal:
-    return money(Decimal(quantity) * unit_price)
+def line_amount(quantity: Decimal | int, unit_price: Decimal, currency: str = "") -> Decimal:
+    """A line's amount: its quantity as printed times its unit price, rounded once."""
+    return money(Decimal(quantity) * unit_price, currency)
 
 
 def allowance(*, units: int, allowance_per_unit: int, period_days: int) -> Decimal:

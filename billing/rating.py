@@ -8,7 +8,7 @@ Two callers share the line builders below:
   to an invoice: the events of its period plus the late ones of earlier periods, which
   get lines of their own (``metered_overage_late``) priced in this period's tiers.
 
-Money is ``Decimal`` end to end; each line is rounded half-up to the cent once.
+Money is ``Decimal`` end to end; each line is rounded once (:func:`billing.pricing.line_amount`).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def _line(
         "quantity": quantity,
         "unit": unit,
         "unit_price": unit_price,
-        "amount": pricing.line_amount(quantity, unit_price),
+        "amount": pricing.line_amount(quantity, unit_price, currency),
     }
     if batch_id is not None:
         line["batch_id"] = batch_id
@@ -275,7 +275,7 @@ def maintenance_lines(
                 description=f"{sku} annual maintenance, {rate * 100:g}% of {base_price}",
                 quantity=count,
                 unit="unit-year",
-                unit_price=pricing.money(rate * base_price),
+                unit_price=pricing.money(rate * base_price, currency),
                 currency=currency,
             )
         )
@@ -299,6 +299,34 @@ def _currency(customer_id: str, lines: list[dict], entries: dict[str, dict]) -> 
     return found.pop() if found else "EUR"
 
 
+def invoice_lines(
+    *,
+    customer_id: str,
+    period_days: int,
+    activations: list[ActivationRow],
+    directs: list[DirectRow],
+    meters: dict[str, Meter],
+    renewals: list[RenewalRow],
+    units: dict[str, int],
+    maintenance: list[dict],
+    entries: dict[str, dict[str, Any]],
+) -> list[dict]:
+    """The lines of these events, in contract order, those of quantity 0 left out; each
+    line keeps its ``_currency``. Pure: the caller reads ``units`` (N per SKU) and the
+    ``maintenance`` lines, so ``manage.py reconcile --deep`` re-rates an issued invoice
+    from its ledger entries with the very rules that issued it."""
+    lines = (
+        activation_lines(activations)
+        + direct_lines(directs)
+        + meter_lines(
+            meters, customer_id=customer_id, period_days=period_days, units=units, entries=entries
+        )
+        + maintenance
+        + renewal_lines(renewals)
+    )
+    return [line for line in lines if line["quantity"]]
+
+
 def rated(
     *,
     customer_id: str,
@@ -314,17 +342,17 @@ def rated(
     money. The allowance counts the period's actual length in days; maintenance is
     charged when that length is 365 days or more; renewals come last."""
     period_days = (end - start) // dt.timedelta(days=1)
-    units = selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end)
-    lines = (
-        activation_lines(activations)
-        + direct_lines(directs)
-        + meter_lines(
-            meters, customer_id=customer_id, period_days=period_days, units=units, entries=entries
-        )
-        + (maintenance_lines(customer_id, end, entries) if period_days >= 365 else [])
-        + renewal_lines(renewals or [])
+    lines = invoice_lines(
+        customer_id=customer_id,
+        period_days=period_days,
+        activations=activations,
+        directs=directs,
+        meters=meters,
+        renewals=renewals or [],
+        units=selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end),
+        maintenance=maintenance_lines(customer_id, end, entries) if period_days >= 365 else [],
+        entries=entries,
     )
-    lines = [line for line in lines if line["quantity"]]
     currency = _currency(customer_id, lines, entries)
     for line in lines:
         del line["_currency"]

@@ -369,8 +369,9 @@ class Renewal(models.Model):
     """One renewal of a batch or of a direct licence for another term
     (``licensing.renewals``): the new end, and what it is billed, once
     (``billing.ledger``): ``units`` x ``unit_price``, the units activated on the batch
-    when it was renewed (1 for a direct licence) at the price the batch or licence
-    recorded when it was sold."""
+    and not revoked when it was renewed (1 for a direct licence) at the price the batch
+    or licence recorded when it was sold. Written once: on PostgreSQL a trigger refuses
+    UPDATE and DELETE (billing migration 0009)."""
 
     class Basis(models.TextChoices):
         BEFORE_EXPIRY = "before_expiry", "before expiry: from the old end"
@@ -406,8 +407,8 @@ class Renewal(models.Model):
     expires_at = models.DateTimeField()
     renewed_at = models.DateTimeField()
     units = models.PositiveIntegerField(
-        help_text="Billed quantity: units activated on the batch when renewed (1 for a "
-        "direct licence)."
+        help_text="Billed quantity: units activated on the batch and not revoked when "
+        "renewed (1 for a direct licence)."
     )
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)

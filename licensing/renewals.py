@@ -8,7 +8,8 @@ be renewed.
 What changes at once, in one transaction holding the batch's (or the licence's) row lock:
 the batch's and its batch key's ``expires_at``, the batch key (or direct licence)
 re-signed with the new ``exp`` (same ``nbf``), and a :class:`~licensing.models.Renewal`
-row that billing attributes to exactly one invoice. The token it replaces is kept as a
+row that billing attributes to exactly one invoice: its units are those activated and
+not revoked at the renewal (:func:`units_in_service`). The token it replaces is kept as a
 :class:`~licensing.models.SupersededToken`, so the batch key flashed into cameras and a
 direct licence not yet refreshed still count as issued.
 
@@ -39,7 +40,15 @@ from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthori
 from devices.errors import BadSignature
 from licensing import signing
 from licensing.held import license_held
-from licensing.models import Batch, License, Renewal, SupersededToken, token_digest, unix
+from licensing.models import (
+    Activation,
+    Batch,
+    License,
+    Renewal,
+    SupersededToken,
+    token_digest,
+    unix,
+)
 from licensing.services import sku_get
 from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
 
@@ -121,6 +130,13 @@ def _replace_token(lic: License, *, expires_at: dt.datetime, now: dt.datetime) -
     lic.token, lic.claims, lic.token_sha256 = token, signed, token_digest(token)
     lic.expires_at = expires_at
     lic.save(update_fields=["token", "claims", "token_sha256", "expires_at"])
+
+
+def units_in_service(batch: Batch) -> int:
+    """The units a batch renewal bills (contract §6.5): activated and not revoked now
+    (the caller holds the batch's row lock). A stolen or released camera's revoked unit
+    is not renewed, so it is not billed."""
+    return Activation.objects.filter(batch=batch, license__revoked_at__isnull=True).count()
 
 
 def _target(batch_id: str | None, license_id: str | None) -> tuple[Batch | None, License]:
@@ -219,7 +235,7 @@ def _renew(
             previous_expires_at=previous,
             expires_at=expires_at,
             renewed_at=now,
-            units=batch.units_activated if batch is not None else 1,
+            units=units_in_service(batch) if batch is not None else 1,
             unit_price=batch.unit_price if batch is not None else lic.unit_price,
             currency=batch.currency if batch is not None else lic.currency,
         ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 from decimal import Decimal
 
 import pytest
@@ -75,10 +76,17 @@ def test_periods_are_contiguous_across_months(customer, metered, upload):
 def test_an_end_inside_an_issued_period_is_refused_naming_the_invoice(customer, metered):
     issue("--period-days", "31", "--end", "2026-02-01")
     number = Invoice.objects.get().number
-    for end in ("2026-02-01", "2026-01-25", "2025-12-01"):
-        output = issue("--period-days", "30", "--end", end, "--customer", customer.id)
-        assert "0 invoice(s) issued" in output
-        assert f"already invoiced up to 2026-02-01 00:00 UTC ({number} covers" in output
+    message = f"already invoiced up to 2026-02-01 00:00 UTC ({number} covers"
+    # The end already invoiced to: a re-run, skipped with the reason, exit 0.
+    output = issue("--period-days", "30", "--end", "2026-02-01", "--customer", customer.id)
+    assert "0 invoice(s) issued" in output and message in output
+    # An end inside the issued period overlaps it: exit 1 with the API's message, for one
+    # customer and for every customer (the others are still invoiced).
+    for end in ("2026-01-25", "2025-12-01"):
+        with pytest.raises(CommandError, match=re.escape(message)):
+            issue("--period-days", "30", "--end", end, "--customer", customer.id)
+        with pytest.raises(CommandError, match=f"--end {end} is inside an issued period of 1"):
+            issue("--period-days", "30", "--end", end)
     with pytest.raises(InvoiceAlreadyIssued, match=number):
         invoice_issue(customer_id=customer.id, period_days=10, end=JAN + dt.timedelta(days=20))
     assert Invoice.objects.count() == 1

@@ -27,7 +27,9 @@ class Command(BaseCommand):
         "last one ended (the first N days before its end). Without --end the period ends "
         "at 00:00 UTC today and is issued once it is N days long, so a daily run issues "
         "every N days; --end DATE (no later than today) ends it at 00:00 UTC of DATE. "
-        "Nothing is ever invoiced twice, so the command is safe to re-run."
+        "Nothing is ever invoiced twice, so the scheduled run is safe to re-run; an --end "
+        "inside a customer's issued period is an overlap and exits 1 (the other customers "
+        "are still invoiced)."
     )
 
     def add_arguments(self, parser):
@@ -47,12 +49,22 @@ class Command(BaseCommand):
         except ServiceError as exc:
             raise CommandError(exc.detail) from None
         issued = 0
-        for customer_id, invoice, note in results:
-            if invoice is not None:
+        for result in results:
+            if result.invoice is not None:
                 issued += 1
-                self.stdout.write(f"issued {note} ({customer_id}, {invoice.lines.count()} lines)")
+                lines = result.invoice.lines.count()
+                self.stdout.write(f"issued {result.note} ({result.customer_id}, {lines} lines)")
+            elif result.overlap:
+                self.stderr.write(f"refused {result.customer_id}: {result.note}")
             else:  # the reason, with the period and the numbers
-                self.stdout.write(f"skipped {customer_id}: {note}")
+                self.stdout.write(f"skipped {result.customer_id}: {result.note}")
         self.stdout.write(
             f"{issued} invoice(s) issued, {len(results) - issued} customer(s) skipped"
         )
+        overlaps = [result.customer_id for result in results if result.overlap]
+        if overlaps:
+            raise CommandError(
+                f"--end {end} is inside an issued period of {len(overlaps)} customer(s) "
+                f"({', '.join(overlaps[:5])}{', ...' if len(overlaps) > 5 else ''}): "
+                "no invoice overlaps another"
+            )
