@@ -10,8 +10,11 @@ comparison), so it takes seconds on 10^7 records.
 
 A problem is anything that breaks "every billable event on exactly one issued
 invoice": a bucket billed beyond its records, billed counters that disagree with the
-ledger entries, an activation, licence or renewal billed more than once, or an invoice
-whose lines do not match the events its entries attribute to it.
+ledger entries, an activation, licence or renewal billed more than once; or anything
+wrong with the money of an issued document (:mod:`billing.document_checks`: a line's
+amount, a total, a credit note that does not negate what it credits, quantities that
+are not those of its ledger entries, and with ``deep`` every invoice rated again from
+its entries).
 """
 
 from __future__ import annotations
@@ -21,17 +24,14 @@ import datetime as dt
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from django.db import connection
 from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Greatest, TruncDate
 
 from billing import limits
+from billing.document_checks import document_problems
 from billing.models import (
-    Invoice,
-    InvoiceLine,
-    InvoiceUsage,
     LedgerCheck,
     LedgerEntry,
     PrunedUsageMonth,
@@ -246,109 +246,6 @@ def _renewal_problems(scope: Q) -> list[str]:
     return problems
 
 
-def _document_problems(scope: Q, customer_id: str | None) -> list[str]:
-    """Each invoice's lines against its ledger entries; each credit note against the
-    invoice it reverses."""
-    documents = Invoice.objects.filter(scope).values_list("number", "kind", "credits__number")
-    kinds = {number: (kind, credits) for number, kind, credits in documents}
-    if not kinds:
-        return []
-    entries: dict[str, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for row in (
-        LedgerEntry.objects.filter(scope)
-        .values("document_id", "kind", "sku", "batch_id", "unit_price", "late")
-        .annotate(n=Sum("quantity"), r=Sum("records"))
-        .order_by()
-    ):
-        key = (row["kind"], row["sku"], row["batch_id"], row["unit_price"], bool(row["late"]))
-        entries[row["document_id"]][key][0] += row["n"]
-        entries[row["document_id"]][key][1] += row["r"]
-    of_invoice = Q(invoice__customer_id=customer_id) if customer_id else Q()
-    lines: dict[str, list[InvoiceLine]] = defaultdict(list)
-    for line in InvoiceLine.objects.filter(of_invoice).select_related("invoice"):
-        lines[line.invoice.number].append(line)
-    meters: dict[str, dict[str, InvoiceUsage]] = defaultdict(dict)
-    for meter in InvoiceUsage.objects.filter(of_invoice).select_related("invoice"):
-        meters[meter.invoice.number][meter.sku] = meter
-    problems = []
-    for number, (kind, credits) in sorted(kinds.items()):
-        mine = entries.get(number, {})
-        if kind == Invoice.Kind.CREDIT_NOTE:
-            theirs = entries.get(credits, {})
-            if {k: [-v[0], -v[1]] for k, v in theirs.items()} != dict(mine):
-                problems.append(f"{number} does not reverse exactly what {credits} billed")
-            continue
-        problems += _invoice_problems(number, mine, lines.get(number, []), meters.get(number, {}))
-    return problems
-
-
-def _invoice_problems(number: str, entries: dict, lines: list, meters: dict) -> list[str]:
-    billed: dict[tuple, int] = defaultdict(int)
-    usage: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for (kind, sku, batch_id, unit_price, late), (n, records) in entries.items():
-        if kind == LedgerEntry.Kind.ACTIVATION:
-            billed[(InvoiceLine.Kind.UNIT_ACTIVATION.value, sku, batch_id, None)] += n
-        elif kind == LedgerEntry.Kind.DIRECT:
-            billed[(InvoiceLine.Kind.DIRECT_LICENSE.value, sku, "", unit_price)] += n
-        elif kind == LedgerEntry.Kind.RENEWAL:
-            billed[(InvoiceLine.Kind.RENEWAL.value, sku, batch_id, unit_price)] += n
-        else:
-            sums = usage[sku]
-            sums[2 if late else 0] += n
-            sums[3 if late else 1] += records
-    invoiced: dict[tuple, int] = defaultdict(int)
-    overage: dict[tuple[str, bool], Decimal] = defaultdict(Decimal)
-    tier_lines: dict[tuple[str, bool], int] = defaultdict(int)
-    for line in lines:
-        if line.kind == InvoiceLine.Kind.UNIT_ACTIVATION:
-            invoiced[(line.kind, line.sku, line.batch_id, None)] += int(line.quantity)
-        elif line.kind == InvoiceLine.Kind.DIRECT_LICENSE:
-            invoiced[(line.kind, line.sku, "", line.unit_price)] += int(line.quantity)
-        elif line.kind == InvoiceLine.Kind.RENEWAL:
-            key = (line.kind, line.sku, line.batch_id, line.unit_price)
-            invoiced[key] += int(line.quantity)
-        elif line.kind in (InvoiceLine.Kind.METERED_OVERAGE, InvoiceLine.Kind.METERED_OVERAGE_LATE):
-            key = (line.sku, line.kind == InvoiceLine.Kind.METERED_OVERAGE_LATE)
-            overage[key] += line.quantity * 1000
-            tier_lines[key] += 1
-    problems = []
-    for key in sorted(set(billed) | set(invoiced), key=str):
-        if billed.get(key, 0) != invoiced.get(key, 0):
-            what = "units of batch " + key[2] if key[2] else f"{key[1]} direct licences"
-            if key[0] == InvoiceLine.Kind.RENEWAL:
-                what = f"renewed {what}"
-            problems.append(
-                f"{number} bills {invoiced.get(key, 0)} {what} but its ledger entries hold "
-                f"{billed.get(key, 0)}"
-            )
-    for sku in sorted(set(usage) | set(meters)):
-        meter = meters.get(sku)
-        sums = usage.get(sku, [0, 0, 0, 0])
-        stored = (
-            [meter.inferences, meter.records, meter.late_inferences, meter.late_records]
-            if meter
-            else [0, 0, 0, 0]
-        )
-        if sums != stored:
-            problems.append(
-                f"{number} rated {sku} usage of {stored[0]} + {stored[2]} late inferences but "
-                f"its ledger entries hold {sums[0]} + {sums[2]}"
-            )
-            continue
-        on_time = max(Decimal(0), sums[0] - meter.allowance)
-        overall = max(Decimal(0), sums[0] + sums[2] - meter.allowance)
-        for late, expected in ((False, on_time), (True, overall - on_time)):
-            # Each tier line is rounded to a whole inference (0.001 thousand).
-            slack = Decimal("0.5") * max(1, tier_lines[(sku, late)])
-            if abs(overage[(sku, late)] - expected) > slack:
-                problems.append(
-                    f"{number} bills {overage[(sku, late)]:f} {sku} "
-                    f"{'late ' if late else ''}inferences over the allowance; its records "
-                    f"make {expected:.3f}"
-                )
-    return problems
-
-
 def _deep_problems(customer_id: str | None) -> list[str]:
     """Rollups against the raw records they sum (a full read of the records)."""
     scope = {"customer_id": customer_id} if customer_id else {}
@@ -434,7 +331,7 @@ def ledger_reconcile(
     result.problems = (
         _bucket_problems(customer_id)
         + _event_problems(scope)
-        + _document_problems(scope, customer_id)
+        + document_problems(customer_id=customer_id, deep=deep)
         + (_deep_problems(customer_id) if deep else [])
     )
     return result

@@ -1,0 +1,400 @@
+"""Issued documents checked against their own arithmetic, each other and the ledger: the
+document half of ``manage.py reconcile`` (:mod:`billing.reconciliation`).
+
+Every run
+    * each line's ``amount`` is its quantity (as printed) times its unit price, rounded
+      half-up to the currency's minor unit (:func:`billing.pricing.line_amount`);
+    * each document's ``total`` is the sum of its lines;
+    * each credit note is the exact negation of the invoice it credits, line by line
+      (kind, SKU, batch, licence, unit and unit price equal; quantity and amount
+      negated), in total, in usage meters and in ledger entries;
+    * each invoice's quantities are those of its ledger entries: units per batch,
+      direct licences per SKU and price, renewed units, and inferences over the
+      allowance split by the SKU's tiers (a SKU without tiers bills none);
+    * numbers are gapless per series and year, up to the sequence's last number, and a
+      customer's uncredited invoices never overlap.
+
+``deep``
+    Each invoice is rated again from its ledger entries by the rules that issued it
+    (:func:`billing.rating.invoice_lines`), with N counted again per SKU and
+    maintenance again at the period end, and compared line by line. Prices come from
+    what the entries recorded at sale; overage tiers from the catalogue as it is now
+    (a tier price changed since an invoice was issued is reported as a difference).
+
+A problem names the document, the line (its position, kind and SKU), and the stored and
+expected values. Credit notes reverse whole invoices; nothing here reads raw records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import F, Q, Sum
+
+from billing import ledger, pricing, rating, selectors
+from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, LedgerEntry
+
+EXAMPLES = 10  # problems listed per kind of check; the count is always complete
+
+MICRO = Decimal("0.000001")
+_LINE_FIELDS = ("kind", "sku", "batch_id", "license_id", "unit", "unit_price")
+
+
+def _limited(problems: list[str], what: str) -> list[str]:
+    if len(problems) <= EXAMPLES:
+        return problems
+    return problems[:EXAMPLES] + [f"... and {len(problems) - EXAMPLES} more {what} like these"]
+
+
+def _line_name(number: str, line: InvoiceLine) -> str:
+    return f"{number} line {line.position} ({line.kind} {line.sku})"
+
+
+def _arithmetic_problems(documents: dict[str, Invoice], lines: dict[str, list]) -> list[str]:
+    amounts, totals = [], []
+    for number, document in documents.items():
+        for line in lines.get(number, []):
+            expected = pricing.line_amount(line.quantity, line.unit_price, document.currency)
+            if line.amount != expected:
+                amounts.append(
+                    f"{_line_name(number, line)}: amount {line.amount} stored, {expected} "
+                    f"expected ({line.quantity} x {line.unit_price} {document.currency})"
+                )
+        expected_total = sum((line.amount for line in lines.get(number, [])), Decimal("0.00"))
+        if document.total != expected_total:
+            totals.append(
+                f"{number}: total {document.total} stored, {expected_total} expected (the sum "
+                f"of its {len(lines.get(number, []))} lines)"
+            )
+    return _limited(amounts, "line amounts") + _limited(totals, "totals")
+
+
+def _negation_problems(
+    documents: dict[str, Invoice], lines: dict[str, list], meters: dict[str, dict]
+) -> list[str]:
+    """Each credit note against the invoice it credits."""
+    problems = []
+    for number, note in documents.items():
+        if note.kind != Invoice.Kind.CREDIT_NOTE:
+            continue
+        credited = documents.get(note.credits_number)
+        if credited is None:
+            continue  # outside the customer asked for: the invoice is always the same one's
+        if (note.customer_id, note.currency) != (credited.customer_id, credited.currency):
+            problems.append(
+                f"{number} is for {note.customer_id} in {note.currency}, {credited.number} "
+                f"for {credited.customer_id} in {credited.currency}"
+            )
+        if note.total != -credited.total:
+            problems.append(
+                f"{number}: total {note.total} stored, {-credited.total} expected (the "
+                f"negation of {credited.number})"
+            )
+        mine, theirs = lines.get(number, []), lines.get(credited.number, [])
+        if len(mine) != len(theirs):
+            problems.append(f"{number} has {len(mine)} lines, {credited.number} {len(theirs)}")
+        for line, original in zip(mine, theirs, strict=False):
+            same = all(getattr(line, name) == getattr(original, name) for name in _LINE_FIELDS)
+            if not same or (line.quantity, line.amount) != (-original.quantity, -original.amount):
+                problems.append(
+                    f"{_line_name(number, line)}: {line.quantity} x {line.unit_price} = "
+                    f"{line.amount} stored, {-original.quantity} x {original.unit_price} = "
+                    f"{-original.amount} expected (the negation of {credited.number} line "
+                    f"{original.position}, {original.kind} {original.sku})"
+                )
+        negated = {
+            sku: (m.units, m.allowance, -m.inferences, -m.records, -m.late_inferences,
+                  -m.late_records)
+            for sku, m in meters.get(credited.number, {}).items()
+        }  # fmt: skip
+        stored = {
+            sku: (m.units, m.allowance, m.inferences, m.records, m.late_inferences, m.late_records)
+            for sku, m in meters.get(number, {}).items()
+        }
+        if stored != negated:
+            problems.append(f"{number}'s usage meters do not negate {credited.number}'s")
+    return _limited(problems, "credit-note differences")
+
+
+def _sequence_problems(documents: dict[str, Invoice], scoped: bool) -> list[str]:
+    """Gapless numbers per series and year, none beyond the sequence's last."""
+    problems = []
+    seen: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for document in documents.values():
+        series = "INV" if document.kind == Invoice.Kind.INVOICE else "CN"
+        if document.number != f"{series}-{document.year}-{document.seq:06d}":
+            problems.append(
+                f"{document.number} is numbered {series}-{document.year}-{document.seq:06d}"
+            )
+        seen[(series, document.year)].append(document.seq)
+    last = {(row.series, row.year): row.last for row in DocumentSequence.objects.all()}
+    for (series, year), numbers in sorted(seen.items()):
+        top = last.get((series, year), 0)
+        beyond = sorted(n for n in numbers if n > top)
+        if beyond:
+            problems.append(
+                f"{series}-{year}: {len(beyond)} document(s) numbered beyond the last number "
+                f"issued ({top}), first {series}-{year}-{beyond[0]:06d}: not issued here"
+            )
+        if not scoped and len(numbers) != top:
+            problems.append(
+                f"{series}-{year}: {len(numbers)} documents for numbers 1..{top} "
+                f"({top - len(numbers)} missing)"
+            )
+    return _limited(problems, "numbering problems")
+
+
+def _overlap_problems(documents: dict[str, Invoice]) -> list[str]:
+    """A customer's invoices that no credit note reverses cover disjoint periods."""
+    credited = {d.credits_number for d in documents.values() if d.kind == "credit_note"}
+    periods: dict[str, list[Invoice]] = defaultdict(list)
+    for document in documents.values():
+        if document.kind == Invoice.Kind.INVOICE and document.number not in credited:
+            periods[document.customer_id].append(document)
+    problems = []
+    for customer_id, invoices in sorted(periods.items()):
+        invoices.sort(key=lambda d: (d.period_start, d.number))
+        for before, after in zip(invoices, invoices[1:], strict=False):
+            if after.period_start < before.period_end:
+                problems.append(
+                    f"{after.number} ({after.period_start:%Y-%m-%d} to "
+                    f"{after.period_end:%Y-%m-%d}) overlaps {before.number} (to "
+                    f"{before.period_end:%Y-%m-%d}) of {customer_id}"
+                )
+    return _limited(problems, "overlapping invoices")
+
+
+def _entry_sums(scope: Q) -> dict[str, dict[tuple, list[int]]]:
+    entries: dict[str, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for row in (
+        LedgerEntry.objects.filter(scope)
+        .values("document_id", "kind", "sku", "batch_id", "unit_price", "late")
+        .annotate(n=Sum("quantity"), r=Sum("records"))
+        .order_by()
+    ):
+        key = (row["kind"], row["sku"], row["batch_id"], row["unit_price"], bool(row["late"]))
+        entries[row["document_id"]][key][0] += row["n"]
+        entries[row["document_id"]][key][1] += row["r"]
+    return entries
+
+
+def _quantity_problems(
+    number: str,
+    entries: dict,
+    lines: list,
+    meters: dict,
+    catalogue: dict[str, dict[str, Any]],
+) -> list[str]:
+    """An invoice's quantities against its ledger entries."""
+    billed: dict[tuple, int] = defaultdict(int)
+    usage: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (kind, sku, batch_id, unit_price, late), (n, records) in entries.items():
+        if kind == LedgerEntry.Kind.ACTIVATION:
+            billed[(InvoiceLine.Kind.UNIT_ACTIVATION.value, sku, batch_id, None)] += n
+        elif kind == LedgerEntry.Kind.DIRECT:
+            billed[(InvoiceLine.Kind.DIRECT_LICENSE.value, sku, "", unit_price)] += n
+        elif kind == LedgerEntry.Kind.RENEWAL:
+            billed[(InvoiceLine.Kind.RENEWAL.value, sku, batch_id, unit_price)] += n
+        else:
+            sums = usage[sku]
+            sums[2 if late else 0] += n
+            sums[3 if late else 1] += records
+    invoiced: dict[tuple, int] = defaultdict(int)
+    overage: dict[tuple[str, bool], Decimal] = defaultdict(Decimal)
+    tier_lines: dict[tuple[str, bool], int] = defaultdict(int)
+    for line in lines:
+        if line.kind == InvoiceLine.Kind.UNIT_ACTIVATION:
+            invoiced[(line.kind, line.sku, line.batch_id, None)] += int(line.quantity)
+        elif line.kind == InvoiceLine.Kind.DIRECT_LICENSE:
+            invoiced[(line.kind, line.sku, "", line.unit_price)] += int(line.quantity)
+        elif line.kind == InvoiceLine.Kind.RENEWAL:
+            key = (line.kind, line.sku, line.batch_id, line.unit_price)
+            invoiced[key] += int(line.quantity)
+        elif line.kind in (InvoiceLine.Kind.METERED_OVERAGE, InvoiceLine.Kind.METERED_OVERAGE_LATE):
+            key = (line.sku, line.kind == InvoiceLine.Kind.METERED_OVERAGE_LATE)
+            overage[key] += line.quantity * 1000
+            tier_lines[key] += 1
+    problems = []
+    for key in sorted(set(billed) | set(invoiced), key=str):
+        if billed.get(key, 0) != invoiced.get(key, 0):
+            what = "units of batch " + key[2] if key[2] else f"{key[1]} direct licences"
+            if key[0] == InvoiceLine.Kind.RENEWAL:
+                what = f"renewed {what}"
+            problems.append(
+                f"{number} bills {invoiced.get(key, 0)} {what} but its ledger entries hold "
+                f"{billed.get(key, 0)}"
+            )
+    for sku in sorted(set(usage) | set(meters)):
+        meter = meters.get(sku)
+        sums = usage.get(sku, [0, 0, 0, 0])
+        stored = (
+            [meter.inferences, meter.records, meter.late_inferences, meter.late_records]
+            if meter
+            else [0, 0, 0, 0]
+        )
+        if sums != stored:
+            problems.append(
+                f"{number} rated {sku} usage of {stored[0]} + {stored[2]} late inferences but "
+                f"its ledger entries hold {sums[0]} + {sums[2]}"
+            )
+            continue
+        tiers = catalogue.get(sku, {}).get("overage_tiers", [])
+        on_time = _tiered(max(Decimal(0), sums[0] - meter.allowance), tiers)
+        overall = _tiered(max(Decimal(0), sums[0] + sums[2] - meter.allowance), tiers)
+        for late, expected in ((False, on_time), (True, overall - on_time)):
+            # Each tier line is rounded to a whole inference (0.001 thousand).
+            slack = Decimal("0.5") * max(1, tier_lines[(sku, late)])
+            if abs(overage[(sku, late)] - expected) > slack:
+                problems.append(
+                    f"{number} bills {overage[(sku, late)]:f} {sku} "
+                    f"{'late ' if late else ''}inferences over the allowance; its ledger "
+                    f"entries make {expected:.3f}"
+                )
+    return problems
+
+
+def _tiered(overage: Decimal, tiers: list[dict[str, Any]]) -> Decimal:
+    """The overage inferences the SKU's tiers bill (all of them, or none without tiers)."""
+    return sum((n for _, n in pricing.overage_by_tier(overage, tiers)), Decimal(0))
+
+
+def _rerated_problems(
+    documents: dict[str, Invoice],
+    lines: dict[str, list],
+    meters: dict[str, dict],
+    catalogue: dict[str, dict[str, Any]],
+    scope: Q,
+) -> list[str]:
+    """``deep``: every invoice rated again from its ledger entries, line by line."""
+    taken = ledger.taken_by_document(scope)
+    problems = []
+    for number, invoice in documents.items():
+        if invoice.kind != Invoice.Kind.INVOICE:
+            continue
+        mine = taken.get(number, ledger.Taken())
+        stored_meters = meters.get(number, {})
+        units = {sku: meter.units for sku, meter in stored_meters.items()}
+        if mine.meters:
+            counted = selectors.billable_units_by_sku(
+                customer_id=invoice.customer_id,
+                start=invoice.period_start,
+                end=invoice.period_end,
+            )
+            for sku, meter in sorted(stored_meters.items()):
+                if counted.get(sku, 0) != meter.units:
+                    problems.append(
+                        f"{number} rated {sku}'s allowance for {meter.units} units; "
+                        f"{counted.get(sku, 0)} were taken and not revoked in its period"
+                    )
+        period_days = (invoice.period_end - invoice.period_start) // dt.timedelta(days=1)
+        expected = rating.invoice_lines(
+            customer_id=invoice.customer_id,
+            period_days=period_days,
+            activations=mine.activations,
+            directs=mine.directs,
+            meters=mine.meters,
+            renewals=mine.renewals,
+            units=units,
+            maintenance=(
+                rating.maintenance_lines(invoice.customer_id, invoice.period_end, catalogue)
+                if period_days >= 365
+                else []
+            ),
+            entries=catalogue,
+        )
+        for sku, meter in sorted(mine.meters.items()):
+            stored = stored_meters.get(sku)
+            # Stored to six decimals (a 31-day allowance is 666.666...).
+            if stored is not None and abs(stored.allowance - meter.allowance) >= MICRO:
+                problems.append(
+                    f"{number}: {sku} allowance {stored.allowance} stored, "
+                    f"{meter.allowance} expected for {stored.units} units over "
+                    f"{period_days} days"
+                )
+        problems += _line_differences(number, lines.get(number, []), expected)
+    return _limited(problems, "re-rating differences")
+
+
+def _line_differences(number: str, stored: list, expected: list[dict]) -> list[str]:
+    problems = []
+    for position in range(1, max(len(stored), len(expected)) + 1):
+        have = stored[position - 1] if position <= len(stored) else None
+        want = expected[position - 1] if position <= len(expected) else None
+        if have is None:
+            problems.append(
+                f"{number} line {position} ({want['kind']} {want['sku']}) is missing: "
+                f"{want['quantity']} x {want['unit_price']} = {want['amount']} expected"
+            )
+            continue
+        if want is None:
+            problems.append(
+                f"{_line_name(number, have)}: {have.quantity} x {have.unit_price} = "
+                f"{have.amount} stored, no such line expected from its ledger entries"
+            )
+            continue
+        stored_values = (have.kind, have.sku, have.batch_id, have.license_id, have.unit,
+                         have.quantity, have.unit_price, have.amount)  # fmt: skip
+        expected_values = (want["kind"], want["sku"], want.get("batch_id", ""),
+                           want.get("license_id", ""), want["unit"], Decimal(want["quantity"]),
+                           want["unit_price"], want["amount"])  # fmt: skip
+        if stored_values != expected_values:
+            problems.append(
+                f"{_line_name(number, have)}: {have.quantity} {have.unit} x "
+                f"{have.unit_price} = {have.amount} stored, {want['kind']} {want['sku']} "
+                f"{want['quantity']} {want['unit']} x {want['unit_price']} = "
+                f"{want['amount']} expected from its ledger entries"
+            )
+    return problems
+
+
+def document_problems(*, customer_id: str | None = None, deep: bool = False) -> list[str]:
+    """Every problem of the issued documents (of one customer, or all); see the module
+    docstring."""
+    scope = Q(customer_id=customer_id) if customer_id else Q()
+    documents = {
+        document.number: document
+        for document in Invoice.objects.filter(scope).annotate(credits_number=F("credits__number"))
+    }
+    if not documents:
+        return []
+    of_invoice = Q(invoice__customer_id=customer_id) if customer_id else Q()
+    lines: dict[str, list[InvoiceLine]] = defaultdict(list)
+    for line in (
+        InvoiceLine.objects.filter(of_invoice)
+        .annotate(number=F("invoice__number"))
+        .order_by("invoice_id", "position")
+    ):
+        lines[line.number].append(line)
+    meters: dict[str, dict[str, InvoiceUsage]] = defaultdict(dict)
+    for meter in InvoiceUsage.objects.filter(of_invoice).annotate(number=F("invoice__number")):
+        meters[meter.number][meter.sku] = meter
+    catalogue = rating.catalogue_entries()
+    entries = _entry_sums(scope)
+    quantities, reversals = [], []
+    for number, document in sorted(documents.items()):
+        mine = entries.get(number, {})
+        if document.kind == Invoice.Kind.CREDIT_NOTE:
+            theirs = entries.get(document.credits_number, {})
+            if {k: [-v[0], -v[1]] for k, v in theirs.items()} != dict(mine):
+                reversals.append(
+                    f"{number}'s ledger entries do not reverse exactly what "
+                    f"{document.credits_number} billed"
+                )
+            continue
+        quantities += _quantity_problems(
+            number, mine, lines.get(number, []), meters.get(number, {}), catalogue
+        )
+    problems = (
+        _arithmetic_problems(documents, lines)
+        + _negation_problems(documents, lines, meters)
+        + _limited(reversals, "credit notes")
+        + _limited(quantities, "quantity differences")
+        + _sequence_problems(documents, scoped=customer_id is not None)
+        + _overlap_problems(documents)
+    )
+    if deep:
+        problems += _rerated_problems(documents, lines, meters, catalogue, scope)
+    return problems
