@@ -54,7 +54,7 @@ def configure(tmp: Path) -> None:
 def fleet(first_hour: int) -> list[tuple[str, list]]:
     """CUSTOMERS customers of DEVICES activated VISION-PRO units each, activated a day
     before the first record. Returns (customer id, units)."""
-    from django.db import connection
+    from django.db import connection, transaction
 
     from customers.services import customer_create
     from licensing.activation import unit_activate
@@ -70,7 +70,9 @@ def fleet(first_hour: int) -> list[tuple[str, list]]:
         units = list(License.objects.filter(batch_id=batch.id).order_by("device_id"))
         out.append((customer.id, units))
     activated = dt.datetime.fromtimestamp(first_hour - 86_400, tz=dt.UTC)
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Dating the fleet back rewrites what billing reads: a declared repair.
+        cursor.execute("SELECT set_config('billing.maintenance', 'on', true)")
         cursor.execute("UPDATE licensing_activation SET activated_at = %s", [activated])
         cursor.execute("UPDATE licensing_license SET issued_at = %s", [activated])
     return out

@@ -8,9 +8,10 @@ Every run
     * each credit note is the exact negation of the invoice it credits, line by line
       (kind, SKU, batch, licence, unit and unit price equal; quantity and amount
       negated), in total, in usage meters and in ledger entries;
-    * each invoice's quantities are those of its ledger entries: units per batch,
-      direct licences per SKU and price, renewed units, and inferences over the
-      allowance split by the SKU's tiers (a SKU without tiers bills none);
+    * each invoice's quantities and prices are those of its ledger entries: units per
+      batch, direct licences and renewed units at the price the entries recorded, and
+      inferences over the allowance split by the SKU's tiers (a SKU without tiers bills
+      none);
     * numbers are gapless per series and year, up to the sequence's last number, and a
       customer's uncredited invoices never overlap.
 
@@ -36,6 +37,7 @@ from django.db.models import F, Q, Sum
 
 from billing import ledger, pricing, rating, selectors
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, LedgerEntry
+from svccore.money import exact
 
 EXAMPLES = 10  # problems listed per kind of check; the count is always complete
 
@@ -193,7 +195,7 @@ def _quantity_problems(
     usage: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for (kind, sku, batch_id, unit_price, late), (n, records) in entries.items():
         if kind == LedgerEntry.Kind.ACTIVATION:
-            billed[(InvoiceLine.Kind.UNIT_ACTIVATION.value, sku, batch_id, None)] += n
+            billed[(InvoiceLine.Kind.UNIT_ACTIVATION.value, sku, batch_id, unit_price)] += n
         elif kind == LedgerEntry.Kind.DIRECT:
             billed[(InvoiceLine.Kind.DIRECT_LICENSE.value, sku, "", unit_price)] += n
         elif kind == LedgerEntry.Kind.RENEWAL:
@@ -207,7 +209,7 @@ def _quantity_problems(
     tier_lines: dict[tuple[str, bool], int] = defaultdict(int)
     for line in lines:
         if line.kind == InvoiceLine.Kind.UNIT_ACTIVATION:
-            invoiced[(line.kind, line.sku, line.batch_id, None)] += int(line.quantity)
+            invoiced[(line.kind, line.sku, line.batch_id, line.unit_price)] += int(line.quantity)
         elif line.kind == InvoiceLine.Kind.DIRECT_LICENSE:
             invoiced[(line.kind, line.sku, "", line.unit_price)] += int(line.quantity)
         elif line.kind == InvoiceLine.Kind.RENEWAL:
@@ -223,6 +225,7 @@ def _quantity_problems(
             what = "units of batch " + key[2] if key[2] else f"{key[1]} direct licences"
             if key[0] == InvoiceLine.Kind.RENEWAL:
                 what = f"renewed {what}"
+            what += f" at {exact(key[3], 2)}"
             problems.append(
                 f"{number} bills {invoiced.get(key, 0)} {what} but its ledger entries hold "
                 f"{billed.get(key, 0)}"

@@ -53,6 +53,7 @@ from django.db.models import Count, Q, Sum
 
 from billing.models import LedgerEntry, UsageDaily
 from billing.rating import ActivationRow, DirectRow, Meter, RenewalRow
+from config.errors import Conflict
 from licensing.models import Activation, Batch, License, Renewal
 
 _COLUMNS = (
@@ -115,6 +116,52 @@ def _apply_to_buckets(cursor, tables: dict[str, str], document: str) -> None:
     )
 
 
+class LedgerDisagrees(Conflict):
+    """Issuing found billed counters that disagree with the ledger: it refuses rather
+    than bill an event twice (the transaction rolls back)."""
+
+
+def _check_buckets(cursor, tables: dict[str, str], document: str) -> None:
+    """Every bucket ``document`` bills, cross-checked against the whole ledger: its
+    entries, this one's included, must hold no more than the bucket's records and agree
+    with its billed counters. Counters reset behind the ledger's back (say an UPDATE of
+    billed_* to 0) would make the entry just written bill usage an issued invoice
+    already billed; this refuses, naming the buckets."""
+    ledger, daily = tables["ledger"], tables["daily"]
+    cursor.execute(
+        f"""
+        SELECT d.license_id, d.day, d.records, d.inferences, s.records, s.quantity,
+            s.documents
+        FROM {daily} d JOIN (
+            SELECT bucket_id, SUM(records) AS records, SUM(quantity) AS quantity,
+                COUNT(DISTINCT document_id) AS documents
+            FROM {ledger}
+            WHERE kind = 'usage' AND bucket_id IN (
+                SELECT bucket_id FROM {ledger} WHERE document_id = %s AND kind = 'usage')
+            GROUP BY bucket_id
+        ) s ON s.bucket_id = d.id
+        WHERE s.records > d.records OR s.quantity > d.inferences
+            OR s.records <> d.billed_records OR s.quantity <> d.billed_inferences
+        ORDER BY d.license_id, d.day
+        """,  # noqa: S608 - identifiers from the models, values as parameters
+        [document],
+    )
+    found = cursor.fetchall()
+    if not found:
+        return
+    named = "; ".join(
+        f"usage of {lic} on {day}: {records} records / {inferences} inferences stored, "
+        f"the ledger would bill {billed_records} / {billed} over {documents} documents"
+        for lic, day, records, inferences, billed_records, billed, documents in found[:5]
+    )
+    more = f" (and {len(found) - 5} more buckets)" if len(found) > 5 else ""
+    raise LedgerDisagrees(
+        f"{document} not issued: {len(found)} usage bucket(s) would be billed beyond their "
+        f"records because their billed counters disagree with the ledger ({named}{more}); "
+        "nothing was billed. Run manage.py reconcile to see every difference"
+    )
+
+
 def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetime) -> Taken:
     """Attribute to ``document`` every event of the customer dated before ``end`` that
     no issued document bills yet (those before ``start`` are marked late); returns
@@ -135,6 +182,7 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
             [document, start_day, customer_id, end_day],
         )
         _apply_to_buckets(cursor, tables, document)
+        _check_buckets(cursor, tables, document)
         for kind, events in (
             (
                 LedgerEntry.Kind.ACTIVATION,

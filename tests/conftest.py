@@ -24,6 +24,25 @@ from licensing import revocations
 from licensing.services import batch_issue, catalogue_seed
 from svccore.keyfile import write_private_key
 from tests.factories import CustomerFactory
+from tests.history import SWITCH
+
+
+def _flush_as_a_declared_wipe() -> None:
+    """Billing's tables refuse TRUNCATE on PostgreSQL (billing migration 0009) unless the
+    transaction declares a deliberate wipe: a test database's flush between tests is
+    one, so it says so first (in the flush's own transaction)."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    flush = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, **kwargs):
+        statements = flush(self, style, tables, **kwargs)
+        return [SWITCH % "'on'", *statements] if statements else statements
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+_flush_as_a_declared_wipe()
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -42,6 +42,7 @@ from licensing.revocations import answers_forget
 from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
 from tests.conftest import LiveService, start_gunicorn, stop_gunicorn
+from tests.history import rewritten
 
 pytestmark = [pytest.mark.live]
 
@@ -97,12 +98,16 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
     dead = unit_activate(batch_token=batch.license.token, device_id="fuzz-cam-dead")
     # Issued three days ago: the customer's next invoice (up to today) has it to bill.
     direct = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="fuzz-cam-0002")
-    License.objects.filter(pk=direct.pk).update(issued_at=direct.issued_at - dt.timedelta(days=3))
+    with rewritten():
+        License.objects.filter(pk=direct.pk).update(
+            issued_at=direct.issued_at - dt.timedelta(days=3)
+        )
     to_revoke = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="fuzz-cam-0003")
     # An issued invoice, to be credited: a direct licence of last week, billed up to today.
     billed = customer_create(name="Fuzz Billing", kind="end_user")
     old = license_issue(customer_id=billed.id, sku="DETECT-STD", device_id="fuzz-cam-0004")
-    License.objects.filter(pk=old.pk).update(issued_at=old.issued_at - dt.timedelta(days=7))
+    with rewritten():
+        License.objects.filter(pk=old.pk).update(issued_at=old.issued_at - dt.timedelta(days=7))
     invoice = invoice_issue(customer_id=billed.id, period_days=30, end=start_of_day(old.issued_at))
     # The camera's batch renewed: GET /v1/license answers its renewed licence (200) to the
     # token it was activated with; another batch for the fuzzed renewals.

@@ -10,6 +10,7 @@ import pytest
 from licensing.activation import unit_activate
 from licensing.models import Activation, License
 from licensing.services import license_issue
+from tests.history import rewritten
 
 
 def hour(moment: dt.datetime) -> int:
@@ -36,8 +37,9 @@ def activate():
             pk=unit_activate(batch_token=batch.license.token, device_id=device_id).license_id
         )
         if at is not None:
-            Activation.objects.filter(license=unit).update(activated_at=at)
-            License.objects.filter(pk=unit.pk).update(issued_at=at)
+            with rewritten():
+                Activation.objects.filter(license=unit).update(activated_at=at)
+                License.objects.filter(pk=unit.pk).update(issued_at=at)
             unit.refresh_from_db()
         return unit
 
@@ -53,7 +55,8 @@ def direct(customer):
             customer_id=(owner or customer).id, sku=sku, device_id=device_id, **kwargs
         )
         if at is not None:
-            License.objects.filter(pk=lic.pk).update(issued_at=at)
+            with rewritten():
+                License.objects.filter(pk=lic.pk).update(issued_at=at)
             lic.refresh_from_db()
         return lic
 
@@ -61,7 +64,8 @@ def direct(customer):
 
 
 def revoke_at(lic: License, at: dt.datetime) -> None:
-    License.objects.filter(pk=lic.pk).update(revoked_at=at, revoke_reason="test")
+    with rewritten():
+        License.objects.filter(pk=lic.pk).update(revoked_at=at, revoke_reason="test")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from licensing.activation import unit_activate
 from licensing.models import Activation, ActivationDaily, License
 from licensing.seats import seat_release
 from licensing.services import license_revoke
+from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +63,8 @@ def test_rollups_follow_activations_transfers_moves_and_deletes(make_batch, acti
             (batch.id, dt.date(2026, 1, 5)): (1, 0),
         }
     )
-    Activation.objects.filter(device_id="cam-old").delete()
+    with rewritten():  # a repair: PostgreSQL refuses it otherwise (billing migration 0009)
+        Activation.objects.filter(device_id="cam-old").delete()
     assert rollups() == counted() == {(batch.id, today): (3, 1)}
 
 
@@ -153,7 +155,8 @@ def test_allowance_units_equal_the_row_by_row_count(customer, make_batch, activa
     for device, days in (("cam-0", -50), ("cam-4", -3), ("direct-0", -35)):
         lic = License.objects.get(device_id=device)
         license_revoke(license_id=lic.id, reason="test")
-        License.objects.filter(pk=lic.pk).update(revoked_at=NOW + dt.timedelta(days=days))
+        with rewritten():
+            License.objects.filter(pk=lic.pk).update(revoked_at=NOW + dt.timedelta(days=days))
     got = selectors.billable_units_by_sku(customer_id=customer.id, start=start, end=end)
     assert got == naive_allowance_units(customer.id, start, end) == {"API-METERED": 6}
 

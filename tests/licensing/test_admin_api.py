@@ -13,6 +13,7 @@ from devices.token import verify_token
 from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
 from tests.factories import CustomerFactory
+from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
@@ -254,9 +255,10 @@ def test_fleet_lists_activation_records_most_recent_first(admin_api, device_api,
              "fingerprint_source": "mac" if weak else "env", "sdk_version": "1.0.0"},
             format="json",
         )  # fmt: skip
-        Activation.objects.filter(device_id=device).update(
-            activated_at=timezone.now() - dt.timedelta(minutes=minutes_ago)
-        )
+        with rewritten():
+            Activation.objects.filter(device_id=device).update(
+                activated_at=timezone.now() - dt.timedelta(minutes=minutes_ago)
+            )
     body = admin_api.get("/v1/admin/fleet").json()
     assert [u["device_id"] for u in body["units"]] == ["cam-new", "cam-mac", "cam-old"]
     assert body["count"] == 3

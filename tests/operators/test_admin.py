@@ -16,6 +16,7 @@ from customers.models import Customer
 from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke
+from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,9 @@ def fleet(customer, make_batch):
     direct = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-direct")
     # An hour ago, so invoices rated "now" (to the second) certainly include them.
     an_hour_ago = timezone.now() - dt.timedelta(hours=1)
-    License.objects.update(issued_at=an_hour_ago)
-    Activation.objects.update(activated_at=an_hour_ago)
+    with rewritten():
+        License.objects.update(issued_at=an_hour_ago)
+        Activation.objects.update(activated_at=an_hour_ago)
     direct.refresh_from_db()
     return batch, direct
 
@@ -402,8 +404,9 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
     batch = make_batch(units=5)
     record = unit_activate(batch_token=batch.license.token, device_id="cam-1")
     yesterday = timezone.now() - dt.timedelta(days=1)
-    License.objects.filter(pk=record.license_id).update(issued_at=yesterday)
-    Activation.objects.filter(license_id=record.license_id).update(activated_at=yesterday)
+    with rewritten():
+        License.objects.filter(pk=record.license_id).update(issued_at=yesterday)
+        Activation.objects.filter(license_id=record.license_id).update(activated_at=yesterday)
     url = reverse("console-invoice-preview")
     response = admin_client.post(url, {"customer": customer.pk, "period_days": 30})
     assert response.status_code == 302

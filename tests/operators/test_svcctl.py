@@ -33,6 +33,7 @@ from licensing.services import license_issue, license_revoke
 from svccore import catalogue
 from svcctl import output
 from svcctl.output import invoice_csv
+from tests.history import rewritten
 
 SVCCTL = Path(sys.executable).with_name("svcctl")
 
@@ -490,8 +491,9 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
     unit_activate(batch_token=batch.license.token, device_id="=cmd|' /C calc'!A0")
     license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam")
     earlier = timezone.now() - dt.timedelta(hours=1)
-    License.objects.update(issued_at=earlier)
-    Activation.objects.update(activated_at=earlier)
+    with rewritten():
+        License.objects.update(issued_at=earlier)
+        Activation.objects.update(activated_at=earlier)
     rated = invoice_rate(customer_id=customer.id, period_days=30)
     assert len(rated["lines"]) == 2
     over_the_wire = json.loads(JSONRenderer().render(rated), parse_float=Decimal)
