@@ -22,7 +22,7 @@ from licensing.models import Activation, License, Renewal, Sku
 from licensing.renewals import license_renew
 from licensing.services import license_revoke
 from tests.billing.conftest import hour, record
-from tests.history import rewritten
+from tests.history import commit_checks, rewritten
 
 pytestmark = pytest.mark.django_db
 POSTGRES = connection.vendor == "postgresql"
@@ -41,6 +41,7 @@ def reconcile(*args: str) -> tuple[int, str]:
 def tamper(sql: str, params=()) -> None:
     """Raw SQL with every trigger bypassed (PostgreSQL: replica role, as a superuser or
     a restore would), so what reconcile sees is the change itself."""
+    commit_checks()
     with transaction.atomic(), connection.cursor() as cursor:
         if POSTGRES:
             cursor.execute("SET LOCAL session_replication_role = replica")
@@ -194,6 +195,7 @@ pg_only = pytest.mark.skipif(not POSTGRES, reason="database triggers: PostgreSQL
 
 
 def refused(sql: str, params=(), match: str = "refused") -> None:
+    commit_checks()
     with pytest.raises(DatabaseError, match=match):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -207,7 +209,8 @@ def test_what_billing_reads_refuses_change(every_sku, customer):
     for sql, params in [
         ("UPDATE licensing_activation SET activated_at = activated_at + interval '40 days' "
          "WHERE id = %s", [activation.pk]),
-        ("UPDATE licensing_activation SET batch_id = batch_id WHERE id = %s", [activation.pk]),
+        ("UPDATE licensing_activation SET batch_id = (SELECT min(id) FROM licensing_batch "
+         "WHERE id <> licensing_activation.batch_id) WHERE id = %s", [activation.pk]),
         ("DELETE FROM licensing_activation WHERE id = %s", [activation.pk]),
         ("UPDATE licensing_license SET issued_at = now() WHERE id = %s", [unit.pk]),
         ("UPDATE licensing_license SET unit_price = 1 WHERE id = %s", [unit.pk]),
@@ -272,12 +275,10 @@ def test_a_planted_invoice_is_refused_at_commit(every_sku):
 
 @pg_only
 def test_issuing_and_crediting_pass_the_commit_checks(every_sku):
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    commit_checks()  # the invoice of the fixture
     credit_note_issue(number=every_sku.number, reason="re-issue")
     invoice_issue(customer_id=every_sku.customer_id, period_days=31, end=FEB)
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    commit_checks()
     assert InvoiceLine.objects.filter(invoice__number="INV-2026-000002").exists()
     assert reconcile("--deep")[0] == 0
 
