@@ -1,6 +1,6 @@
 """Issued invoices against a small oracle written here from contract §6, not from the
 rating code (issue 23): hypothesis generates a customer's three months (batches of
-every SKU, direct licences, activations on window edges, revocations, usage on time and
+every SKU, direct licenses, activations on window edges, revocations, usage on time and
 late, renewals, credit notes), issues month after month on the moved server clock, and
 every invoice must be the oracle's, line for line; ``reconcile --deep`` must pass.
 Derandomized: CI runs the same examples every time."""
@@ -85,7 +85,7 @@ class Oracle:
     revoked: set[str] = field(default_factory=set)
 
     def units(self, sku: str, start: dt.datetime, end: dt.datetime) -> int:
-        """N: licences of the SKU taken before ``end``, not revoked before ``start``."""
+        """N: licenses of the SKU taken before ``end``, not revoked before ``start``."""
         return sum(1 for s, at, revoked in self.taken
                    if s == sku and at < end and (revoked is None or revoked >= start))  # fmt: skip
 
@@ -189,7 +189,7 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
 
     customer = CustomerFactory()
     oracle = Oracle()
-    batches, licences, seen = [], [], set()
+    batches, licenses, seen = [], [], set()
     for m, events in enumerate(months):
         month = MONTHS[m]
         for event in events:
@@ -203,12 +203,12 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
                 at(moment)
                 try:
                     lic_id = unit_activate(
-                        batch_token=batch.license.token, device_id=f"cam-{len(licences)}"
+                        batch_token=batch.license.token, device_id=f"cam-{len(licenses)}"
                     ).license_id
                 except ServiceError:
                     continue  # the batch is exhausted
                 lic = License.objects.get(pk=lic_id)
-                licences.append(lic)
+                licenses.append(lic)
                 oracle.events.append(
                     Event("activation", lic.issued_at, batch.sku, batch.id, batch.unit_price)
                 )
@@ -216,15 +216,15 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
             elif kind == "direct":
                 at(month + MOMENTS[event[2]])
                 lic = license_issue(
-                    customer_id=customer.id, sku=event[1], device_id=f"cam-{len(licences)}"
+                    customer_id=customer.id, sku=event[1], device_id=f"cam-{len(licenses)}"
                 )
-                licences.append(lic)
+                licenses.append(lic)
                 oracle.events.append(
                     Event("direct", lic.issued_at, lic.sku, lic.id, lic.unit_price)
                 )
                 oracle.taken.append((lic.sku, lic.issued_at, None))
-            elif kind == "usage" and licences:
-                lic = licences[event[1] % len(licences)]
+            elif kind == "usage" and licenses:
+                lic = licenses[event[1] % len(licenses)]
                 day = month + dt.timedelta(days=event[2])
                 if day < MONTHS[0] or (lic.id, day) in seen:
                     continue
@@ -243,20 +243,20 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
                     Event("usage", dt.datetime.fromtimestamp(start, dt.UTC), lic.sku, lic.id,
                           Decimal(0), quantity=event[3])
                 )  # fmt: skip
-            elif kind == "revoke" and licences:
-                lic = licences[event[1] % len(licences)]
+            elif kind == "revoke" and licenses:
+                lic = licenses[event[1] % len(licenses)]
                 lic.refresh_from_db()
                 if lic.revoked_at is not None or lic.kind == "batch_key":
                     continue
                 at(month + MOMENTS[event[2]])
                 revoked = license_revoke(license_id=lic.id, reason="stolen").revoked_at
-                index = [x.id for x in licences].index(lic.id)
+                index = [x.id for x in licenses].index(lic.id)
                 sku, taken_at, _ = oracle.taken[index]
                 oracle.taken[index] = (sku, taken_at, revoked)
                 oracle.revoked.add(lic.id)
-            elif kind == "renew" and (batches or licences):
+            elif kind == "renew" and (batches or licenses):
                 targets = [("batch", b) for b in batches] + [
-                    ("direct", lic) for lic in licences if lic.kind == "direct"
+                    ("direct", lic) for lic in licenses if lic.kind == "direct"
                 ]
                 target_kind, target = targets[event[1] % len(targets)]
                 at(month + dt.timedelta(days=20))
@@ -270,7 +270,7 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
                     continue  # perpetual or revoked: nothing to renew
                 if target_kind == "batch":
                     units = sum(
-                        1 for lic in licences
+                        1 for lic in licenses
                         if lic.batch_id == target.id and lic.id not in oracle.revoked
                     )  # fmt: skip
                     assert renewal.units == units
