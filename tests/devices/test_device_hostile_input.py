@@ -10,7 +10,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -437,17 +438,13 @@ class RawService:
         self.url = ""
 
 
-@pytest.fixture
-def raw_service() -> Iterator[RawService]:
-    raw = RawService()
+@contextmanager
+def serving(answer: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A local HTTP server whose every GET and POST ``answer`` handles; yields its URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def _handle(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            self.wfile.write(raw.answer)
-            self.close_connection = True
+            answer(self)
 
         do_GET = do_POST = _handle  # noqa: N815
 
@@ -457,13 +454,28 @@ def raw_service() -> Iterator[RawService]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
-    raw.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield raw
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def raw_service() -> Iterator[RawService]:
+    raw = RawService()
+
+    def answer(request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        if length:
+            request.rfile.read(length)
+        request.wfile.write(raw.answer)
+        request.close_connection = True
+
+    with serving(answer) as url:
+        raw.url = url
+        yield raw
 
 
 def http(status: int, body: bytes, *headers: bytes) -> bytes:
@@ -554,22 +566,13 @@ def test_a_redirect_takes_no_credential_anywhere(make_engine, make_token, raw_se
     """A proxy answering 307 to its own host gets neither the usage nor the token."""
     seen: list[str] = []
 
-    class Elsewhere(BaseHTTPRequestHandler):
-        def _handle(self) -> None:
-            seen.append(self.headers.get("Authorization") or "no credential")
-            self.send_response(200)
-            self.end_headers()
+    def answer(request: BaseHTTPRequestHandler) -> None:
+        seen.append(request.headers.get("Authorization") or "no credential")
+        request.send_response(200)
+        request.end_headers()
 
-        do_GET = do_POST = _handle  # noqa: N815
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            pass
-
-    elsewhere = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
-    thread = threading.Thread(target=elsewhere.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        target = b"http://127.0.0.1:%d/v1/usage" % elsewhere.server_address[1]
+    with serving(answer) as elsewhere:
+        target = elsewhere.encode() + b"/v1/usage"
         raw_service.answer = http(307, b"", b"Location: " + target)
         engine = make_engine()
         engine.start(make_token())
@@ -580,10 +583,6 @@ def test_a_redirect_takes_no_credential_anywhere(make_engine, make_token, raw_se
         assert "redirect" in str(caught.value)
         assert seen == []
         engine.count(inferences=1)  # the spool is kept
-    finally:
-        elsewhere.shutdown()
-        elsewhere.server_close()
-        thread.join()
 
 
 @pytest.mark.parametrize(
