@@ -45,7 +45,8 @@ MICRO = Decimal("0.000001")
 _LINE_FIELDS = ("kind", "sku", "batch_id", "license_id", "unit", "unit_price")
 
 
-def _limited(problems: list[str], what: str) -> list[str]:
+def limited(problems: list[str], what: str) -> list[str]:
+    """The first EXAMPLES problems and how many more there are of ``what``."""
     if len(problems) <= EXAMPLES:
         return problems
     return problems[:EXAMPLES] + [f"... and {len(problems) - EXAMPLES} more {what} like these"]
@@ -71,7 +72,7 @@ def _arithmetic_problems(documents: dict[str, Invoice], lines: dict[str, list]) 
                 f"{number}: total {document.total} stored, {expected_total} expected (the sum "
                 f"of its {len(lines.get(number, []))} lines)"
             )
-    return _limited(amounts, "line amounts") + _limited(totals, "totals")
+    return limited(amounts, "line amounts") + limited(totals, "totals")
 
 
 def _negation_problems(
@@ -118,7 +119,7 @@ def _negation_problems(
         }
         if stored != negated:
             problems.append(f"{number}'s usage meters do not negate {credited.number}'s")
-    return _limited(problems, "credit-note differences")
+    return limited(problems, "credit-note differences")
 
 
 def _sequence_problems(documents: dict[str, Invoice], scoped: bool) -> list[str]:
@@ -146,7 +147,7 @@ def _sequence_problems(documents: dict[str, Invoice], scoped: bool) -> list[str]
                 f"{series}-{year}: {len(numbers)} documents for numbers 1..{top} "
                 f"({top - len(numbers)} missing)"
             )
-    return _limited(problems, "numbering problems")
+    return limited(problems, "numbering problems")
 
 
 def _overlap_problems(documents: dict[str, Invoice]) -> list[str]:
@@ -166,7 +167,7 @@ def _overlap_problems(documents: dict[str, Invoice]) -> list[str]:
                     f"{after.period_end:%Y-%m-%d}) overlaps {before.number} (to "
                     f"{before.period_end:%Y-%m-%d}) of {customer_id}"
                 )
-    return _limited(problems, "overlapping invoices")
+    return limited(problems, "overlapping invoices")
 
 
 def _entry_sums(scope: Q) -> dict[str, dict[tuple, list[int]]]:
@@ -318,7 +319,7 @@ def _rerated_problems(
                     f"{period_days} days"
                 )
         problems += _line_differences(number, lines.get(number, []), expected)
-    return _limited(problems, "re-rating differences")
+    return limited(problems, "re-rating differences")
 
 
 def _line_differences(number: str, stored: list, expected: list[dict]) -> list[str]:
@@ -393,8 +394,8 @@ def document_problems(*, customer_id: str | None = None, deep: bool = False) -> 
     problems = (
         _arithmetic_problems(documents, lines)
         + _negation_problems(documents, lines, meters)
-        + _limited(reversals, "credit notes")
-        + _limited(quantities, "quantity differences")
+        + limited(reversals, "credit notes")
+        + limited(quantities, "quantity differences")
         + _sequence_problems(documents, scoped=customer_id is not None)
         + _overlap_problems(documents)
     )

@@ -30,7 +30,7 @@ from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.functions import Greatest, TruncDate
 
 from billing import limits
-from billing.document_checks import document_problems
+from billing.document_checks import EXAMPLES, document_problems, limited
 from billing.models import (
     LedgerCheck,
     LedgerEntry,
@@ -40,8 +40,6 @@ from billing.models import (
 )
 from customers.models import Customer
 from licensing.models import Activation, ActivationDaily, License, Renewal
-
-EXAMPLES = 10  # problems listed per check; the count is always complete
 
 
 @dataclass
@@ -237,13 +235,13 @@ def _renewal_problems(scope: Q) -> list[str]:
     )
     units = dict(Renewal.objects.filter(pk__in=billed).values_list("id", "units"))
     wrong = sorted(rid for rid, n in billed.items() if n != units.get(rid))
-    problems = [
-        f"renewal {rid} ({units.get(rid, 'not on file')} units) is billed {billed[rid]} units"
-        for rid in wrong[:EXAMPLES]
-    ]
-    if len(wrong) > EXAMPLES:
-        problems.append(f"... and {len(wrong) - EXAMPLES} more renewals like these")
-    return problems
+    return limited(
+        [
+            f"renewal {rid} ({units.get(rid, 'not on file')} units) is billed {billed[rid]} units"
+            for rid in wrong
+        ],
+        "renewals",
+    )
 
 
 def _deep_problems(customer_id: str | None) -> list[str]:
@@ -276,9 +274,7 @@ def _deep_problems(customer_id: str | None) -> list[str]:
     for (lic, day), (n, _) in raw.items():
         problems.append(f"{n} records of {lic} on {limits.date_of(day)} have no rollup")
     problems += _activation_rollup_problems(customer_id)
-    return problems[:EXAMPLES] + (
-        [f"... and {len(problems) - EXAMPLES} more"] if len(problems) > EXAMPLES else []
-    )
+    return limited(problems, "rollup differences")
 
 
 def _activation_rollups(queryset, billable, transfers) -> dict:
