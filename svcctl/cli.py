@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import textwrap
 import time
@@ -1288,9 +1289,33 @@ def cmd_certify(args) -> int:
     return EXIT_OK
 
 
+# Options whose value may be key material: a base64url key begins with "-" one time in
+# 64, which argparse would otherwise read as an option of its own.
+KEY_VALUED_OPTIONS = frozenset({"--pubkey"})
+BASE64URL_KEY = re.compile(r"[A-Za-z0-9_-]{43}")  # a raw Ed25519 public key, unpadded
+
+
+def _attach_key_values(argv: Sequence[str]) -> list[str]:
+    """``--pubkey -6zn...`` -> ``--pubkey=-6zn...`` so that any key spells the same."""
+    joined: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item in KEY_VALUED_OPTIONS:
+            value = next(items, None)
+            if value is not None and value.startswith("-") and BASE64URL_KEY.fullmatch(value):
+                joined.append(f"{item}={value}")
+                continue
+            joined.append(item)
+            if value is not None:
+                joined.append(value)
+            continue
+        joined.append(item)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_key_values(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -18,6 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
@@ -849,3 +851,31 @@ def test_renew_prints_the_new_end_and_the_bill_and_a_retry_renews_nothing(
     assert refused.returncode == 1 and "perpetual" in refused.stderr
     usage = svcctl("renew", env=online)
     assert usage.returncode == 2 and "name what to renew" in usage.stderr
+
+
+def test_an_inline_key_that_begins_with_a_dash_is_a_value_not_an_option(tmp_path):
+    # One base64url key in 64 begins with "-"; argparse read it as an unknown option.
+    key = next(
+        k
+        for k in (Ed25519PrivateKey.generate() for _ in range(10_000))
+        if codec.public_key_b64url(codec.public_key_pem(k.public_key())).startswith("-")
+    )
+    pem = tmp_path / "k.pem"
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    pem.chmod(0o600)
+    out = tmp_path / "cam.lic"
+    minted = svcctl(
+        "mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "cam-1",
+        "--key", str(pem), "--out", str(out),
+    )  # fmt: skip
+    assert minted.returncode == 0, minted.stderr
+    inline = codec.public_key_b64url(codec.public_key_pem(key.public_key()))
+    result = svcctl("inspect", str(out), "--pubkey", inline)
+    assert result.returncode == 0, result.stderr
+    assert "signature        valid" in result.stdout
