@@ -1,4 +1,4 @@
-"""The audit log, read-only, and the named operator keys (never their key material).
+"""The audit log, read-only.
 
 The log's list shows one short line per entry (a summary of the message and of the
 action's arguments); an entry's page shows them in full."""
@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.utils.html import format_html
 
-from audit.models import AuditEntry, OperatorKey
-from audit.services import operator_key_revoke
+from audit.models import AuditEntry
 from config.adminbase import ReadOnlyAdmin, pretty_json
-from config.errors import ServiceError
 
 SUMMARY_CHARS = 100  # of the message, and of the arguments, in the list
 ACTOR_KINDS = {"api_key": "API key", "staff": "console", "cli": "command line"}
@@ -77,28 +75,3 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="arguments")
     def detail_shown(self, entry: AuditEntry):
         return pretty_json(entry.detail)
-
-
-@admin.register(OperatorKey)
-class OperatorKeyAdmin(ReadOnlyAdmin):
-    """Keys are created with ``manage.py create_admin_key NAME`` (it prints the key once);
-    here they can be listed and revoked. Digests are never shown."""
-
-    list_display = ["name", "prefix", "created_at", "created_by", "revoked_at"]
-    list_filter = ["revoked_at"]
-    search_fields = ["name", "prefix", "created_by"]
-    fields = ["name", "prefix", "created_at", "created_by", "revoked_at"]
-    readonly_fields = fields
-    actions = ["revoke_keys"]
-
-    def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("audit.change_operatorkey")
-
-    @admin.action(description="Revoke selected operator keys", permissions=["revoke"])
-    def revoke_keys(self, request, queryset):
-        for row in queryset:
-            try:
-                operator_key_revoke(name=row.name)
-            except ServiceError as exc:
-                self.message_user(request, exc.detail, messages.ERROR)
-        self.message_user(request, f"revoked {queryset.count()} operator key(s)")

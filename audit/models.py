@@ -1,4 +1,4 @@
-"""The audit log of operator actions and the named operator API keys."""
+"""The audit log of operator actions."""
 
 from __future__ import annotations
 
@@ -38,26 +38,3 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target} by {self.actor} ({self.result})"
-
-
-class OperatorKey(models.Model):
-    """A named ``X-Admin-Key``. Only an HMAC-SHA256 digest of the key is stored; the
-    prefix (not secret) finds the row, the digest is compared in constant time."""
-
-    name = models.CharField(max_length=100, unique=True)
-    prefix = models.CharField(max_length=16, unique=True)
-    digest = models.CharField(max_length=64)
-    created_at = models.DateTimeField(default=timezone.now)
-    created_by = models.CharField(max_length=150, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["name"]
-        verbose_name = "operator API key"
-
-    def __str__(self) -> str:
-        return self.name
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None

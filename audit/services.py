@@ -1,4 +1,4 @@
-"""Writes of the audit app: recording operator actions, and the named operator keys.
+"""Writes of the audit app: recording operator actions.
 
 Every operator action goes through a service decorated with :func:`audited`, whichever
 surface called it (the /v1/admin API, ``svcctl`` through that API, the Django admin or a
@@ -8,21 +8,16 @@ management command), so the log cannot miss an action one surface forgot to reco
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import logging
-import re
-import secrets
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit.context import current_actor
-from audit.models import AuditEntry, OperatorKey
-from config.errors import Conflict, InvalidInput, NotFound, ServiceError
+from audit.models import AuditEntry
+from config.errors import ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -176,66 +171,3 @@ def audited(
 
 
 # --- named operator keys -------------------------------------------------------------
-
-KEY_SCHEME = "svcop"
-_NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
-_PRESENTED = re.compile(r"\Asvcop_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})\Z")
-
-
-def _digest(key: str) -> str:
-    """HMAC-SHA256 of a presented key under the service secret (``SVC_SECRET_KEY``): a
-    copy of the table alone does not let anyone test guesses offline."""
-    return hmac.new(
-        settings.SECRET_KEY.encode(), b"operator-key:" + key.encode(), hashlib.sha256
-    ).hexdigest()
-
-
-def operator_key_match(presented: str) -> str | None:
-    """Name of the active operator key ``presented`` is, or None."""
-    match = _PRESENTED.match(presented)
-    if not match:
-        return None
-    row = OperatorKey.objects.filter(prefix=match.group(1), revoked_at__isnull=True).first()
-    if row is None:
-        return None
-    if hmac.compare_digest(row.digest, _digest(presented)):
-        return row.name
-    return None
-
-
-def operator_keys_exist() -> bool:
-    return OperatorKey.objects.filter(revoked_at__isnull=True).exists()
-
-
-@audited("operator_key.create", target=lambda result, arguments: arguments["name"])
-@transaction.atomic
-def operator_key_create(*, name: str, created_by: str = "") -> tuple[OperatorKey, str]:
-    """Create a named operator key. Returns the row and the key itself, which is not
-    stored anywhere and cannot be shown again."""
-    if not _NAME.match(name):
-        raise InvalidInput(
-            "key name must be 1-100 characters of letters, digits, '.', '_', '@' or '-', "
-            f"starting with a letter or digit; got {name!r}"
-        )
-    if OperatorKey.objects.filter(name=name).exists():
-        raise Conflict(f"an operator key named {name!r} already exists")
-    prefix = secrets.token_hex(6)
-    key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
-    row = OperatorKey.objects.create(
-        name=name, prefix=prefix, digest=_digest(key), created_by=created_by[:150]
-    )
-    return row, key
-
-
-@audited("operator_key.revoke")
-@transaction.atomic
-def operator_key_revoke(*, name: str) -> OperatorKey:
-    """Revoke a named operator key at once. Idempotent."""
-    try:
-        row = OperatorKey.objects.select_for_update().get(name=name)
-    except OperatorKey.DoesNotExist:
-        raise NotFound(f"no operator key named {name!r}") from None
-    if row.revoked_at is None:
-        row.revoked_at = timezone.now()
-        row.save(update_fields=["revoked_at"])
-    return row

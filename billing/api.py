@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from billing import schemas, selectors, serializers, services
 from config import schema
+from config.api import DeviceApi
 from config.errors import InvalidInput
 from licensing import signing
 from svccore.claims import device_id_problem
@@ -24,7 +25,7 @@ def _bearer(request) -> str | None:
     return token.strip() or None
 
 
-class UsageUploadApi(APIView):
+class UsageUploadApi(DeviceApi):
     @extend_schema(
         request=schemas.UsageUploadIn,
         responses={
@@ -73,7 +74,6 @@ class LicenseUsageApi(APIView):
             200: schemas.LicenseUsageOut,
             **schema.errors({**schema.ADMIN_ERRORS, 404: "No such licence."}),
         },
-        auth=schema.ADMIN_AUTH,
         description="Usage totals of a licence and its record count.",
     )
     def get(self, request, license_id: str):
@@ -99,7 +99,6 @@ class InvoiceApi(APIView):
                 }
             ),
         },
-        auth=schema.ADMIN_AUTH,
         description="Rate the invoice of the period_days before now (a preview; nothing is "
         "stored).",
     )
@@ -132,7 +131,6 @@ class InvoiceIssueApi(APIView):
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
         description="Issue the next contiguous invoice of a customer.",
     )
     def post(self, request):
@@ -166,7 +164,6 @@ class CreditNoteApi(APIView):
                 }
             ),
         },
-        auth=schema.ADMIN_AUTH,
         description="Credit an issued invoice in full.",
     )
     def post(self, request, number: str):

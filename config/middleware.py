@@ -1,7 +1,7 @@
 """Middleware of the bottom layer: what the proxy in front may claim about a request.
 
-The ``X-Admin-Key`` gate lives with the operator keys it checks, in
-:mod:`audit.middleware`.
+Who may call the admin API is not middleware: it is the DRF authentication and
+permission every view declares (:mod:`operators.authentication`).
 """
 
 from __future__ import annotations

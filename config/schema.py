@@ -25,18 +25,12 @@ from rest_framework import serializers
 
 from svccore.claims import DEVICE_ID_MAX, DEVICE_ID_REFUSED_CATEGORIES
 
-ADMIN_AUTH = [{"AdminKey": []}]
 UNIT_TOKEN_AUTH = [{"UnitToken": []}]
 NO_AUTH: list[dict[str, list[str]]] = []
 
+# The operator key's scheme (AdminKey) comes from its authentication class
+# (operators.schema); the unit token is checked by the device views themselves.
 SECURITY_SCHEMES = {
-    "AdminKey": {
-        "type": "apiKey",
-        "in": "header",
-        "name": "X-Admin-Key",
-        "description": "Operator key of /v1/admin/*: missing 401, wrong 403, compared in "
-        "constant time; an address with too many wrong keys in 60 s gets 429.",
-    },
     "UnitToken": {
         "type": "http",
         "scheme": "bearer",

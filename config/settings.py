@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "licensing",
     "billing",
     "audit",
+    "operators",
     "ratelimits",
     "axes",
 ]
@@ -83,7 +84,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "audit.middleware.AdminKeyMiddleware",
+    "audit.middleware.AuditActorMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -214,8 +215,10 @@ WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = 512 * 1024
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    # Every view is an operator's (X-Admin-Key) unless it declares otherwise: the device
+    # endpoints say `authentication_classes = ()` and `AllowAny` where they are written.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["operators.authentication.OperatorKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["operators.permissions.IsOperator"],
     "UNAUTHENTICATED_USER": None,
     # DRF's JSON renderer writing each Decimal as its exact JSON number: money goes out
     # with its currency's decimals (630.00), never through a float (config.renderers).
@@ -233,6 +236,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Signed licence tokens, batch activation, usage metering and invoices.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its viewers are public when SVC_PUBLIC_DOCS is on (not behind a key).
+    "SERVE_AUTHENTICATION": [],
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework.views import APIView
 
 from config.middleware import bad_request_response
+
+ADMIN_PREFIX = "/v1/admin"
 
 
 def index(request: HttpRequest) -> JsonResponse:
@@ -27,9 +30,30 @@ def index(request: HttpRequest) -> JsonResponse:
 
 # Exempt from CSRF like the API's views: an unsafe method on an unknown /v1 path would
 # otherwise get Django's HTML 403 page instead of this JSON 404.
-@csrf_exempt
-def api_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+def _no_endpoint(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"detail": f"no endpoint {request.method} {request.path}"}, status=404)
+
+
+class _AdminNotFound(APIView):
+    """An unknown admin route asks for the operator key first, as every admin view does
+    (the default authentication and permission): without a valid key nobody learns
+    which admin routes exist. Every method, known or not, ends in the 404."""
+
+    http_method_names: list[str] = []
+
+    def http_method_not_allowed(self, request, *args, **kwargs) -> JsonResponse:
+        return _no_endpoint(request)
+
+
+_admin_not_found = _AdminNotFound.as_view()
+
+
+@csrf_exempt
+def api_not_found(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    path = request.path_info
+    if path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/"):
+        return _admin_not_found(request, *args, **kwargs)
+    return _no_endpoint(request)
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

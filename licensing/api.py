@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import clock, schema
+from config.api import DeviceApi
 from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited
 from config.fields import validated
@@ -36,7 +37,7 @@ from licensing import (
 from licensing.throttling import ActivationRateThrottle, parse_rate
 
 
-class ActivateApi(APIView):
+class ActivateApi(DeviceApi):
     throttle_classes = [ActivationRateThrottle]
 
     def throttled(self, request, wait):
@@ -144,7 +145,7 @@ def _list_headers(response: HttpResponse, etag: str) -> HttpResponse:
     return response
 
 
-class RevocationListApi(APIView):
+class RevocationListApi(DeviceApi):
     """``GET /v1/revocations[?since=N]``: served from bytes built once per change of the
     list (plain or gzip), or 304 after a single head read when the device is current."""
 
@@ -210,7 +211,7 @@ class RevocationListApi(APIView):
         return _list_headers(response, answer.etag)
 
 
-class RevocationStatusApi(APIView):
+class RevocationStatusApi(DeviceApi):
     """``GET /v1/revocations/status?license_id=...&device_id=...``: the list's signed word
     on one licence, what the device module fetches at every sync."""
 
@@ -247,7 +248,6 @@ class CatalogueApi(APIView):
     @extend_schema(
         responses={200: schemas.CatalogueOut, **schema.errors(schema.ADMIN_ERRORS)},
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
     )
     def get(self, request):
         skus = [serializers.catalogue_entry_out(sku.entry()) for sku in selectors.catalogue_list()]
@@ -269,7 +269,6 @@ class BatchCreateApi(APIView):
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
         description="Sell units of a SKU: a batch and its batch key. term_days null: the "
         "SKU's default term.",
     )
@@ -286,7 +285,6 @@ class BatchDetailApi(APIView):
             200: serializers.BatchStatusOut,
             **schema.errors({**schema.ADMIN_ERRORS, 404: "No such batch."}),
         },
-        auth=schema.ADMIN_AUTH,
         description="Seat accounting of a batch.",
     )
     def get(self, request, batch_id: str):
@@ -310,7 +308,6 @@ class LicenseCreateApi(APIView):
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
         description="Issue a direct licence for one camera, priced at one unit.",
     )
     def post(self, request):
@@ -340,7 +337,6 @@ class LicenseRegisterApi(APIView):
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
     )
     def post(self, request):
         data = validated(serializers.LicenseRegisterIn, request.data)
@@ -356,7 +352,6 @@ class RevokeApi(APIView):
             **schema.errors({**schema.BODY_ERRORS, **schema.ADMIN_ERRORS, 404: "No such licence."}),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
         description="Revoke a licence. Idempotent: again keeps the first time and reason.",
     )
     def post(self, request):
@@ -383,7 +378,6 @@ class SeatReleaseApi(APIView):
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        auth=schema.ADMIN_AUTH,
         description="Release the seat of a dead or replaced camera: its unit licence is "
         "revoked and the seat returns to the batch; the next activation on the batch takes "
         "it as a transfer, not billed again. Name the seat by license_id, or by batch_id and "
@@ -409,7 +403,6 @@ class FleetApi(APIView):
                 }
             ),
         },
-        auth=schema.ADMIN_AUTH,
         description="Activation records, most recent first (activated_at, then activation "
         "id), at most limit (default and at most 1000). next_cursor, passed back as cursor, "
         "pages on with none skipped or repeated; before (whole Unix seconds) also pages "
@@ -462,7 +455,6 @@ class FleetCsvApi(APIView):
                 }
             ),
         },
-        auth=schema.ADMIN_AUTH,
         description="Every activated unit the filters select (the whole fleet without "
         "any), most recent first, as CSV with the fields of GET /v1/admin/fleet; streamed "
         "a page of 1000 at a time along the fleet's cursor, so it takes constant memory "
@@ -489,7 +481,7 @@ class FleetCsvApi(APIView):
 # --- renewals (issue 16) ---------------------------------------------------------------
 
 
-class LicenseRefreshApi(APIView):
+class LicenseRefreshApi(DeviceApi):
     """``GET /v1/license?device_id=...``: the current token of the licence a device
     holds, authenticated by that token; 304 when it is the current one."""
 
@@ -587,7 +579,6 @@ class RenewApi(APIView):
                 }
             ),
         },
-        auth=schema.ADMIN_AUTH,
         description="Renew a batch (batch_id) or a direct licence (license_id) for term_days "
         "more (default: the SKU's term). Before its end the term runs from that end; after "
         "it but within grace, from the old end; after grace, from now. The batch key or "
@@ -611,7 +602,6 @@ class ExpiringApi(APIView):
             200: schemas.ExpiringListOut,
             **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
         },
-        auth=schema.ADMIN_AUTH,
         description="Batches and direct licences, not revoked, ending within days (default "
         "30) or ended and still in their grace period, soonest first, with their customer "
         "and activated units: what to renew.",

@@ -5,7 +5,7 @@ level and inside functions, read with ``ast`` and checked against the layers.
     svccore                      Django-free helpers shared with svcctl: devices only
     config                       settings, errors, shared admin and API helpers
     customers licensing billing  the Django apps
-    audit ratelimits
+    audit operators ratelimits
     console svcctl bench         on top (svcctl talks HTTP: no Django app, no config)
 
 ``config/urls.py`` (the composition root) and ``config/wsgi.py`` may import the apps.
@@ -28,13 +28,14 @@ PACKAGES = (
     "licensing",
     "billing",
     "audit",
+    "operators",
     "ratelimits",
     "console",
     "svcctl",
     "bench",
     "tests",
 )
-APPS = ("customers", "licensing", "billing", "audit", "ratelimits")
+APPS = ("customers", "licensing", "billing", "audit", "operators", "ratelimits")
 TOP = ("console", "svcctl", "bench", "tests")
 # What each package may import of the project besides itself.
 ALLOWED = {

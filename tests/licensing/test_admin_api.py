@@ -7,11 +7,17 @@ import datetime as dt
 import time
 
 import pytest
+from django.urls import get_resolver
 from django.utils import timezone
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from config.api import DeviceApi
 from devices.token import verify_token
 from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
+from operators.authentication import OperatorKeyAuthentication
+from operators.permissions import IsOperator
 from tests.factories import CustomerFactory
 from tests.history import rewritten
 
@@ -50,6 +56,66 @@ def test_unknown_admin_route_needs_the_key_then_is_json_404(admin_api, device_ap
     response = admin_api.get("/v1/admin/nothing")
     assert response.status_code == 404
     assert "/v1/admin/nothing" in response.json()["detail"]
+
+
+def _drf_views(patterns, prefix=""):
+    """(route, view class) of every DRF view the URLconf serves, includes followed."""
+    from django.urls import URLPattern, URLResolver
+
+    for entry in patterns:
+        if isinstance(entry, URLResolver):
+            yield from _drf_views(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            view_class = getattr(entry.callback, "view_class", None)
+            if view_class is not None and issubclass(view_class, APIView):
+                yield prefix + str(entry.pattern), view_class
+
+
+def test_every_api_view_is_an_operators_unless_it_is_a_device_endpoint():
+    """Authentication is declared by the view, not by where it is mounted: a view that
+    does not derive from DeviceApi asks for X-Admin-Key wherever its route is."""
+    views = dict(_drf_views(get_resolver().url_patterns))
+    device = {route for route, view in views.items() if issubclass(view, DeviceApi)}
+    assert device == {
+        "v1/activate",
+        "v1/revocations",
+        "v1/revocations/status",
+        "v1/license",
+        "v1/usage",
+    }
+    for route, view in views.items():
+        if route in device or not route.startswith("v1/"):
+            continue
+        assert route.startswith("v1/admin/"), route
+        assert [type(a) for a in view().get_authenticators()] == [OperatorKeyAuthentication]
+        assert [type(p) for p in view().get_permissions()] == [IsOperator]
+
+
+def test_an_operator_view_mounted_outside_the_admin_prefix_still_asks_for_the_key(
+    admin_api, device_api, settings
+):
+    """The old gate protected a URL prefix; the view's own classes now do."""
+    from django.urls import clear_url_caches, path
+
+    import config.urls
+
+    class Elsewhere(APIView):
+        def get(self, request):
+            return Response({"operator": str(request.user)})
+
+    extra = [path("elsewhere", Elsewhere.as_view())]
+    original = config.urls.urlpatterns
+    config.urls.urlpatterns = extra + list(original)
+    clear_url_caches()
+    try:
+        assert device_api.get("/elsewhere").status_code == 401
+        assert device_api.get("/elsewhere", HTTP_X_ADMIN_KEY="wrong").status_code == 403
+        response = admin_api.get("/elsewhere")
+        assert response.status_code == 200
+        assert response.json() == {"operator": "bootstrap"}
+    finally:
+        config.urls.urlpatterns = original
+        clear_url_caches()
 
 
 # --- catalogue ----------------------------------------------------------------------

@@ -10,12 +10,13 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from audit.models import AuditEntry, OperatorKey
-from audit.services import operator_key_create
+from audit.models import AuditEntry
 from customers.models import Customer
 from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke
+from operators.models import OperatorKey
+from operators.services import operator_key_create
 from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def _changelists():
         "admin:licensing_license_changelist",
         "admin:licensing_activation_changelist",
         "admin:audit_auditentry_changelist",
-        "admin:audit_operatorkey_changelist",
+        "admin:operators_operatorkey_changelist",
     ]
 
 
@@ -107,8 +108,8 @@ def test_batch_page_offers_the_batch_key_to_copy(admin_client, fleet):
 def test_operator_key_pages_never_show_the_digest(admin_client):
     row, key = operator_key_create(name="ops")
     for url in (
-        reverse("admin:audit_operatorkey_changelist"),
-        reverse("admin:audit_operatorkey_change", args=[row.pk]),
+        reverse("admin:operators_operatorkey_changelist"),
+        reverse("admin:operators_operatorkey_change", args=[row.pk]),
     ):
         body = admin_client.get(url).content.decode()
         assert row.digest not in body and key not in body
@@ -320,7 +321,7 @@ def test_batches_and_licenses_cannot_be_edited_or_deleted_directly(admin_client,
 def test_operator_key_revoke_action(admin_client):
     row, _ = operator_key_create(name="ops")
     admin_client.post(
-        reverse("admin:audit_operatorkey_changelist"),
+        reverse("admin:operators_operatorkey_changelist"),
         {"action": "revoke_keys", "_selected_action": [row.pk]},
     )
     assert OperatorKey.objects.get(pk=row.pk).revoked_at is not None

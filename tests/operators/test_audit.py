@@ -13,11 +13,12 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from audit.context import acting_from_cli
-from audit.models import AuditEntry, OperatorKey
+from audit.models import AuditEntry
 from config.errors import ServiceError
 from customers.services import customer_create
 from licensing.models import License
 from licensing.services import license_issue
+from operators.models import OperatorKey
 
 pytestmark = pytest.mark.django_db
 

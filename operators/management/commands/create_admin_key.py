@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli, current_actor
-from audit.services import operator_key_create, operator_key_revoke
 from config.errors import ServiceError
+from operators.services import operator_key_create, operator_key_revoke
 
 
 class Command(BaseCommand):

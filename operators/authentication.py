@@ -1,0 +1,53 @@
+"""``X-Admin-Key``: the DRF authentication of the admin API.
+
+It is the default authentication class of every DRF view (``REST_FRAMEWORK`` in
+settings), with :class:`operators.permissions.IsOperator` as the default permission, so
+a view is an operator's unless it says otherwise: the device endpoints declare
+``authentication_classes = ()`` and ``AllowAny`` in plain sight
+(``config.api.DeviceApi``).
+
+The checks themselves (:func:`operators.gate.authenticate_operator`): missing key 401,
+wrong key 403, no key configured 503; compared in constant time. The key itself is never
+logged or echoed. Guessing is not free: every wrong key is recorded in the audit log
+(``admin_key.refused``, the address, never the key), and an address with
+``SVC_ADMIN_KEY_FAILURES`` wrong keys in the last 60 s is answered 429 with
+``Retry-After``, right key or not, until its window slides on. The 429s are recorded
+too, counted: one ``admin_key.throttled`` entry per address and minute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rest_framework.authentication import BaseAuthentication
+
+HEADER = "X-Admin-Key"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """Whoever presented a valid ``X-Admin-Key``: ``request.user`` of an admin view."""
+
+    key_name: str
+    is_authenticated = True
+
+    def __str__(self) -> str:
+        return self.key_name
+
+
+class OperatorKeyAuthentication(BaseAuthentication):
+    """DRF authentication by ``X-Admin-Key``: the bootstrap ``SVC_ADMIN_KEY`` or a named
+    operator key (``manage.py create_admin_key NAME``)."""
+
+    def authenticate(self, request):
+        # DRF imports this class (the default in settings) while rest_framework.views is
+        # itself being imported; the gate imports what imports those views, so it is
+        # imported here, at the first request, not at the top.
+        from operators.gate import authenticate_operator
+
+        operator = authenticate_operator(request._request)
+        return operator, operator.key_name
+
+    def authenticate_header(self, request) -> str:
+        # Makes a missing key a 401 (DRF answers 403 without a challenge).
+        return HEADER
