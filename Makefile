@@ -37,9 +37,10 @@ lint: install
 test: lint
 	$(BIN)/pytest -q
 
-# The same suite on PostgreSQL (the production database).
+# The suite's database tests on PostgreSQL (the production database); the tests that
+# touch no database ran in `make test` (tests/conftest.py, SVC_TEST_DATABASE_ONLY).
 test-pg: install
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest -q
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q
 
 bench: install
 	$(PY) -m bench

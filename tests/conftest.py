@@ -47,6 +47,41 @@ _flush_as_a_declared_wipe()
 REPO = Path(__file__).resolve().parent.parent
 
 
+# What a test that touches the database requests, directly or through its fixtures.
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "live_server",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+    }
+)
+
+
+def uses_database(item: pytest.Item) -> bool:
+    return (
+        item.get_closest_marker("django_db") is not None
+        or item.get_closest_marker("every_database") is not None
+        or bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
+    tests that touch the database run. The rest (the device module, svcctl offline, the
+    README against its own SQLite ``make run``) cannot behave differently on another
+    database, and the SQLite run has just run them."""
+    if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
+        return
+    keep = [item for item in items if uses_database(item)]
+    dropped = [item for item in items if not uses_database(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session", autouse=True)
 def signing_key_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "signing-key.pem"
@@ -273,11 +308,20 @@ class PrivateRedis:
             self.process = None
 
 
+def tool_missing(reason: str) -> None:
+    """A tool a test needs is not on this machine: the test is skipped on a developer's
+    machine, and fails in CI (``CI`` set), where ``.ci/run`` installs every one of them,
+    so that a test never passes there by not running."""
+    if os.environ.get("CI"):
+        pytest.fail(f"cannot run in CI: {reason}")
+    pytest.skip(reason)
+
+
 def start_private_redis(directory: Path) -> PrivateRedis:
-    """A running :class:`PrivateRedis` (the test is skipped without redis-server); stop
-    it with its ``stop()``."""
+    """A running :class:`PrivateRedis` (without redis-server, see :func:`tool_missing`);
+    stop it with its ``stop()``."""
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does)")
+        tool_missing("redis-server is not installed (apt-get install redis-server; .ci/run does)")
     redis = PrivateRedis(directory=directory, port=_free_port())
     redis.start()
     return redis

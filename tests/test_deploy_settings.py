@@ -42,11 +42,13 @@ def manage(*args: str, **extra: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.every_database  # the production check reads DATABASE_URL
 def test_check_deploy_passes_at_warning_level_with_the_production_defaults():
     result = manage("check", "--deploy", "--fail-level", "WARNING")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.every_database  # the production check reads DATABASE_URL
 def test_check_deploy_names_what_a_weakened_setting_loses():
     result = manage("check", "--deploy", "--fail-level", "WARNING", SVC_SSL_REDIRECT="0")
     assert result.returncode != 0 and "security.W008" in result.stdout + result.stderr

@@ -40,7 +40,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from licensing.models import Activation, License
-from tests.conftest import REPO, LiveService, _free_port, start_gunicorn, stop_gunicorn
+from tests.conftest import (
+    REPO,
+    LiveService,
+    _free_port,
+    start_gunicorn,
+    stop_gunicorn,
+    tool_missing,
+)
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
 SERVER_NAME = "licensing.test"
@@ -51,10 +58,13 @@ LIMIT, SPAN = 20, 10  # spec §8: 20 activations per 10 s per IP
 pytestmark = [
     pytest.mark.live,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        NGINX is None, reason="nginx is not installed (apt-get install nginx; .ci/run does)"
-    ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _nginx_installed():
+    if NGINX is None:
+        tool_missing("nginx is not installed (apt-get install nginx; .ci/run does)")
 
 
 # --- the edge -------------------------------------------------------------------------

@@ -29,15 +29,19 @@ from devices import token as codec
 from devices.documents import LIST_PREFIX, RECEIPT_PREFIX, verify_document
 from licensing import signers, signing
 from licensing.models import Activation, Batch, License
-from tests.conftest import REPO, start_gunicorn, stop_gunicorn
+from tests.conftest import REPO, start_gunicorn, stop_gunicorn, tool_missing
 from tests.licensing.key_support import certificate, install
 
 MODULES = ("/usr/lib/softhsm/libsofthsm2.so", "/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so")
 MODULE = next((path for path in MODULES if Path(path).is_file()), "")
-pytestmark = pytest.mark.skipif(
-    not MODULE or shutil.which("softhsm2-util") is None,
-    reason="SoftHSM2 is not installed (`apt-get install softhsm2`; .ci/run installs it)",
-)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _softhsm_installed():
+    # Session scope: set up before the session-scoped token below needs softhsm2-util.
+    if not MODULE or shutil.which("softhsm2-util") is None:
+        tool_missing("SoftHSM2 is not installed (`apt-get install softhsm2`; .ci/run installs it)")
+
 
 TOKEN = "svc-test"
 KEY = "svc-signing"

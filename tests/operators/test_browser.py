@@ -8,7 +8,6 @@ Debian's Chromium (/usr/bin/chromium) driven by Playwright; .ci/run installs it,
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.request
 from pathlib import Path
@@ -20,6 +19,7 @@ from audit.models import AuditEntry
 from customers.services import customer_create
 from licensing.models import Batch, License
 from licensing.services import license_issue
+from tests.conftest import tool_missing
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
@@ -45,10 +45,7 @@ def _browser_or_skip():
         missing.append("the playwright package is not installed")
         sync_playwright = None
     if missing:
-        reason = "; ".join(missing)
-        if os.environ.get("CI"):
-            pytest.fail(f"browser test cannot run in CI: {reason}")
-        pytest.skip(f"browser test skipped: {reason}")
+        tool_missing("browser test: " + "; ".join(missing))
     return sync_playwright
 
 

@@ -30,6 +30,7 @@ from customers.services import customer_create
 from licensing.models import Activation, License
 from licensing.seats import seat_release
 from licensing.services import batch_issue, license_issue, license_register, license_revoke
+from tests.conftest import tool_missing
 from tests.history import rewritten
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _camera
 
@@ -150,10 +151,7 @@ def _screenshot_dir(tmp_path: Path, width: int) -> Path:
 
 def _chromium_or_skip() -> None:
     if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is absent (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(f"browser test cannot run in CI: {reason}")
-        pytest.skip(f"browser test skipped: {reason}")
+        tool_missing(f"browser test: {CHROMIUM} is absent (apt-get install chromium)")
 
 
 def _seed(url: str) -> dict[str, str]:
