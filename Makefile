@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: install run test test-pg lint bench clean
+.PHONY: install run test test-pg lint docs docs-serve bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,8 +42,15 @@ test: lint
 test-pg: install
 	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q
 
+# docs/ as a site (MkDocs Material) in site/; --strict: a broken link or anchor fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 bench: install
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache
+	rm -rf $(VENV) staticfiles site .pytest_cache

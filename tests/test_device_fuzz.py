@@ -17,7 +17,7 @@ Properties:
     the service or still held by the camera, with at least its counts; and the quota used
     after the honest sync is never below what was counted.
 
-Replacing the whole directory by an older copy is a documented bound (README), tested in
+Replacing the whole directory by an older copy is a documented bound (docs/devices.md), tested in
 tests/devices/test_device_evidence.py, so the mutations here touch one file. The number
 of examples is fixed for CI (derandomized); ``SVC_FUZZ_EXAMPLES`` raises it locally.
 """

@@ -1,6 +1,6 @@
 """The production edge: nginx with deploy/nginx/licensing.conf.template in front of two
 gunicorn app nodes (deploy/gunicorn.conf.py) sharing a private Redis and the test
-database, as README's "Production" section lays it out.
+database, as docs/deployment.md lays it out.
 
 TLS, the redirect and the forwarded headers; the activation limit of spec §8 at the edge
 and, behind it, shared by the nodes; the provisioning allowlist; body limits; and an app

@@ -1,5 +1,5 @@
-"""Signing-key rotation end to end, as the README's runbook does it, with real parts:
-``svcctl`` makes the root and certificates offline, ``manage.py`` installs, retires and
+"""Signing-key rotation end to end, as the runbook in docs/signing-keys.md does it, with
+real parts: ``svcctl`` makes the root and certificates offline, ``manage.py`` installs, retires and
 revokes keys, gunicorn is restarted on the new key, and the cameras run a copy of the
 device module vendored with the root BEFORE the rotation, in a fresh interpreter that
 sees nothing but that copy, the standard library and ``cryptography``.

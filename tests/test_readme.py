@@ -1,5 +1,7 @@
-"""README.md works as written (issue 13): its shell blocks, run in order in one shell
-against `make run` on a fresh copy of the checkout.
+"""README.md and the guides in docs/ work as written (issue 13, issue 24): their shell
+blocks, run in order in one shell against `make run` on a fresh copy of the checkout.
+The order is README.md's blocks, then each page's in the order of ``nav`` in
+``mkdocs.yml`` (the site's reading order); a variable a page sets is there in the next.
 
 The copy holds the working tree's tracked and untracked-but-not-ignored files (``git
 ls-files -co --exclude-standard``; no ``var/``, no ``staticfiles/``), with their mtimes,
@@ -37,10 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
 README = REPO / "README.md"
+MKDOCS = REPO / "mkdocs.yml"
 VENV = REPO / ".venv"
 ADDRESS = "127.0.0.1:8000"
 SKIP = re.compile(r"<!--\s*not run by tests/test_readme\.py(?P<rest>.*?)-->", re.S)
@@ -58,12 +62,33 @@ PROMPTS = [
 
 @dataclass
 class Block:
-    line: int  # of the opening fence in README.md
+    line: int  # of the opening fence in its page
     text: str
     skip: str | None  # the reason it is not run, or None
+    page: str = "README.md"
 
 
-def readme_blocks(text: str) -> list[Block]:
+def pages() -> list[Path]:
+    """README.md, then every page of the site in its navigation order."""
+    nav = yaml.safe_load(MKDOCS.read_text())["nav"]
+    docs = [REPO / "docs" / name for entry in nav for name in entry.values()]
+    missing = [str(path) for path in docs if not path.is_file()]
+    assert not missing, f"mkdocs.yml names pages that do not exist: {missing}"
+    return [README, *docs]
+
+
+def page_blocks() -> list[Block]:
+    """The sh blocks of every page, in reading order, each naming its page."""
+    found = []
+    for path in pages():
+        name = str(path.relative_to(REPO))
+        for block in readme_blocks(path.read_text(), name):
+            block.page = name
+            found.append(block)
+    return found
+
+
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced ``sh`` block, with the reason of a skip comment right before it."""
     lines = text.splitlines()
     blocks: list[Block] = []
@@ -76,7 +101,7 @@ def readme_blocks(text: str) -> list[Block]:
         end = start + 1
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
-        assert end < len(lines), f"README.md line {start + 1}: the sh block is never closed"
+        assert end < len(lines), f"{page} line {start + 1}: the sh block is never closed"
         before = "\n".join(lines[:start]).rstrip()
         skip = None
         comment = before.rsplit("<!--", 1)
@@ -85,7 +110,7 @@ def readme_blocks(text: str) -> list[Block]:
             if match:
                 skip = match["rest"].strip().removeprefix(":").strip()
                 assert match["rest"].strip().startswith(":") and skip, (
-                    f"README.md line {start + 1}: a block not run needs its reason, "
+                    f"{page} line {start + 1}: a block not run needs its reason, "
                     "<!-- not run by tests/test_readme.py: <reason> -->"
                 )
         blocks.append(Block(start + 1, "\n".join(lines[start + 1 : end]), skip))
@@ -94,8 +119,15 @@ def readme_blocks(text: str) -> list[Block]:
 
 
 def test_readme_blocks_are_found_and_every_skip_has_a_reason():
-    blocks = readme_blocks(README.read_text())
+    blocks = page_blocks()
     assert [b for b in blocks if b.skip is None], "no runnable sh block in README.md"
+    # Every guide the README's walk continues into holds blocks that run.
+    assert {b.page for b in blocks if b.skip is None} >= {
+        "README.md",
+        "docs/api.md",
+        "docs/operators.md",
+        "docs/finance.md",
+    }
     assert all(b.skip for b in blocks if b.skip is not None)
     with pytest.raises(AssertionError, match="needs its reason"):
         readme_blocks("<!-- not run by tests/test_readme.py -->\n```sh\nmake test\n```\n")
@@ -176,10 +208,10 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def _script(blocks: list[Block], port: int) -> str:
-    """One bash script: each block announced by a marker naming its README line."""
+    """One bash script: each block announced by a marker naming its page and line."""
     parts = ["set -euo pipefail"]
     for number, block in enumerate(blocks):
-        parts.append(f"set +v; echo '@@@ block {number}: README.md line {block.line}'; set -v")
+        parts.append(f"set +v; echo '@@@ block {number}: {block.page} line {block.line}'; set -v")
         parts.append(block.text.replace(ADDRESS, f"127.0.0.1:{port}"))
     parts.append("set +v")
     return "\n".join(parts) + "\n"
@@ -233,14 +265,14 @@ def _failure(blocks: list[Block], output: str, status: int) -> str:
     last = markers[-1]
     block = blocks[int(last[1])]
     return (
-        f"README.md's sh block at line {block.line} failed (exit {status}):\n"
+        f"{block.page}'s sh block at line {block.line} failed (exit {status}):\n"
         f"{block.text}\n\n--- its output ---\n{output[last.end() :].strip()}"
     )
 
 
 @pytest.mark.live
 def test_every_readme_shell_block_runs_as_written_against_make_run(tmp_path):
-    blocks = [block for block in readme_blocks(README.read_text()) if block.skip is None]
+    blocks = [block for block in page_blocks() if block.skip is None]
     checkout = tmp_path / "checkout"
     _copy_checkout(checkout)
     env = _fresh_environment()

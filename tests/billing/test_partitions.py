@@ -118,7 +118,7 @@ def test_prune_keeps_a_month_whose_records_do_not_match_their_rollups(camera, up
 
 @pytest.mark.skipif(connection.vendor == "postgresql", reason="SQLite keeps the plain table")
 def test_prune_on_sqlite_has_nothing_to_do_and_says_why():
-    """A monthly prune_usage (README's billing block) runs on the development SQLite too:
+    """A monthly prune_usage (docs/finance.md's block) runs on the development SQLite too:
     nothing is partitioned there, so nothing is dropped, and it says so (exit 0)."""
     assert not partitions.is_partitioned()
     output = prune("--older-than-months", "3")
