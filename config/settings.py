@@ -17,6 +17,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from devices import token as codec
+from svccore.rates import parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,7 +43,41 @@ def _read_env_file() -> None:
 
 _read_env_file()
 
-DEBUG = env.bool("SVC_DEBUG", default=False)
+FLAG_WORDS = {
+    **dict.fromkeys(("1", "true", "yes", "on"), True),
+    **dict.fromkeys(("0", "false", "no", "off"), False),
+}
+
+
+def _flag(name: str, default: bool) -> bool:
+    """A yes/no variable: 1/true/yes/on or 0/false/no/off (any case); unset or empty is
+    the default. Anything else stops start-up: a typo never silently means "no"."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value not in FLAG_WORDS:
+        raise ImproperlyConfigured(
+            f"{name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}"
+        )
+    return FLAG_WORDS[value]
+
+
+def _number(name: str, default: float, *, low: float, high: float, whole: bool = True):
+    """A number variable within [low, high]; a bad value names the variable and its range."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or not low <= value <= high:
+        kind = "a whole number" if whole else "a number"
+        raise ImproperlyConfigured(f"{name} must be {kind} from {low} to {high}, not {text!r}")
+    return value
+
+
+DEBUG = _flag("SVC_DEBUG", default=False)
 SECRET_KEY = env.str("SVC_SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
@@ -95,8 +130,10 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env.int("SVC_LOGIN_FAILURE_LIMIT", default=5)
-AXES_COOLOFF_TIME = env.float("SVC_LOGIN_COOLOFF_MINUTES", default=15) / 60  # hours
+AXES_FAILURE_LIMIT = _number("SVC_LOGIN_FAILURE_LIMIT", 5, low=1, high=1000)
+AXES_COOLOFF_TIME = (
+    _number("SVC_LOGIN_COOLOFF_MINUTES", 15.0, low=0.1, high=10_080, whole=False) / 60
+)  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
 AXES_RESET_ON_SUCCESS = True
@@ -149,7 +186,7 @@ def _database(url: str) -> dict:
         # real server process can share.
         db["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"svc-test-{os.getpid()}.sqlite3")}
     else:
-        db.setdefault("CONN_MAX_AGE", env.int("SVC_DB_CONN_MAX_AGE", default=60))
+        db.setdefault("CONN_MAX_AGE", _number("SVC_DB_CONN_MAX_AGE", 60, low=0, high=86_400))
         # Persistent connections are checked before each request reuses them, by a
         # check that needs no round trip while the connection is healthy.
         db["CONN_HEALTH_CHECKS"] = True
@@ -269,8 +306,8 @@ SVC_PKCS11_MODULE = env.str("SVC_PKCS11_MODULE", default="").strip()
 SVC_PKCS11_TOKEN_LABEL = env.str("SVC_PKCS11_TOKEN_LABEL", default="").strip()
 SVC_PKCS11_KEY_LABEL = env.str("SVC_PKCS11_KEY_LABEL", default="svc-signing").strip()
 SVC_PKCS11_PIN_FILE = env.str("SVC_PKCS11_PIN_FILE", default="").strip()
-SVC_PKCS11_TIMEOUT = env.float("SVC_PKCS11_TIMEOUT", default=3.0)
-SVC_PKCS11_SESSIONS = env.int("SVC_PKCS11_SESSIONS", default=4)
+SVC_PKCS11_TIMEOUT = _number("SVC_PKCS11_TIMEOUT", 3.0, low=0.001, high=60, whole=False)
+SVC_PKCS11_SESSIONS = _number("SVC_PKCS11_SESSIONS", 4, low=1, high=64)
 if SVC_SIGNER not in ("file", "pkcs11"):
     raise ImproperlyConfigured(f"SVC_SIGNER must be file or pkcs11, not {SVC_SIGNER!r}")
 if SVC_SIGNER == "pkcs11":
@@ -298,8 +335,12 @@ if SVC_SIGNER == "pkcs11":
 
 SVC_ADMIN_KEY = env.str("SVC_ADMIN_KEY", default="")
 SVC_ISSUER = env.str("SVC_ISSUER", default="svc-licensing")
-SVC_PUBLIC_DOCS = env.str("SVC_PUBLIC_DOCS", default="") == "1"
+SVC_PUBLIC_DOCS = _flag("SVC_PUBLIC_DOCS", default=False)
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
+try:
+    parse_rate(SVC_ACTIVATION_RATE)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"{exc} (e.g. 20/10s: 20 activations per 10 seconds)") from None
 
 
 def _seat_release_policy(value: str) -> tuple[float, int]:
@@ -336,10 +377,10 @@ def _cidrs(name: str) -> list[str]:
 SVC_ACTIVATION_ALLOWLIST = _cidrs("SVC_ACTIVATION_ALLOWLIST")
 SVC_TRUSTED_PROXIES = _cidrs("SVC_TRUSTED_PROXIES")
 # Wrong X-Admin-Key requests one address may make in 60 s before it gets 429.
-SVC_ADMIN_KEY_FAILURES = env.int("SVC_ADMIN_KEY_FAILURES", default=10)
+SVC_ADMIN_KEY_FAILURES = _number("SVC_ADMIN_KEY_FAILURES", 10, low=1, high=1_000_000)
 # How long a process reuses the revocation list's head it read (seconds; 0: every
 # request reads it). A revocation reaches devices polling other processes this late.
-SVC_LIST_HEAD_SECONDS = env.float("SVC_LIST_HEAD_SECONDS", default=1.0)
+SVC_LIST_HEAD_SECONDS = _number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:
     raise ImproperlyConfigured(
         f"SVC_LIST_HEAD_SECONDS must be between 0 and 60 seconds, not {SVC_LIST_HEAD_SECONDS}"
@@ -403,13 +444,15 @@ if not DEBUG:
 _proxy_header = env.str("SVC_PROXY_SSL_HEADER", default="X-Forwarded-Proto").strip()
 if _proxy_header:
     SECURE_PROXY_SSL_HEADER = (f"HTTP_{_proxy_header.upper().replace('-', '_')}", "https")
-SECURE_SSL_REDIRECT = env.bool("SVC_SSL_REDIRECT", default=not DEBUG)
+SECURE_SSL_REDIRECT = _flag("SVC_SSL_REDIRECT", default=not DEBUG)
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
-SESSION_COOKIE_SECURE = env.bool("SVC_SECURE_COOKIES", default=not DEBUG)
+SESSION_COOKIE_SECURE = _flag("SVC_SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-SECURE_HSTS_SECONDS = env.int("SVC_HSTS_SECONDS", default=0 if DEBUG else 31_536_000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SVC_HSTS_INCLUDE_SUBDOMAINS", default=True)
-SECURE_HSTS_PRELOAD = env.bool("SVC_HSTS_PRELOAD", default=False)
+SECURE_HSTS_SECONDS = _number(
+    "SVC_HSTS_SECONDS", 0 if DEBUG else 31_536_000, low=0, high=10 * 31_536_000
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("SVC_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_PRELOAD = _flag("SVC_HSTS_PRELOAD", default=False)
 # The admin console's forms post from these origins (scheme://host); by default every
 # SVC_ALLOWED_HOSTS name over HTTPS.
 CSRF_TRUSTED_ORIGINS = env.list(

@@ -34,7 +34,8 @@ from licensing import (
     services,
     signing,
 )
-from licensing.throttling import ActivationRateThrottle, parse_rate
+from licensing.throttling import ActivationRateThrottle
+from svccore.rates import parse_rate
 
 
 class ActivateApi(DeviceApi):

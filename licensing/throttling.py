@@ -5,6 +5,7 @@ safe too, and holds an address to the limit however many nginx and nodes it reac
 Provisioning lines in ``SVC_ACTIVATION_ALLOWLIST`` are exempt. The limit is exact: no
 span of the rate's seconds, wherever it starts, holds more than its count of admitted
 activations from one address (a sliding log of admitted instants, ``ratelimits.counters``).
+The rate is read once (``svccore.rates``), and refused at start-up when malformed.
 Refused requests are not logged, and the 429's ``Retry-After`` is the whole seconds until
 the oldest counted activation leaves the span. The log is shared by every worker and
 node: in Redis when ``CACHE_URL`` names one (one round trip, cheaper than the lookup it
@@ -13,30 +14,12 @@ protects), else, and while Redis fails, in the database.
 
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
 from django.conf import settings
 from rest_framework.throttling import BaseThrottle
 
 from config.clientip import client_ip, ip_in
 from ratelimits import counters
-
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|sec|m|min|h|hour)?\s*$")
-_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, None: 1}
-
-
-@lru_cache(maxsize=8)
-def parse_rate(rate: str) -> tuple[int, int]:
-    """``"20/10s"`` -> (20 requests, 10 seconds)."""
-    match = _RATE.match(rate)
-    if not match:
-        raise ValueError(f"SVC_ACTIVATION_RATE {rate!r} is not of the form N/<seconds>s")
-    count, span, unit = match.groups()
-    limit, seconds = int(count), int(span or 1) * _UNIT_SECONDS[unit]
-    if limit < 1 or seconds < 1:
-        raise ValueError(f"SVC_ACTIVATION_RATE {rate!r}: N and the seconds must be at least 1")
-    return limit, seconds
+from svccore.rates import parse_rate
 
 
 class ActivationRateThrottle(BaseThrottle):

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from licensing.models import Activation
-from licensing.throttling import parse_rate
+from svccore.rates import parse_rate
 from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]

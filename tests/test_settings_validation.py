@@ -1,0 +1,66 @@
+"""Every parsed setting is checked at start-up (issue 24): a malformed value stops the
+process with a message naming the variable and what it accepts, instead of passing
+``check`` and failing at the first camera (``SVC_ACTIVATION_RATE`` was parsed per
+request) or silently meaning "off" (``SVC_DEBUG=ture``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def check(**variables: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DJANGO_"))}
+    env.update({"SVC_ENV_FILE": "", "SVC_DEBUG": "1", "DATABASE_URL": "sqlite:///:memory:"})
+    env.update(variables)
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("SVC_ACTIVATION_RATE", "20per10", "is not of the form N/<seconds>s"),
+        ("SVC_ACTIVATION_RATE", "0/10s", "must be at least 1"),
+        ("SVC_DEBUG", "ture", "must be 1 or 0"),
+        ("SVC_PUBLIC_DOCS", "enabled", "must be 1 or 0"),
+        ("SVC_SSL_REDIRECT", "maybe", "must be 1 or 0"),
+        ("SVC_HSTS_SECONDS", "-5", "a whole number from 0 to"),
+        ("SVC_ADMIN_KEY_FAILURES", "ten", "a whole number from 1 to"),
+        ("SVC_LOGIN_FAILURE_LIMIT", "0", "a whole number from 1 to"),
+        ("SVC_LOGIN_COOLOFF_MINUTES", "nan", "a number from"),
+        ("SVC_LIST_HEAD_SECONDS", "61", "a number from 0 to 60"),
+        ("SVC_DB_CONN_MAX_AGE", "1.5", "a whole number from 0 to"),
+    ],
+)
+def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
+    # SVC_DB_CONN_MAX_AGE is read for PostgreSQL only; `check` does not connect.
+    database = {"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+    result = check(**{name: value}, **(database if name == "SVC_DB_CONN_MAX_AGE" else {}))
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: " + name), last
+    assert says in last
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"SVC_ACTIVATION_RATE": "100/1m", "SVC_PUBLIC_DOCS": "1", "SVC_DEBUG": "true"},
+        {"SVC_LOGIN_COOLOFF_MINUTES": "0.5", "SVC_HSTS_SECONDS": "0", "SVC_SSL_REDIRECT": "off"},
+    ],
+)
+def test_well_formed_settings_start(variables):
+    result = check(**variables)
+    assert result.returncode == 0, result.stderr
