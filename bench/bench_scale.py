@@ -71,7 +71,8 @@ RUNS = int(os.environ.get("BENCH_RUNS", "10"))
 CHUNK = 1_000_000
 USAGE_DEVICES = 1000
 HOUR = 3600
-DAY = 86_400
+from svccore.timeunits import DAY  # noqa: E402
+
 PAGE_TARGET_MS = 300.0
 RATING_TARGET_MS = 50.0
 FLEET_TARGET_MS = 100.0

@@ -17,6 +17,9 @@ from devices.bounds import MAX_COUNTER
 # licence); billing checks uploads against the very same number.
 from svccore.claims import DEVICE_ID_MAX
 
+# Time units and conversions are svccore's; billing's index of limits names them too.
+from svccore.timeunits import DAY, day_number, unix
+
 __all__ = [
     "DAY",
     "DEVICE_ID_MAX",
@@ -36,7 +39,6 @@ __all__ = [
     "unix",
 ]
 
-DAY = 86_400
 EPOCH = dt.date(1970, 1, 1)
 # Records per upload call; the rest of a body comes back as ``deferred`` (contract §7).
 MAX_RECORDS_PER_CALL = 1000
@@ -51,15 +53,6 @@ def now() -> dt.datetime:
     """The clock every billing service reads (aware, UTC): the server's clock, which
     tests move (``config.clock``)."""
     return clock.now()
-
-
-def unix(moment: dt.datetime) -> int:
-    return int(moment.timestamp())
-
-
-def day_number(seconds: int) -> int:
-    """The UTC day (days since 1970-01-01) that Unix second ``seconds`` falls on."""
-    return seconds // DAY
 
 
 def date_of(day: int) -> dt.date:

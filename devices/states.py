@@ -31,6 +31,19 @@ def grace_end(claims: Mapping[str, Any]) -> float:
     return exp + claims["grace_days"] * DAY if exp else math.inf
 
 
+def term_state(exp: float, grace_days: int, now: float) -> str:
+    """Where ``now`` falls in a term ending at ``exp`` (spec §3): :data:`ACTIVE` up to and
+    including ``exp`` (always, when ``exp`` is 0: perpetual), :data:`GRACE` after it up
+    to and including ``exp`` + ``grace_days`` days, :data:`EXPIRED` after. The one
+    boundary rule: the device, the console, ``svcctl``, the expiring list and renewals
+    all decide by it (the server through ``svccore.timeunits.term_state_at``)."""
+    if not exp or now <= exp:
+        return ACTIVE
+    if now <= exp + grace_days * DAY:
+        return GRACE
+    return EXPIRED
+
+
 def license_state(
     claims: Mapping[str, Any],
     now: float,
@@ -49,9 +62,4 @@ def license_state(
         return REVOKED
     if now < claims["nbf"] - nbf_leeway:
         return NOT_YET_VALID
-    exp = claims["exp"]
-    if not exp or now <= exp:
-        return ACTIVE
-    if now <= grace_end(claims):
-        return GRACE
-    return EXPIRED
+    return term_state(claims["exp"], claims["grace_days"], now)

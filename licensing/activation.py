@@ -41,10 +41,11 @@ from config.errors import Forbidden, InvalidInput, MisconfiguredService, Payment
 from devices.errors import BadSignature
 from licensing import renewals, seats, signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
-from licensing.models import Activation, Batch, License, Sku, token_digest, unix
+from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.services import license_claims
 from svccore import ids
 from svccore.claims import device_id_problem
+from svccore.timeunits import unix
 
 # Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).

@@ -23,8 +23,9 @@ from typing import Any
 
 from config.errors import Forbidden, InvalidInput
 from licensing.exact_tokens import token_check_issued
-from licensing.models import License, token_digest, unix
+from licensing.models import License, token_digest
 from svccore.claims import device_id_problem
+from svccore.timeunits import unix
 
 
 @dataclass(frozen=True)

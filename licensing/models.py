@@ -21,11 +21,6 @@ from django.utils import timezone
 from svccore import catalogue
 
 
-def unix(moment) -> int:
-    """Unix seconds of an aware datetime; 0 for None (perpetual)."""
-    return int(moment.timestamp()) if moment is not None else 0
-
-
 def token_digest(token: str) -> str:
     """Lowercase hex SHA-256 of a token's text: what ``License.token_sha256`` stores."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()

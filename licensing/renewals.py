@@ -37,6 +37,7 @@ from django.db import IntegrityError, transaction
 from audit.services import audited
 from config import clock
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from devices import states
 from devices.errors import BadSignature
 from licensing import signing
 from licensing.held import license_held
@@ -47,10 +48,10 @@ from licensing.models import (
     Renewal,
     SupersededToken,
     token_digest,
-    unix,
 )
 from licensing.services import sku_get
 from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
+from svccore.timeunits import term_state_at, unix
 
 IDEMPOTENCY_KEY_MAX = 200
 
@@ -66,9 +67,10 @@ def renewal_end(
 ) -> tuple[str, dt.datetime]:
     """(basis, new end) of renewing a licence ending at ``expires_at`` at ``now``."""
     term = dt.timedelta(days=term_days)
-    if now < expires_at:
+    state = term_state_at(expires_at, grace_days, now)
+    if state == states.ACTIVE:
         return Renewal.Basis.BEFORE_EXPIRY, expires_at + term
-    if now < expires_at + dt.timedelta(days=grace_days):
+    if state == states.GRACE:
         return Renewal.Basis.IN_GRACE, expires_at + term
     return Renewal.Basis.AFTER_GRACE, now + term
 

@@ -48,8 +48,9 @@ from devices.documents import (
     status_payload,
 )
 from licensing import signing
-from licensing.models import Revocation, unix
+from licensing.models import Revocation
 from licensing.selectors import signing_keys_published
+from svccore.timeunits import unix
 
 # Read at call time (not bound as a default), so a test can make pages small.
 PAGE_ENTRIES = LIST_PAGE_ENTRIES

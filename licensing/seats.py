@@ -28,8 +28,9 @@ from django.db.models import F
 from audit.services import audited
 from config import clock
 from config.errors import Conflict, InvalidInput, NotFound
-from licensing.models import Activation, Batch, License, SeatRelease, unix
+from licensing.models import Activation, Batch, License, SeatRelease
 from licensing.services import license_revoke
+from svccore.timeunits import unix
 
 # The release a transfer takes: the oldest of the batch's releases that no activation
 # has taken yet. Run only while the batch row is locked by the seat UPDATE.

@@ -16,8 +16,10 @@ from django.utils.crypto import salted_hmac
 from config import clock
 from config.errors import InvalidInput, NotFound
 from customers.models import Customer
+from devices import states
 from licensing.models import Activation, Batch, License, SigningKey, Sku
 from svccore.claims import LAST_SECOND
+from svccore.timeunits import term_state_at
 
 FLEET_MAX = 1000
 # A fleet cursor is the position of a record in the fleet's total order (-activated_at,
@@ -273,8 +275,10 @@ def expiring_list(
         .select_related("customer", "license")
     )
     for batch in batches:
-        grace_ends = batch.expires_at + dt.timedelta(days=batch.license.grace_days)
-        if grace_ends > now:
+        grace_days = batch.license.grace_days
+        state = term_state_at(batch.expires_at, grace_days, now)
+        if state != states.EXPIRED:
+            grace_ends = batch.expires_at + dt.timedelta(days=grace_days)
             found.append(
                 Expiring(
                     "batch",
@@ -285,7 +289,7 @@ def expiring_list(
                     batch.sku,
                     batch.expires_at,
                     grace_ends,
-                    batch.expires_at <= now,
+                    state == states.GRACE,
                     batch.units_activated,
                     batch.units_purchased,
                 )
@@ -297,8 +301,10 @@ def expiring_list(
         revoked_at__isnull=True,
     ).select_related("customer")
     for lic in direct:
-        grace_ends = lic.expires_at + dt.timedelta(days=lic.grace_days)
-        if grace_ends > now:
+        grace_days = lic.grace_days
+        state = term_state_at(lic.expires_at, grace_days, now)
+        if state != states.EXPIRED:
+            grace_ends = lic.expires_at + dt.timedelta(days=grace_days)
             found.append(
                 Expiring(
                     "license",
@@ -309,7 +315,7 @@ def expiring_list(
                     lic.sku,
                     lic.expires_at,
                     grace_ends,
-                    lic.expires_at <= now,
+                    state == states.GRACE,
                     1,
                     1,
                 )

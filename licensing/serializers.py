@@ -13,7 +13,7 @@ from config.fields import (
     StrictCharField,
     StrictIntegerField,
 )
-from licensing.models import Activation, Batch, License, unix
+from licensing.models import Activation, Batch, License
 from licensing.selectors import (
     EXPIRING_DAYS_DEFAULT,
     EXPIRING_DAYS_MAX,
@@ -22,6 +22,7 @@ from licensing.selectors import (
 )
 from svccore import money
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
+from svccore.timeunits import unix
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
 # home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days

@@ -35,7 +35,6 @@ from licensing.models import (
     SigningKey,
     Sku,
     token_digest,
-    unix,
 )
 from svccore import catalogue, ids
 from svccore.claims import (
@@ -47,6 +46,7 @@ from svccore.claims import (
     build_claims,
     device_id_problem,
 )
+from svccore.timeunits import unix
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,8 @@ from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import ONLINE, KeyNotTrusted, Keyring, unverified_payload
 from licensing import signers
-from licensing.models import SigningKey, unix
+from licensing.models import SigningKey
+from svccore.timeunits import unix
 
 REFRESH_SECONDS = 5.0
 MISS_RELOAD_SECONDS = 0.2  # an unknown kid re-reads the registry at most this often

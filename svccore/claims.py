@@ -12,8 +12,8 @@ from typing import Any
 
 from devices.bounds import LAST_SECOND  # noqa: F401 - re-exported: the licensing bound
 from svccore import catalogue, ids
+from svccore.timeunits import DAY
 
-DAY = 86400
 DEFAULT_ISSUER = "svc-licensing"
 DEVICE_ID_MAX = 128
 # Upper bounds of the numbers an operator may sign into a licence (the API and the admin

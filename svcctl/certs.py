@@ -22,9 +22,9 @@ from devices import keys as devkeys
 from devices import token as codec
 from svccore import licensefile
 from svccore.keyfile import KeyFileError, read_private_key
+from svccore.timeunits import DAY
 from svcctl import OfflineError
 
-DAY = 86400
 CERT_SUFFIX = ".cert"
 
 

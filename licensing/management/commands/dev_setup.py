@@ -13,9 +13,10 @@ from audit.context import acting_from_cli
 from config.errors import ServiceError
 from devices import token as codec
 from devices.keys import KeyNotTrusted, parse_certificate, sign_certificate
-from licensing.models import SigningKey, unix
+from licensing.models import SigningKey
 from licensing.services import signing_key_install
 from svccore.keyfile import read_private_key, write_private_key
+from svccore.timeunits import unix
 
 ROOT_KEY = "root-key.pem"
 ROOT_PUBLIC = "root-key.pub"

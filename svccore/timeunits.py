@@ -1,0 +1,35 @@
+"""Time units and conversions of the server and svcctl, defined once.
+
+``DAY`` itself lives in the device module (:mod:`devices.states`, which decides grace by
+it and is vendored alone); it is imported from there, never written again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from devices.states import DAY, term_state
+
+__all__ = ["DAY", "HOUR", "day_number", "term_state_at", "unix"]
+
+HOUR = 3600
+
+
+def unix(moment: dt.datetime | None) -> int:
+    """Unix seconds of an aware datetime (its whole second); 0 for None, which is how a
+    perpetual licence's end is written in its claims."""
+    return int(moment.timestamp()) if moment is not None else 0
+
+
+def day_number(seconds: int) -> int:
+    """The UTC day (days since 1970-01-01) that Unix second ``seconds`` falls on."""
+    return seconds // DAY
+
+
+def term_state_at(expires_at: dt.datetime | None, grace_days: int, now: dt.datetime) -> str:
+    """:func:`devices.states.term_state` of a server row: ``ACTIVE``, ``GRACE`` or
+    ``EXPIRED`` at ``now``, by the very rule a camera applies to the same licence (the
+    end second is inside the term, the last second of grace inside grace)."""
+    if expires_at is None:
+        return term_state(0, grace_days, now.timestamp())
+    return term_state(expires_at.timestamp(), grace_days, now.timestamp())

@@ -1,0 +1,99 @@
+"""One home per rule (issue 24): where a rule is decided once, these tests pin that the
+places that use it agree, and that no second copy of it is written."""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from devices import states
+from licensing.models import Renewal
+from licensing.renewals import renewal_end
+from licensing.selectors import expiring_list
+from svccore.timeunits import DAY, term_state_at, unix
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER = ("config", "customers", "licensing", "billing", "audit", "operators", "ratelimits")
+SERVER += ("console", "svccore", "svcctl", "bench")
+
+BASIS = {
+    states.ACTIVE: Renewal.Basis.BEFORE_EXPIRY,
+    states.GRACE: Renewal.Basis.IN_GRACE,
+    states.EXPIRED: Renewal.Basis.AFTER_GRACE,
+}
+
+
+def _moments(exp: int, grace_days: int) -> list[float]:
+    end = exp + grace_days * DAY
+    return [exp - 1, exp, exp + 0.5, exp + 1, end - 1, end, end + 0.5, end + 1]
+
+
+@pytest.mark.parametrize("grace_days", [0, 1, 14])
+def test_the_device_and_renewals_draw_the_grace_boundary_on_the_same_second(grace_days):
+    exp = 1_900_000_000
+    expires_at = dt.datetime.fromtimestamp(exp, tz=dt.UTC)
+    claims = {"nbf": exp - 30 * DAY, "exp": exp, "grace_days": grace_days}
+    for moment in _moments(exp, grace_days):
+        now = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
+        device = states.license_state(claims, moment)
+        assert term_state_at(expires_at, grace_days, now) == device, moment
+        basis, _ = renewal_end(expires_at=expires_at, grace_days=grace_days, term_days=30, now=now)
+        assert basis == BASIS[device], (moment, device, basis)
+
+
+@pytest.mark.django_db
+def test_the_expiring_list_shows_what_a_camera_runs_in_grace_and_nothing_it_refuses(make_batch):
+    batch = make_batch(units=2, sku="VISION-PRO")
+    grace_days = batch.license.grace_days
+    exp = unix(batch.expires_at)
+    claims = {"nbf": exp - 30 * DAY, "exp": exp, "grace_days": grace_days}
+    for moment in _moments(exp, grace_days):
+        now = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
+        device = states.license_state(claims, moment)
+        listed = {item.batch_id: item for item in expiring_list(days=1, now=now)}
+        if device == states.EXPIRED:
+            assert batch.id not in listed, moment
+        else:
+            assert listed[batch.id].in_grace == (device == states.GRACE), (moment, device)
+
+
+def test_a_perpetual_term_is_active_for_ever():
+    now = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
+    assert term_state_at(None, 14, now) == states.ACTIVE
+    assert unix(None) == 0
+
+
+def _server_modules() -> list[Path]:
+    return [
+        p
+        for package in SERVER
+        for p in (REPO / package).rglob("*.py")
+        if "migrations" not in p.parts
+    ]
+
+
+def test_time_units_and_conversions_are_written_once():
+    """``DAY`` is devices.states' (the device module is vendored alone), ``unix`` is
+    svccore.timeunits'; every other module imports them."""
+    written = []
+    for path in _server_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef) and node.name == "unix":
+                written.append(f"{path.relative_to(REPO)}: def unix")
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                if node.value.value == 86_400 and any(
+                    isinstance(t, ast.Name) and t.id in ("DAY", "DAY_SECONDS") for t in node.targets
+                ):
+                    written.append(f"{path.relative_to(REPO)}: DAY = 86400")
+    assert written == ["svccore/timeunits.py: def unix"]
+
+
+def test_the_batch_fixture_has_grace_to_test():
+    # The expiring-list test above proves nothing on a SKU without grace.
+    from svccore import catalogue
+
+    entries = {entry["sku"]: entry for entry in catalogue.load_entries()}
+    assert entries["VISION-PRO"]["grace_days"] > 0
