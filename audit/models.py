@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from django.db import models
-from django.utils import timezone
+
+from config import clock
 
 
 class AuditEntry(models.Model):
@@ -21,7 +22,7 @@ class AuditEntry(models.Model):
         FAILED = "failed", "failed"
         REFUSED = "refused", "refused (possible key compromise)"
 
-    at = models.DateTimeField(default=timezone.now, db_index=True)
+    at = models.DateTimeField(default=clock.now, db_index=True)
     actor = models.CharField(max_length=150, help_text="Admin user name or API key name.")
     actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
     ip = models.GenericIPAddressField(null=True, blank=True, verbose_name="IP")

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db import transaction
-from django.utils import timezone
 
 from audit.context import current_actor
 from audit.models import AuditEntry
+from config import clock
 from config.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def audit_record(
     """Record one action by the current actor (see :mod:`audit.context`)."""
     actor = current_actor()
     return AuditEntry.objects.create(
-        at=timezone.now(),
+        at=clock.now(),
         actor=actor.name[:150],
         actor_kind=actor.kind,
         ip=actor.ip or None,
@@ -95,7 +95,7 @@ def audit_count_safely(*, action: str, target: str = "", message: str = "") -> N
     one entry per address and minute whose ``detail.count`` counts them: nothing is
     dropped, and a flood cannot grow the log faster than a row a minute. Never raises."""
     actor = current_actor()
-    now = timezone.now()
+    now = clock.now()
     minute = now.replace(second=0, microsecond=0)
     try:
         with transaction.atomic():

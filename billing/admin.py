@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpResponse
-from django.utils import timezone
 
 from billing import exports
 from billing.models import (
@@ -18,6 +17,7 @@ from billing.models import (
     UsageDaily,
     UsageRecord,
 )
+from config import clock
 from config.adminbase import IndexedSearchMixin, ReadOnlyAdmin, choices_filter, money
 from licensing.selectors import catalogue_list
 
@@ -72,7 +72,7 @@ class InvoiceUsageInline(admin.TabularInline):
 @admin.action(description="Download selected invoices as CSV (one row per line)")
 def download_csv(modeladmin, request, queryset):
     response = HttpResponse(content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    stamp = clock.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="invoices-{stamp}.csv"'
     exports.write_csv(exports.invoice_rows(queryset.order_by("issued_at", "id")), response)
     return response

@@ -18,7 +18,6 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Sum
-from django.utils import timezone
 
 from billing.limits import (
     DAY,
@@ -34,7 +33,7 @@ from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
 from licensing import signing
 from licensing.held import license_held
-from licensing.models import unix
+from svccore.timeunits import unix
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
 _NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding
@@ -183,7 +182,7 @@ def _store_portable(
     daily = connection.ops.quote_name(UsageDaily._meta.db_table)
     fixed = [
         license_id, customer_id, sku, device_id,
-        connection.ops.adapt_datetimefield_value(timezone.now()),
+        connection.ops.adapt_datetimefield_value(clock.now()),
     ]  # fmt: skip
     params: list[Any] = []
     for row in rows:

@@ -14,11 +14,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import PrunedUsageMonth, UsageDaily, UsageRecord
+from config import clock
 from config.errors import NotFound
 from licensing.models import Activation, ActivationDaily, Batch, License
 
@@ -273,7 +273,7 @@ def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, An
 
 
 def _since(days: int) -> dt.date:
-    return timezone.now().astimezone(dt.UTC).date() - dt.timedelta(days=days - 1)
+    return clock.now().astimezone(dt.UTC).date() - dt.timedelta(days=days - 1)
 
 
 def inferences_per_day(*, days: int = 30) -> list[tuple[dt.date, int]]:

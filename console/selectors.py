@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Count, F, Max, QuerySet, Sum
-from django.utils import timezone
 
+from config import clock
 from licensing.models import (
     Activation,
     ActivationDaily,
@@ -29,7 +29,7 @@ def batches_near_exhaustion(*, limit: int = 20) -> QuerySet[Batch]:
 
 
 def _days(days: int, now: dt.datetime | None) -> list[dt.date]:
-    today = (now or timezone.now()).date()
+    today = (now or clock.now()).date()
     return [today - dt.timedelta(days=offset) for offset in range(days - 1, -1, -1)]
 
 
@@ -65,7 +65,7 @@ def seat_releases(*, limit: int = 20, now: dt.datetime | None = None) -> dict:
     """Seats released within the release policy's window: the total, and per batch (most
     recent first) how many, how many replacements took them, and the policy's limit."""
     policy = ReleasePolicy.configured()
-    since = (now or timezone.now()) - dt.timedelta(days=policy.days)
+    since = (now or clock.now()) - dt.timedelta(days=policy.days)
     window = SeatRelease.objects.filter(released_at__gt=since)
     rows = list(
         window.values(

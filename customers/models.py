@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models.functions import Lower, Trim
-from django.utils import timezone
+
+from config import clock
 
 
 class Customer(models.Model):
@@ -14,7 +15,7 @@ class Customer(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     contact = models.CharField(max_length=254, blank=True)
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    created_at = models.DateTimeField(default=clock.now, db_index=True)
 
     class Meta:
         ordering = ["name"]

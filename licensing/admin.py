@@ -18,9 +18,9 @@ from django.contrib import admin, messages
 from django.db.models import F
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
+from config import clock
 from config.adminbase import (
     IndexedSearchMixin,
     LicenseRevokeMixin,
@@ -123,7 +123,7 @@ LICENSE_STATE_WORDS = {
 def license_state(lic: License, now: dt.datetime | None = None) -> str:
     """The licence's state as a device would see it (spec §3, from its signed claims),
     or revoked; "active (perpetual)" for an ``exp`` of 0."""
-    moment = (now or timezone.now()).timestamp()
+    moment = (now or clock.now()).timestamp()
     state = states.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
     if state == states.ACTIVE and not lic.claims["exp"]:
         return "active (perpetual)"

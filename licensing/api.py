@@ -8,7 +8,6 @@ import re
 
 from django.conf import settings
 from django.http import HttpResponse, HttpResponseNotModified, StreamingHttpResponse
-from django.utils import timezone
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -425,7 +424,7 @@ class FleetApi(APIView):
                 "units": units,
                 "count": len(units),
                 "next_cursor": page.next_cursor,
-                "as_of": int(timezone.now().timestamp()),
+                "as_of": int(clock.now().timestamp()),
             }
         )
 
@@ -474,7 +473,7 @@ class FleetCsvApi(APIView):
             exports.fleet_csv(**query), content_type="text/csv; charset=utf-8"
         )
         scope = query.get("batch_id") or query.get("customer_id") or "all"
-        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+        stamp = clock.now().strftime("%Y%m%d-%H%M%S")
         response["Content-Disposition"] = f'attachment; filename="fleet-{scope}-{stamp}.csv"'
         return response
 

@@ -9,7 +9,7 @@ import time
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 
-from config import sharedcache
+from config import clock, sharedcache
 from config.errors import SignerUnavailable
 from licensing import signing
 
@@ -42,7 +42,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
     probe signature, one that passed within a second standing) or the database is
     unusable (a database check that passed within :data:`DB_CHECK_REUSE_SECONDS` is
     reused)."""
-    body = {"ok": True, "public_key": "", "kid": "", "signer": "", "time": int(time.time())}
+    body = {
+        "ok": True,
+        "public_key": "",
+        "kid": "",
+        "signer": "",
+        "time": int(clock.now().timestamp()),
+    }
     try:
         body["public_key"] = signing.public_key_fingerprint()
         body["kid"] = signing.active_kid()

@@ -16,8 +16,8 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.lookups import GreaterThanOrEqual
-from django.utils import timezone
 
+from config import clock
 from svccore import catalogue
 
 
@@ -115,7 +115,7 @@ class Batch(models.Model):
     )
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)
-    issued_at = models.DateTimeField(default=timezone.now)
+    issued_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
     license = models.OneToOneField(
         "licensing.License",
@@ -181,7 +181,7 @@ class License(models.Model):
         related_name="unit_licenses",
         help_text="Source batch of a unit licence.",
     )
-    issued_at = models.DateTimeField(default=timezone.now)
+    issued_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
     grace_days = models.PositiveIntegerField(default=0)
     unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
@@ -259,7 +259,7 @@ class Activation(models.Model):
     fingerprint_source = models.CharField(max_length=32, blank=True)
     weak_binding = models.BooleanField(default=False)
     sdk_version = models.CharField(max_length=64, blank=True)
-    activated_at = models.DateTimeField(default=timezone.now)
+    activated_at = models.DateTimeField(default=clock.now)
     client_ip = models.GenericIPAddressField(null=True, blank=True)
     transfer_of = models.OneToOneField(
         "licensing.SeatRelease",
@@ -349,7 +349,7 @@ class SeatRelease(models.Model):
         verbose_name="released licence",
     )
     device_id = models.CharField(max_length=128)
-    released_at = models.DateTimeField(default=timezone.now)
+    released_at = models.DateTimeField(default=clock.now)
     reason = models.CharField(max_length=500)
 
     class Meta:
@@ -543,7 +543,7 @@ class SigningKey(models.Model):
     use = models.CharField(max_length=8, choices=Use.choices, default=Use.ONLINE)
     not_before = models.BigIntegerField(default=0, help_text="Unix seconds, from the certificate.")
     not_after = models.BigIntegerField(default=0, help_text="Unix seconds; 0 = no end.")
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=clock.now)
     retired_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoke_reason = models.CharField(max_length=500, blank=True)

@@ -130,14 +130,14 @@ def _cached(key: str, build: Callable[[], tuple[str, dict[str, Any]]], *, zipped
     cache both codings, apart, so a request fetches only the bytes it sends."""
     name = f"{key}:{'gzip' if zipped else 'plain'}"
     answer = _held.get(name)
-    if answer is not None and time.time() - answer.built_at < CACHE_SECONDS:
+    if answer is not None and now().timestamp() - answer.built_at < CACHE_SECONDS:
         return answer
     answer = sharedcache.get(name)
     if answer is None:
         global BUILDS
         etag, body = build()
         plain = json.dumps(body, separators=(",", ":")).encode()
-        built_at = time.time()
+        built_at = now().timestamp()
         both = {
             f"{key}:plain": Answer(etag, plain, built_at),
             f"{key}:gzip": Answer(etag, gzip.compress(plain, GZIP_LEVEL, mtime=0), built_at),

@@ -12,7 +12,6 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max
-from django.utils import timezone
 
 from audit.services import audited
 from config import clock
@@ -432,7 +431,7 @@ def signing_key_install(*, certificate: str, roots: list[str] | None = None) -> 
     except ValueError as exc:
         raise InvalidInput(f"unusable root key: {exc}") from None
     cert = _certificate_parse(certificate.strip(), trusted or signing.root_keys())
-    now = unix(timezone.now())
+    now = unix(clock.now())
     if cert.not_after and cert.not_after < now:
         raise InvalidInput(
             f"the certificate of key {cert.kid} expired at {cert.not_after} (now {now}); ask "
@@ -466,7 +465,7 @@ def signing_key_retire(*, kid: str) -> SigningKey:
     server configured with it as its active key refuses to sign. Idempotent."""
     key = _key_get(kid)
     if key.retired_at is None:
-        key.retired_at = timezone.now()
+        key.retired_at = clock.now()
         key.save(update_fields=["retired_at"])
         _keys_changed()
     return key
@@ -481,7 +480,7 @@ def signing_key_revoke(*, kid: str, reason: str = "") -> SigningKey:
     refuse it at their next sync. Idempotent: the first time and reason are kept."""
     key = _key_get(kid)
     if key.revoked_at is None:
-        key.revoked_at = timezone.now()
+        key.revoked_at = clock.now()
         key.revoke_reason = reason[:500]
         key.save(update_fields=["revoked_at", "revoke_reason"])
         _revocation_append(entry=f"KEY-{key.kid}", revoked_at=key.revoked_at, until=0)

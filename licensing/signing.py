@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
-from django.utils import timezone
 
+from config import clock
 from config.errors import SigningKeyUnusable
 from devices import documents
 from devices import token as codec
@@ -220,7 +220,7 @@ def _problem(
             f"{where} has no certificate from a root in SVC_ROOT_KEYS, so devices would "
             f"refuse what it signs; certify it offline and install it with `{INSTALL_COMMAND}`"
         )
-    now = unix(timezone.now())
+    now = unix(clock.now())
     if not key.covers(now):
         return (
             f"the certificate of {where} is valid for {key.not_before}.."

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from django.utils import timezone
 
 from devices.documents import parse_status
 from devices.token import b64url_decode, b64url_encode, encode_token, verify_token
@@ -161,10 +159,9 @@ def test_unit_token_presented_as_batch_key_is_403(device_api, make_batch):
     assert "not a batch key" in response.json()["detail"]
 
 
-def test_expired_batch_key_is_403(device_api, make_batch, monkeypatch):
+def test_expired_batch_key_is_403(device_api, make_batch, server_clock):
     batch = make_batch(term_days=30)
-    later = timezone.now() + dt.timedelta(days=31)
-    monkeypatch.setattr(timezone, "now", lambda: later)
+    server_clock(31 * 86400)
     response = activate(device_api, batch.license.token)
     assert response.status_code == 403
     assert "expired" in response.json()["detail"]

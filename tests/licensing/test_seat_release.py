@@ -99,14 +99,13 @@ def test_the_replacement_takes_the_seat_as_a_transfer_not_billed_again(
 
 
 def test_an_issued_invoice_bills_the_seat_once_and_reconcile_counts_the_transfer(
-    admin_api, device_api, full_batch, monkeypatch
+    admin_api, device_api, full_batch, server_clock
 ):
     release(admin_api, license_id=_license_of(full_batch, "cam-0"), reason="replaced")
     activate(device_api, full_batch.license.token, "cam-replacement")
-    tomorrow = (timezone.now() + dt.timedelta(days=1)).replace(
-        hour=0, minute=0, second=0, microsecond=0
-    )
-    monkeypatch.setattr(timezone, "now", lambda: tomorrow + dt.timedelta(hours=1))
+    now = timezone.now()
+    tomorrow = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    server_clock((tomorrow + dt.timedelta(hours=1) - now).total_seconds())
 
     invoice = invoice_issue(customer_id=full_batch.customer_id, period_days=30, end=tomorrow)
 
@@ -133,7 +132,7 @@ def test_releasing_again_answers_the_first_release_and_frees_nothing_more(admin_
 
 
 def test_the_policy_bounds_releases_per_batch_and_window(
-    admin_api, device_api, full_batch, monkeypatch
+    admin_api, device_api, full_batch, server_clock
 ):
     release(admin_api, license_id=_license_of(full_batch, "cam-1"), reason="dead")
 
@@ -148,8 +147,7 @@ def test_the_policy_bounds_releases_per_batch_and_window(
     refusal = AuditEntry.objects.filter(action="seat.release", result="failed").get()
     assert "release policy" in refusal.message
     # The window rolls on: 30 days later the batch may release again.
-    later = timezone.now() + dt.timedelta(days=30, seconds=1)
-    monkeypatch.setattr(timezone, "now", lambda: later)
+    server_clock(30 * 86400 + 1)
     assert (
         release(admin_api, license_id=_license_of(full_batch, "cam-2"), reason="dead").json()[
             "releases_in_window"

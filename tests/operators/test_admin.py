@@ -420,7 +420,7 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
     assert "already invoiced" in again.content.decode()
 
 
-def test_license_list_shows_each_license_state(admin_client, customer, monkeypatch):
+def test_license_list_shows_each_license_state(admin_client, customer, server_clock):
     """The state column is devices.license_state in the console's words, at the spec §3
     boundaries: active up to exp, grace up to exp + grace_days, then expired."""
     term = license_issue(
@@ -434,7 +434,7 @@ def test_license_list_shows_each_license_state(admin_client, customer, monkeypat
     exp = dt.datetime.fromtimestamp(term.claims["exp"], dt.UTC)
 
     def states_at(moment: dt.datetime) -> dict[str, str]:
-        monkeypatch.setattr(timezone, "now", lambda: moment)
+        server_clock((moment - timezone.now()).total_seconds())
         body = admin_client.get(reverse("admin:licensing_license_changelist")).content.decode()
         found = {}
         for lic in (term, perpetual, revoked):
@@ -444,10 +444,13 @@ def test_license_list_shows_each_license_state(admin_client, customer, monkeypat
         return found
 
     always = {perpetual.id: "active (perpetual)", revoked.id: "revoked"}
+    # The server clock runs on while a page renders: each moment is aimed half a second
+    # inside the state it tests (the boundary seconds themselves: tests/test_one_home.py).
+    half = dt.timedelta(seconds=0.5)
     for moment, state in [
-        (exp, "active"),
+        (exp - half, "active"),
         (exp + dt.timedelta(seconds=1), "grace"),
-        (exp + dt.timedelta(days=7), "grace"),
+        (exp + dt.timedelta(days=7) - half, "grace"),
         (exp + dt.timedelta(days=7, seconds=1), "expired"),
     ]:
         assert states_at(moment) == {term.id: state, **always}, moment

@@ -755,7 +755,7 @@ def test_fleet_of_an_unknown_customer_or_batch_fails(online, transactional_db):
 
 @pytest.mark.live
 def test_revoking_a_revoked_license_says_when_and_why_and_exits_0(
-    online, transactional_db, monkeypatch
+    online, transactional_db, server_clock
 ):
     customer = _json(svcctl("customer", "Revoke", "--kind", "oem", "--json", env=online))
     lic = _json(
@@ -774,10 +774,10 @@ def test_revoking_a_revoked_license_says_when_and_why_and_exits_0(
     other = _json(
         svcctl("license", customer["customer_id"], "DETECT-STD", "cam-2", "--json", env=online)
     )["license_id"]
-    yesterday = timezone.now() - dt.timedelta(days=1)
-    with monkeypatch.context() as patch:
-        patch.setattr(timezone, "now", lambda: yesterday)
-        license_revoke(license_id=other, reason="camera stolen")
+    server_clock(-86400)
+    license_revoke(license_id=other, reason="camera stolen")
+    server_clock(0)
+    yesterday = License.objects.get(pk=other).revoked_at
     same = svcctl("revoke", other, "--reason", "camera stolen", env=online)
     assert same.returncode == 0, same.stderr
     assert same.stdout.startswith(

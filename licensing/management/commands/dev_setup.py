@@ -7,9 +7,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from audit.context import acting_from_cli
+from config import clock
 from config.errors import ServiceError
 from devices import token as codec
 from devices.keys import KeyNotTrusted, parse_certificate, sign_certificate
@@ -160,7 +160,7 @@ class Command(BaseCommand):
         certificate = sign_certificate(
             root,
             signing.public_key(),
-            issued_at=unix(timezone.now()),
+            issued_at=unix(clock.now()),
             not_before=0,  # development: covers every token this key ever signed
             not_after=0,
             use="online",
