@@ -50,13 +50,7 @@ def customer_create(*, name: str, kind: str, contact: str = "", id: str | None =
     if kind not in Customer.Kind.values:
         raise InvalidInput(f"kind must be one of {', '.join(Customer.Kind.values)}, not {kind!r}")
     if id:
-        chosen = id.strip()
-        # Checked before upper-casing too: "ß".upper() is "SS", which would pass.
-        if not chosen.isascii():
-            chosen = "\x00"
-        chosen = chosen.upper()
-        if not chosen.startswith("CUST-"):
-            chosen = f"CUST-{chosen}"
+        chosen = ids.chosen_customer_id(id)
         if len(chosen) > 64 or len(chosen) < 6 or not set(chosen) <= _ID_CHARS:
             raise InvalidInput(
                 "id must be 1-59 characters of A-Z, 0-9, '-' or '_' (after the CUST- prefix)"

@@ -78,12 +78,6 @@ def catalogue_entry(sku: str, catalogue_file: Path | str | None = None) -> dict[
     raise ClaimsError(f"unknown SKU {sku!r}; the catalogue {path} has {known}")
 
 
-def customer_id(value: str) -> str:
-    """A customer id as given on a command line: upper case, ``CUST-`` prefix added."""
-    chosen = value.strip().upper()
-    return chosen if chosen.startswith("CUST-") else f"CUST-{chosen}"
-
-
 def build_claims(
     *,
     license_id: str,
@@ -162,7 +156,7 @@ def mint_claims(
     return build_claims(
         license_id=ids.license_id(),
         sku=entry["sku"],
-        customer_id=customer_id(customer),
+        customer_id=ids.chosen_customer_id(customer),
         issuer=issuer,
         device_id=device_id,
         activation="optional",

@@ -12,8 +12,23 @@ def random_id(length: int = ID_LENGTH) -> str:
     return "".join(secrets.choice(CROCKFORD) for _ in range(length))
 
 
+CUSTOMER_PREFIX = "CUST-"
+
+
 def customer_id() -> str:
-    return f"CUST-{random_id()}"
+    return f"{CUSTOMER_PREFIX}{random_id()}"
+
+
+def chosen_customer_id(value: str) -> str:
+    """A customer id an operator typed, as it is stored and looked up: trimmed, upper
+    case, with the ``CUST-`` prefix added when missing (``acme`` -> ``CUST-ACME``). The
+    one rule for the API, ``mint`` and ``svcctl``. A value that is not ASCII is only
+    trimmed, for the caller's check to refuse ("ß".upper() is "SS", which would pass)."""
+    chosen = value.strip()
+    if not chosen.isascii():
+        return chosen
+    chosen = chosen.upper()
+    return chosen if chosen.startswith(CUSTOMER_PREFIX) else f"{CUSTOMER_PREFIX}{chosen}"
 
 
 def batch_id(year: int) -> str:

@@ -97,3 +97,29 @@ def test_the_batch_fixture_has_grace_to_test():
 
     entries = {entry["sku"]: entry for entry in catalogue.load_entries()}
     assert entries["VISION-PRO"]["grace_days"] > 0
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"),
+    [("acme", "CUST-ACME"), (" cust-acme ", "CUST-ACME"), ("CUST-X_1", "CUST-X_1"), ("ß", "ß")],
+)
+def test_a_typed_customer_id_is_normalised_by_one_rule(typed, stored):
+    from svccore import claims, ids
+
+    assert ids.chosen_customer_id(typed) == stored
+    if stored.isascii():  # what mint signs into a licence is the id the API stores
+        entry = claims.catalogue_entry("DETECT-STD")
+        minted = claims.mint_claims(entry=entry, customer=typed, device_id="cam-1")
+        assert minted["sub"] == stored
+
+
+@pytest.mark.django_db
+def test_the_api_stores_a_chosen_id_by_the_same_rule(admin_api):
+    body = {"name": "Acme Cameras", "kind": "oem", "id": " acme-7 "}
+    response = admin_api.post("/v1/admin/customers", body, format="json")
+    assert response.status_code == 201, response.json()
+    assert response.json()["customer_id"] == "CUST-ACME-7"
+    refused = admin_api.post(
+        "/v1/admin/customers", {"name": "Other", "kind": "oem", "id": "ß"}, format="json"
+    )
+    assert refused.status_code == 400

@@ -10,7 +10,7 @@ from config.errors import ServiceError
 from licensing import signing
 from licensing.models import License
 from licensing.services import license_issue
-from svccore import licensefile
+from svccore import ids, licensefile
 
 
 class Command(BaseCommand):
@@ -50,9 +50,7 @@ class Command(BaseCommand):
         if not out.parent.is_dir():
             raise CommandError(f"directory {out.parent} does not exist")
         # As customer_create stores an operator-chosen id: upper case, CUST- prefix.
-        customer = options["customer"].strip().upper()
-        if not customer.startswith("CUST-"):
-            customer = f"CUST-{customer}"
+        customer = ids.chosen_customer_id(options["customer"])
         with acting_from_cli():
             try:
                 lic = license_issue(
