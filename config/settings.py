@@ -334,7 +334,7 @@ if SVC_SIGNER == "pkcs11":
         )
 
 SVC_ADMIN_KEY = env.str("SVC_ADMIN_KEY", default="")
-SVC_ISSUER = env.str("SVC_ISSUER", default="svc-licensing")
+SVC_ISSUER = env.str("SVC_ISSUER", default=codec.DEFAULT_ISSUER)
 SVC_PUBLIC_DOCS = _flag("SVC_PUBLIC_DOCS", default=False)
 SVC_ACTIVATION_RATE = env.str("SVC_ACTIVATION_RATE", default="20/10s")
 try:

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import jsonsafe, status
 from ._version import __version__
-from .errors import BadSignature, InvalidArgument, LicenseError
+from .errors import BadSignature, Code, InvalidArgument, LicenseError
 from .hardware import fingerprint
 from .state import KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
 from .token import decode_unverified
@@ -39,19 +39,19 @@ _ACTIVATION_CODES = {400: "BAD_REQUEST", 429: "RATE_LIMITED"}
 def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
     if not isinstance(base_url, str):
         raise LicenseError(
-            f"service address must be a string, not {type(base_url).__name__}", code="BAD_URL"
+            f"service address must be a string, not {type(base_url).__name__}", code=Code.BAD_URL
         )
     if base_url.startswith("http://") and not allow_http:
         raise LicenseError(
             f"service address {base_url!r} is plain http; use https:// (or pass "
             "allow_http=True for a test or lab service)",
-            code="INSECURE_URL",
+            code=Code.INSECURE_URL,
         )
     if not base_url.startswith(("http://", "https://")):
-        raise LicenseError(f"service address {base_url!r} is not an http(s) URL", code="BAD_URL")
+        raise LicenseError(f"service address {base_url!r} is not an http(s) URL", code=Code.BAD_URL)
     problem = _address_problem(base_url)
     if problem:
-        raise LicenseError(f"service address {base_url!r} {problem}", code="BAD_URL")
+        raise LicenseError(f"service address {base_url!r} {problem}", code=Code.BAD_URL)
     return base_url.rstrip("/") + path
 
 
@@ -96,9 +96,11 @@ def _read(response: Any) -> bytes:
         try:
             raw = inflater.decompress(raw, MAX_RESPONSE_BYTES + 1)
         except zlib.error:
-            raise LicenseError("answer is not valid gzip", code="BAD_RESPONSE") from None
+            raise LicenseError("answer is not valid gzip", code=Code.BAD_RESPONSE) from None
     if len(raw) > MAX_RESPONSE_BYTES:
-        raise LicenseError(f"answer is larger than {MAX_RESPONSE_BYTES} bytes", code="BAD_RESPONSE")
+        raise LicenseError(
+            f"answer is larger than {MAX_RESPONSE_BYTES} bytes", code=Code.BAD_RESPONSE
+        )
     return raw
 
 
@@ -112,7 +114,7 @@ def call(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> tuple[int, dict[str, Any], Any]:
     """One HTTP exchange; returns ``(status, json_body, response_headers)`` for any HTTP
-    answer (a 304 has an empty body) and raises ``LicenseError(code="NETWORK_ERROR")``
+    answer (a 304 has an empty body) and raises ``LicenseError(code=Code.NETWORK_ERROR)``
     when there is none, ``REDIRECT_REFUSED`` for any other 3xx."""
     sent = {
         "Accept": "application/json",
@@ -132,14 +134,14 @@ def call(
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise LicenseError(
-            f"cannot reach the licensing service at {url}: {reason}", code="NETWORK_ERROR"
+            f"cannot reach the licensing service at {url}: {reason}", code=Code.NETWORK_ERROR
         ) from None
     if 300 <= status < 400 and status != 304:
         raise LicenseError(
             f"the licensing service at {url} answered {status}, a redirect, which is not "
             "followed (the request's credentials would go with it); configure the "
             "service's final https:// address",
-            code="REDIRECT_REFUSED",
+            code=Code.REDIRECT_REFUSED,
         )
     try:
         payload = jsonsafe.loads(raw, max_bytes=MAX_RESPONSE_BYTES, what="answer") if raw else {}
@@ -206,7 +208,9 @@ def activate(
         timeout=timeout,
     )
     if status == 402:
-        raise LicenseError(f"activation refused: {detail(status, payload)}", code="BATCH_EXHAUSTED")
+        raise LicenseError(
+            f"activation refused: {detail(status, payload)}", code=Code.BATCH_EXHAUSTED
+        )
     if status == 403:
         raise BadSignature(f"activation refused: {detail(status, payload)}")
     if status != 200:
@@ -214,15 +218,15 @@ def activate(
         raise LicenseError(f"activation failed: {detail(status, payload)}", code=code)
     unit_token = payload.get("unit_token")
     if not isinstance(unit_token, str):
-        raise LicenseError("activation answer carries no unit_token", code="BAD_RESPONSE")
+        raise LicenseError("activation answer carries no unit_token", code=Code.BAD_RESPONSE)
     try:
         claims = decode_unverified(unit_token)
     except BadSignature as exc:
         raise LicenseError(
-            f"activation answer carries no readable unit_token ({exc})", code="BAD_RESPONSE"
+            f"activation answer carries no readable unit_token ({exc})", code=Code.BAD_RESPONSE
         ) from None
     if claims["dev"] != device_id:
-        raise LicenseError("activation answer is bound to another device", code="BAD_RESPONSE")
+        raise LicenseError("activation answer is bound to another device", code=Code.BAD_RESPONSE)
     directory = Path(state_dir)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -231,7 +235,7 @@ def activate(
         raise LicenseError(
             f"cannot store the licence in {directory}: {exc.strerror or exc}; the seat is "
             "taken, activate again once the directory is writable (it answers the same licence)",
-            code="STATE_UNREADABLE",
+            code=Code.STATE_UNREADABLE,
         ) from None
     return unit_token
 

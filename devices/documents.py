@@ -50,7 +50,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 
 from . import jsonsafe
-from .errors import BadSignature, LicenseError
+from .errors import BadSignature, Code, LicenseError
 from .token import b64url_decode, b64url_encode, reject_duplicate_keys, resolve_key, with_kid
 
 LIST_PREFIX = "SVCR1"
@@ -118,7 +118,7 @@ def _is_count(value: Any) -> bool:
 
 
 def _malformed(what: str) -> LicenseError:
-    return LicenseError(f"signed {what} has an unexpected shape", code="BAD_RESPONSE")
+    return LicenseError(f"signed {what} has an unexpected shape", code=Code.BAD_RESPONSE)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from .errors import (
     ActivationRequired,
     BadSignature,
     ClockRollback,
+    Code,
     Expired,
     InvalidArgument,
     LicenseError,
@@ -128,19 +129,21 @@ def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
             "this build trusts its root keyring; license_pubkey cannot add a key (signing "
             "keys are certified by the root and their certificates arrive with activation "
             "and sync)",
-            code="BAD_PUBLIC_KEY",
+            code=Code.BAD_PUBLIC_KEY,
         )
     pinned = public_key if public_key is not None else pubkey.PUBLIC_KEY
     if not roots and pinned is None:
         raise LicenseError(
             "no licence public key: this build has no root keyring or key compiled in "
             "(python -m devices vendor --root FILE) and no license_pubkey was configured",
-            code="NO_PUBLIC_KEY",
+            code=Code.NO_PUBLIC_KEY,
         )
     try:
         return Keyring(roots, pinned=None if roots else pinned)
     except ValueError as exc:
-        raise LicenseError(f"unusable licence public key: {exc}", code="BAD_PUBLIC_KEY") from None
+        raise LicenseError(
+            f"unusable licence public key: {exc}", code=Code.BAD_PUBLIC_KEY
+        ) from None
 
 
 def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: str) -> str:
@@ -175,12 +178,12 @@ def _revoked_message(held: LicenseStatus) -> str:
 def _unwritable(path: Path, exc: OSError) -> LicenseError:
     return LicenseError(
         f"state file {path} cannot be written: {exc.strerror or exc}; nothing was acknowledged",
-        code="STATE_UNWRITABLE",
+        code=Code.STATE_UNWRITABLE,
     )
 
 
 def _not_started() -> LicenseError:
-    return LicenseError("engine not started: call start(token) first", code="NOT_STARTED")
+    return LicenseError("engine not started: call start(token) first", code=Code.NOT_STARTED)
 
 
 class Engine:
@@ -228,7 +231,7 @@ class Engine:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise LicenseError(
-                f"cannot create {self.state_dir}: {exc.strerror or exc}", code="STATE_UNREADABLE"
+                f"cannot create {self.state_dir}: {exc.strerror or exc}", code=Code.STATE_UNREADABLE
             ) from None
         self._dir_lock = DirectoryLock(self.state_dir)
         try:
@@ -320,7 +323,7 @@ class Engine:
         except OSError as exc:
             raise LicenseError(
                 f"{path} is damaged and cannot be moved aside: {exc.strerror or exc}",
-                code="STATE_UNREADABLE",
+                code=Code.STATE_UNREADABLE,
             ) from None
 
     def _load_statuses(self) -> None:
@@ -599,7 +602,7 @@ class Engine:
             ) from None
         except OSError as exc:
             raise LicenseError(
-                f"{path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
+                f"{path} cannot be read: {exc.strerror or exc}", code=Code.STATE_UNREADABLE
             ) from None
         try:
             if len(data) > MAX_LICENSE_FILE_BYTES:
@@ -620,7 +623,7 @@ class Engine:
         raise LicenseError(
             f"the clock read {now!r}, not a Unix time in 0..{LAST_SECOND}; nothing was "
             "counted or written",
-            code="CLOCK_INVALID",
+            code=Code.CLOCK_INVALID,
         )
 
     def _install(self, token: str, claims: dict[str, Any], now: float) -> None:
@@ -823,7 +826,7 @@ class Engine:
                 raise LicenseError(
                     f"usage of the period from {self._period_start} would pass {MAX_COUNTER} "
                     "per counter, the most the service accepts in one record; nothing counted",
-                    code="USAGE_OUT_OF_RANGE",
+                    code=Code.USAGE_OUT_OF_RANGE,
                 )
             counters[0] += inferences
             counters[1] += frames
@@ -1008,13 +1011,13 @@ class Engine:
             raise LicenseError(
                 f"usage upload refused: {client.detail(status, payload)}; {len(batch)} records "
                 "kept",
-                code="UPLOAD_REFUSED",
+                code=Code.UPLOAD_REFUSED,
             )
         if status == 401:
             raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
         if status != 200:
             raise LicenseError(
-                f"usage upload failed: {client.detail(status, payload)}", code="SYNC_FAILED"
+                f"usage upload failed: {client.detail(status, payload)}", code=Code.SYNC_FAILED
             )
         try:
             with self._lock:
@@ -1024,7 +1027,7 @@ class Engine:
             raise LicenseError(
                 f"usage upload answered without a valid receipt ({exc}); "
                 f"{len(batch)} records kept for the next sync",
-                code="RECEIPT_INVALID",
+                code=Code.RECEIPT_INVALID,
             ) from None
         if (receipt.nonce, receipt.device_id, receipt.license_id) != (
             nonce,
@@ -1034,7 +1037,7 @@ class Engine:
             raise LicenseError(
                 "usage receipt is for another upload, device or licence; "
                 f"{len(batch)} records kept for the next sync",
-                code="RECEIPT_INVALID",
+                code=Code.RECEIPT_INVALID,
             )
         covered = [record for record in batch if period_key(record) in receipt.records]
         with self._lock:
@@ -1093,7 +1096,7 @@ class Engine:
                 raise LicenseError(
                     f"licence status of {lic} unavailable: {client.detail(code, payload)}; the "
                     "status held is kept",
-                    code="SYNC_FAILED",
+                    code=Code.SYNC_FAILED,
                 )
             with self._lock:
                 self._learn_certificates(payload.get("certificates"))
@@ -1130,7 +1133,7 @@ class Engine:
             raise LicenseError(
                 f"licence refresh failed: {client.detail(status, payload)}; the licence held "
                 "is kept",
-                code="REFRESH_FAILED",
+                code=Code.REFRESH_FAILED,
             )
         with self._lock:
             self._learn_certificates(payload.get("certificates"))
@@ -1138,19 +1141,19 @@ class Engine:
         held = decode_unverified(token)
         try:
             if not isinstance(renewed, str):
-                raise LicenseError("the answer carries no token", code="REFRESH_INVALID")
+                raise LicenseError("the answer carries no token", code=Code.REFRESH_INVALID)
             claims = verify_token(renewed, self._keys)
         except LicenseError as exc:
             raise LicenseError(
                 f"licence refresh answered a token that does not verify ({exc}); the "
                 "licence held is kept",
-                code="REFRESH_INVALID",
+                code=Code.REFRESH_INVALID,
             ) from None
         problem = _renewal_problem(held, claims, self.device_id)
         if problem:
             raise LicenseError(
                 f"licence refresh answered {problem}; the licence held is kept",
-                code="REFRESH_INVALID",
+                code=Code.REFRESH_INVALID,
             )
         with self._lock:
             # The file first: a crash leaves the old licence or the new one, never none.

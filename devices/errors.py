@@ -7,8 +7,64 @@ stable ``code`` (contract §8) so firmware can branch on it without parsing mess
 from __future__ import annotations
 
 
+class Code:
+    """Every ``code`` a :class:`LicenseError` carries, named once: raise sites and
+    firmware write ``Code.STATE_LOCKED``, never the string (docs/devices.md lists each
+    with what it means; tests/test_one_home.py holds the two together)."""
+
+    ACTIVATION_REQUIRED = "ACTIVATION_REQUIRED"
+    BAD_ARGUMENT = "BAD_ARGUMENT"
+    BAD_PUBLIC_KEY = "BAD_PUBLIC_KEY"
+    BAD_RESPONSE = "BAD_RESPONSE"
+    BAD_SIGNATURE = "BAD_SIGNATURE"
+    BAD_URL = "BAD_URL"
+    BATCH_EXHAUSTED = "BATCH_EXHAUSTED"
+    CLOCK_INVALID = "CLOCK_INVALID"
+    INSECURE_URL = "INSECURE_URL"
+    KEY_CERT_INVALID = "KEY_CERT_INVALID"
+    KEY_EXPIRED = "KEY_EXPIRED"
+    KEY_NOT_TRUSTED = "KEY_NOT_TRUSTED"
+    KEY_REVOKED = "KEY_REVOKED"
+    KEY_UNKNOWN = "KEY_UNKNOWN"
+    KEY_UNTRUSTED_ROOT = "KEY_UNTRUSTED_ROOT"
+    KEY_WRONG_USE = "KEY_WRONG_USE"
+    LICENSE_CLOCK_ROLLBACK = "LICENSE_CLOCK_ROLLBACK"
+    LICENSE_ERROR = "LICENSE_ERROR"
+    LICENSE_EXPIRED = "LICENSE_EXPIRED"
+    LICENSE_REVOKED = "LICENSE_REVOKED"
+    LIST_BAD_SIGNATURE = "LIST_BAD_SIGNATURE"
+    LIST_FROM_FUTURE = "LIST_FROM_FUTURE"
+    LIST_REJECTED = "LIST_REJECTED"
+    LIST_STALE = "LIST_STALE"
+    LIST_WRONG_LICENSE = "LIST_WRONG_LICENSE"
+    NETWORK_ERROR = "NETWORK_ERROR"
+    NOT_ENTITLED = "NOT_ENTITLED"
+    NOT_STARTED = "NOT_STARTED"
+    NO_FINGERPRINT = "NO_FINGERPRINT"
+    NO_PUBLIC_KEY = "NO_PUBLIC_KEY"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    RECEIPT_INVALID = "RECEIPT_INVALID"
+    REDIRECT_REFUSED = "REDIRECT_REFUSED"
+    REFRESH_FAILED = "REFRESH_FAILED"
+    REFRESH_INVALID = "REFRESH_INVALID"
+    STATE_CORRUPT = "STATE_CORRUPT"
+    STATE_LOCKED = "STATE_LOCKED"
+    STATE_UNREADABLE = "STATE_UNREADABLE"
+    STATE_UNWRITABLE = "STATE_UNWRITABLE"
+    STREAM_LIMIT = "STREAM_LIMIT"
+    SYNC_FAILED = "SYNC_FAILED"
+    SYNC_REQUIRED = "SYNC_REQUIRED"
+    UPLOAD_REFUSED = "UPLOAD_REFUSED"
+    USAGE_OUT_OF_RANGE = "USAGE_OUT_OF_RANGE"
+    WRONG_DEVICE = "WRONG_DEVICE"
+
+    @classmethod
+    def all(cls) -> frozenset[str]:
+        return frozenset(v for k, v in vars(cls).items() if k.isupper())
+
+
 class LicenseError(Exception):
-    code = "LICENSE_ERROR"
+    code = Code.LICENSE_ERROR
 
     def __init__(self, message: str = "", *, code: str | None = None) -> None:
         super().__init__(message or self.__class__.__name__)
@@ -17,46 +73,46 @@ class LicenseError(Exception):
 
 
 class ActivationRequired(LicenseError):
-    code = "ACTIVATION_REQUIRED"
+    code = Code.ACTIVATION_REQUIRED
 
 
 class BadSignature(LicenseError):
-    code = "BAD_SIGNATURE"
+    code = Code.BAD_SIGNATURE
 
 
 class WrongDevice(LicenseError):
-    code = "WRONG_DEVICE"
+    code = Code.WRONG_DEVICE
 
 
 class ClockRollback(LicenseError):
-    code = "LICENSE_CLOCK_ROLLBACK"
+    code = Code.LICENSE_CLOCK_ROLLBACK
 
 
 class Expired(LicenseError):
-    code = "LICENSE_EXPIRED"
+    code = Code.LICENSE_EXPIRED
 
 
 class Revoked(LicenseError):
-    code = "LICENSE_REVOKED"
+    code = Code.LICENSE_REVOKED
 
 
 class NotEntitled(LicenseError):
-    code = "NOT_ENTITLED"
+    code = Code.NOT_ENTITLED
 
 
 class StreamLimit(LicenseError):
-    code = "STREAM_LIMIT"
+    code = Code.STREAM_LIMIT
 
 
 class QuotaExceeded(LicenseError):
-    code = "QUOTA_EXCEEDED"
+    code = Code.QUOTA_EXCEEDED
 
 
 class SyncRequired(LicenseError):
     """The device's local licence state (revocation list, state file) is missing, damaged
     or does not cover the licence: analytics wait for a successful ``Engine.sync``."""
 
-    code = "SYNC_REQUIRED"
+    code = Code.SYNC_REQUIRED
 
 
 class InvalidArgument(LicenseError, ValueError):
@@ -64,4 +120,4 @@ class InvalidArgument(LicenseError, ValueError):
     nothing was counted, written or sent. Also a ValueError, as such errors are in
     Python."""
 
-    code = "BAD_ARGUMENT"
+    code = Code.BAD_ARGUMENT

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import LicenseError
+from .errors import Code, LicenseError
 
 ENV_VARIABLE = "SVC_DEVICE_ID"
 DEVICETREE_SERIAL = "sys/firmware/devicetree/base/serial-number"
@@ -68,7 +68,7 @@ def fingerprint(
     if mac:
         return Fingerprint(mac, "mac", weak=True)
     raise LicenseError(
-        "no device fingerprint source is available; set SVC_DEVICE_ID", code="NO_FINGERPRINT"
+        "no device fingerprint source is available; set SVC_DEVICE_ID", code=Code.NO_FINGERPRINT
     )
 
 

@@ -30,8 +30,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from . import jsonsafe
-from .errors import BadSignature
-from .token import b64url_decode, key_id, load_public_key, public_key_b64url
+from .errors import BadSignature, Code
+from .token import DEFAULT_ISSUER, b64url_decode, key_id, load_public_key, public_key_b64url
 
 CERT_PREFIX = "SVCK1"
 MAX_UNVERIFIED_BYTES = 1 << 20  # as devices.documents.MAX_DOCUMENT_CHARS
@@ -43,7 +43,7 @@ USES = (ONLINE, OFFLINE)
 class KeyNotTrusted(BadSignature):
     """A signature by a key that does not chain to a trusted root at that time."""
 
-    code = "KEY_NOT_TRUSTED"
+    code = Code.KEY_NOT_TRUSTED
 
 
 def certificate_payload(
@@ -54,7 +54,7 @@ def certificate_payload(
     not_before: int,
     not_after: int = 0,
     use: str = ONLINE,
-    issuer: str = "svc-licensing",
+    issuer: str = DEFAULT_ISSUER,
 ) -> dict[str, Any]:
     if use not in USES:
         raise ValueError(f"use must be one of {', '.join(USES)}, not {use!r}")
@@ -130,12 +130,12 @@ def parse_certificate(text: Any, roots: dict[str, Ed25519PublicKey]) -> KeyCerti
     if not isinstance(root, str) or root not in roots:
         raise KeyNotTrusted(
             f"key certificate is endorsed by root {root!r}, which this device does not trust",
-            code="KEY_UNTRUSTED_ROOT",
+            code=Code.KEY_UNTRUSTED_ROOT,
         )
     try:
         doc = verify_document(CERT_PREFIX, text, roots[root])
     except BadSignature as exc:
-        raise KeyNotTrusted(f"key certificate refused: {exc}", code="KEY_CERT_INVALID") from None
+        raise KeyNotTrusted(f"key certificate refused: {exc}", code=Code.KEY_CERT_INVALID) from None
     try:
         key = load_public_key(doc.get("key"))
         valid = (
@@ -147,7 +147,7 @@ def parse_certificate(text: Any, roots: dict[str, Ed25519PublicKey]) -> KeyCerti
     except ValueError:
         valid = False
     if not valid:
-        raise KeyNotTrusted("key certificate has an unexpected shape", code="KEY_CERT_INVALID")
+        raise KeyNotTrusted("key certificate has an unexpected shape", code=Code.KEY_CERT_INVALID)
     return KeyCertificate(
         kid=doc["kid"],
         key=key,
@@ -193,28 +193,28 @@ class Keyring:
         if self.pinned is not None and (not self.roots or kid in (None, self._pinned_kid)):
             return self.pinned  # a build without roots trusts its one key, whatever kid
         if not isinstance(kid, str) or not kid:
-            raise KeyNotTrusted("signature names no signing key (kid)", code="KEY_UNKNOWN")
+            raise KeyNotTrusted("signature names no signing key (kid)", code=Code.KEY_UNKNOWN)
         if kid in self.revoked:
             raise KeyNotTrusted(
-                f"signing key {kid} is revoked (signed revocation list)", code="KEY_REVOKED"
+                f"signing key {kid} is revoked (signed revocation list)", code=Code.KEY_REVOKED
             )
         cert = self.certificates.get(kid)
         if cert is None:
             raise KeyNotTrusted(
                 f"no certificate for signing key {kid}: sync, or install the licence file "
                 "with its certificate",
-                code="KEY_UNKNOWN",
+                code=Code.KEY_UNKNOWN,
             )
         if not cert.covers(at):
             raise KeyNotTrusted(
                 f"signing key {kid} was certified for {cert.not_before}.."
                 f"{cert.not_after or 'no end'}, not for a signature made at {at}",
-                code="KEY_EXPIRED",
+                code=Code.KEY_EXPIRED,
             )
         if use == ONLINE and cert.use != ONLINE:
             raise KeyNotTrusted(
                 f"signing key {kid} is an offline minting key; it signs licences only",
-                code="KEY_WRONG_USE",
+                code=Code.KEY_WRONG_USE,
             )
         return cert.key
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsonsafe
-from .errors import LicenseError
+from .errors import Code, LicenseError
 
 STATE_FILE = "state.json"
 SPOOL_FILE = "spool.json"
@@ -83,7 +83,7 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
     except OSError as exc:
         raise LicenseError(
-            f"state file {path} cannot be read: {exc.strerror or exc}", code="STATE_UNREADABLE"
+            f"state file {path} cannot be read: {exc.strerror or exc}", code=Code.STATE_UNREADABLE
         ) from None
     try:
         return jsonsafe.loads(data, max_bytes=MAX_STATE_BYTES, what="content")
@@ -94,7 +94,7 @@ def read_json(path: Path, default: Any = None) -> Any:
 def corrupt(path: Path, why: str) -> LicenseError:
     return LicenseError(
         f"state file {path} is damaged ({why}); it was not written by this module",
-        code="STATE_CORRUPT",
+        code=Code.STATE_CORRUPT,
     )
 
 
@@ -123,7 +123,7 @@ class DirectoryLock:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise LicenseError(
-                f"cannot open {path}: {exc.strerror or exc}", code="STATE_UNREADABLE"
+                f"cannot open {path}: {exc.strerror or exc}", code=Code.STATE_UNREADABLE
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -131,7 +131,7 @@ class DirectoryLock:
             os.close(fd)
             raise LicenseError(
                 f"another engine is using {directory}; one engine per state directory",
-                code="STATE_LOCKED",
+                code=Code.STATE_LOCKED,
             ) from None
         self._fd = fd
 

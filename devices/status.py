@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .documents import LicenseStatus, parse_status
-from .errors import BadSignature, LicenseError
+from .errors import BadSignature, Code, LicenseError
 from .state import STATUS_FILE, read_json, write_json
 
 FORMAT = 1
@@ -34,7 +34,7 @@ MAX_HELD = 16  # licences whose status a device keeps (the ones it has held late
 class ListRejected(LicenseError):
     """A licence status (the revocation list's word) was refused; the one held is kept."""
 
-    code = "LIST_REJECTED"
+    code = Code.LIST_REJECTED
 
 
 def load(path: Path, keyring: Any, device_id: str) -> tuple[dict[str, LicenseStatus], str]:
@@ -87,27 +87,27 @@ def accept(
     try:
         status = parse_status(text, keyring)
     except BadSignature as exc:
-        raise ListRejected(f"licence status refused: {exc}", code="LIST_BAD_SIGNATURE") from None
+        raise ListRejected(f"licence status refused: {exc}", code=Code.LIST_BAD_SIGNATURE) from None
     except LicenseError as exc:
-        raise ListRejected(f"licence status refused: {exc}", code="LIST_BAD_SIGNATURE") from None
+        raise ListRejected(f"licence status refused: {exc}", code=Code.LIST_BAD_SIGNATURE) from None
     if (status.license_id, status.device_id) != (license_id, device_id):
         raise ListRejected(
             f"licence status is for licence {status.license_id!r} on device "
             f"{status.device_id!r}, not {license_id!r} on {device_id!r}",
-            code="LIST_WRONG_LICENSE",
+            code=Code.LIST_WRONG_LICENSE,
         )
     if status.issued_at > now + leeway:
         raise ListRejected(
             f"licence status is signed at {status.issued_at}, beyond this device's clock "
             f"({math.floor(now)}) plus {int(leeway)} s",
-            code="LIST_FROM_FUTURE",
+            code=Code.LIST_FROM_FUTURE,
         )
     if held is not None and status.text != held.text and not status.newer_than(held):
         raise ListRejected(
             f"licence status at sequence {status.seq} (signed {status.issued_at}) is older "
             f"than the one held, at {held.seq} (signed {held.issued_at})"
             + ("; the licence held is revoked" if held.revoked else ""),
-            code="LIST_STALE",
+            code=Code.LIST_STALE,
         )
     return status
 

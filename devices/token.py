@@ -28,6 +28,9 @@ from . import jsonsafe
 from .errors import BadSignature
 
 PREFIX = "SVC1"
+# The iss of what the authority signs unless SVC_ISSUER says otherwise: the one default
+# (the settings, svccore.claims and svcctl import it).
+DEFAULT_ISSUER = "svc-licensing"
 MAX_TOKEN_CHARS = 8192
 SIGNATURE_BYTES = 64
 PUBLIC_KEY_BYTES = 32

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from devices.bounds import LAST_SECOND  # noqa: F401 - re-exported: the licensing bound
+from devices.token import DEFAULT_ISSUER  # noqa: F401 - re-exported for svcctl
 from svccore import catalogue, ids
 from svccore.timeunits import DAY
 
-DEFAULT_ISSUER = "svc-licensing"
 DEVICE_ID_MAX = 128
 # Upper bounds of the numbers an operator may sign into a licence (the API and the admin
 # refuse more, naming the bound): far beyond any real order or camera, and inside the

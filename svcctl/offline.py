@@ -19,7 +19,7 @@ from typing import Any
 from devices import keys as devkeys
 from devices import states
 from devices import token as codec
-from devices.errors import BadSignature
+from devices.errors import BadSignature, Code
 from svccore import claims as claimbuilder
 from svccore import licensefile
 from svccore.claims import DEFAULT_ISSUER
@@ -145,7 +145,7 @@ def _chain(
     try:
         key = keyring.resolve(claims)
     except devkeys.KeyNotTrusted as exc:
-        if exc.code == "KEY_UNKNOWN" and claims.get("kid") in refused:
+        if exc.code == Code.KEY_UNKNOWN and claims.get("kid") in refused:
             exc = refused[claims["kid"]]  # the file has its certificate, but it was refused
         return {**result, "code": exc.code, "error": str(exc)}, None
     cert = keyring.certificates[claims["kid"]]

@@ -123,3 +123,24 @@ def test_the_api_stores_a_chosen_id_by_the_same_rule(admin_api):
         "/v1/admin/customers", {"name": "Other", "kind": "oem", "id": "ß"}, format="json"
     )
     assert refused.status_code == 400
+
+
+def test_every_device_error_code_is_a_constant_and_documented():
+    """devices.Code names each code once; no raise site writes the string, and the
+    device guide lists every one."""
+    from devices.errors import Code
+
+    literal = []
+    for path in (REPO / "devices").glob("*.py"):
+        if path.name == "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.keyword) and node.arg == "code":
+                if isinstance(node.value, ast.Constant):
+                    literal.append(f"{path.name}:{node.value.lineno}")
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                if any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
+                    literal.append(f"{path.name}:{node.lineno}")
+    assert literal == []
+    guide = (REPO / "docs" / "devices.md").read_text()
+    assert sorted(c for c in Code.all() if f"`{c}`" not in guide) == []
