@@ -37,12 +37,10 @@ from licensing.models import (
 )
 from svccore import catalogue, ids
 from svccore.claims import (
-    API_QUOTA_MAX,
     LAST_SECOND,
-    MAX_STREAMS_MAX,
-    TERM_DAYS_MAX,
-    UNITS_MAX,
+    bound_problem,
     build_claims,
+    claims_from_entry,
     device_id_problem,
 )
 from svccore.timeunits import unix
@@ -107,11 +105,13 @@ def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:
     )
 
 
-def _check_bounds(name: str, value: int | None, *, low: int, high: int) -> None:
-    """Refuse a number outside ``low..high`` (``None``: not given), naming the bounds:
-    every number signed into a licence has one (``svccore.claims``)."""
-    if value is not None and not low <= value <= high:
-        raise InvalidInput(f"{name} must be {low}-{high:,}, not {value:,}")
+def _check_bounds(**given: int | None) -> None:
+    """Refuse a number outside its bounds (``svccore.claims.BOUNDS``; None: not given),
+    naming them: every number signed into a licence has one."""
+    for rule, value in given.items():
+        problem = bound_problem(rule, value)
+        if problem:
+            raise InvalidInput(problem)
 
 
 def _check_device_id(name: str, device_id: str) -> None:
@@ -127,25 +127,20 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
     ``act`` = ``required``). The unit price is fixed now from the volume tier."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
-    _check_bounds("units", units, low=1, high=UNITS_MAX)
-    _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
+    _check_bounds(units=units, term_days=term_days)
     term = entry.term_days if term_days is None else term_days
     now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
     batch_id = ids.batch_id(now.year)
-    claims = license_claims(
+    claims = claims_from_entry(
+        entry=entry.entry(),
         license_id=ids.license_id(),
-        sku=entry.code,
         customer_id=customer.id,
+        issuer=settings.SVC_ISSUER,
         device_id="*",
         activation=License.Activation.REQUIRED,
-        issued_at=now,
-        expires_at=expires_at,
-        entitlements=catalogue.entitlements(entry.modules),
-        max_streams=entry.max_streams,
-        max_fps=entry.max_fps,
-        api_calls=entry.api_calls,
-        grace_days=entry.grace_days,
+        issued_at=unix(now),
+        expires_at=unix(expires_at),
         batch={"id": batch_id, "units": units},
     )
     key = _issue_license(
@@ -196,24 +191,20 @@ def license_issue(
             "an unbound licence (device_id '*') must use activation 'required'; "
             "bind it to a device to use activation 'optional'"
         )
-    _check_bounds("term_days", term_days, low=0, high=TERM_DAYS_MAX)
-    _check_bounds("api_quota", api_quota, low=0, high=API_QUOTA_MAX)
-    _check_bounds("max_streams", max_streams, low=1, high=MAX_STREAMS_MAX)
+    _check_bounds(term_days=term_days, api_quota=api_quota, max_streams=max_streams)
     now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, entry.term_days if term_days is None else term_days)
-    claims = license_claims(
+    claims = claims_from_entry(
+        entry=entry.entry(),
         license_id=ids.license_id(),
-        sku=entry.code,
         customer_id=customer.id,
+        issuer=settings.SVC_ISSUER,
         device_id=device_id,
         activation=activation,
-        issued_at=now,
-        expires_at=expires_at,
-        entitlements=catalogue.entitlements(entry.modules),
-        max_streams=entry.max_streams if max_streams is None else max_streams,
-        max_fps=entry.max_fps,
-        api_calls=entry.api_calls if api_quota is None else api_quota,
-        grace_days=entry.grace_days,
+        issued_at=unix(now),
+        expires_at=unix(expires_at),
+        max_streams=max_streams,
+        api_quota=api_quota,
     )
     return _issue_license(
         claims=claims,

@@ -118,6 +118,62 @@ def build_claims(
     return claims
 
 
+# The numbers an operator may choose for a licence, with their bounds: one table for the
+# API, manage.py mint and svcctl mint.
+BOUNDS = {
+    "units": (1, UNITS_MAX),
+    "term_days": (0, TERM_DAYS_MAX),
+    "api_quota": (0, API_QUOTA_MAX),
+    "max_streams": (1, MAX_STREAMS_MAX),
+}
+
+
+def bound_problem(rule: str, value: int | None, *, name: str | None = None) -> str:
+    """Why ``value`` is outside the bounds of ``rule`` (:data:`BOUNDS`), naming them as
+    ``name`` (default: the rule), or "" when it is inside or not given (None)."""
+    low, high = BOUNDS[rule]
+    if value is None or low <= value <= high:
+        return ""
+    return f"{name or rule} must be {low}-{high:,}, not {value:,}"
+
+
+def claims_from_entry(
+    *,
+    entry: dict[str, Any],
+    license_id: str,
+    customer_id: str,
+    issuer: str,
+    device_id: str,
+    activation: str,
+    issued_at: int,
+    expires_at: int,
+    max_streams: int | None = None,
+    api_quota: int | None = None,
+    batch: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The claims of a licence sold from catalogue ``entry`` (contract §5): its
+    entitlements, caps and grace, with the operator's ``max_streams`` and ``api_quota``
+    when given (checked against :data:`BOUNDS` by the caller). The one translation of a
+    catalogue entry into claims: batch keys and direct licences on the server, and
+    ``mint`` offline."""
+    return build_claims(
+        license_id=license_id,
+        sku=entry["sku"],
+        customer_id=customer_id,
+        issuer=issuer,
+        device_id=device_id,
+        activation=activation,
+        issued_at=issued_at,
+        expires_at=expires_at,
+        entitlements=catalogue.entitlements(entry["modules"]),
+        max_streams=entry["max_streams"] if max_streams is None else max_streams,
+        max_fps=entry["max_fps"],
+        api_calls=entry["api_calls"] if api_quota is None else api_quota,
+        grace_days=entry["grace_days"],
+        batch=batch,
+    )
+
+
 def mint_claims(
     *,
     entry: dict[str, Any],
@@ -142,29 +198,24 @@ def mint_claims(
     if problem:
         raise ClaimsError(f"the device id {problem}")
     term = entry["term_days"] if days is None else days
-    for name, value, high in (
-        ("days", term, TERM_DAYS_MAX),
-        ("quota", api_quota, API_QUOTA_MAX),
-        ("streams", max_streams, MAX_STREAMS_MAX),
+    for rule, value, name in (
+        ("term_days", term, "days"),
+        ("api_quota", api_quota, "quota"),
+        ("max_streams", max_streams, "streams"),
     ):
-        low = 1 if name == "streams" else 0
-        if value is not None and value < low:
-            raise ClaimsError(f"{name} must be >= {low}, not {value}")
-        if value is not None and value > high:
-            raise ClaimsError(f"{name} must be at most {high}, not {value}")
+        problem = bound_problem(rule, value, name=name)
+        if problem:
+            raise ClaimsError(problem)
     issued = int(time.time()) if now is None else now
-    return build_claims(
+    return claims_from_entry(
+        entry=entry,
         license_id=ids.license_id(),
-        sku=entry["sku"],
         customer_id=ids.chosen_customer_id(customer),
         issuer=issuer,
         device_id=device_id,
         activation="optional",
         issued_at=issued,
         expires_at=0 if term == 0 else issued + term * DAY,
-        entitlements=catalogue.entitlements(entry["modules"]),
-        max_streams=entry["max_streams"] if max_streams is None else max_streams,
-        max_fps=entry["max_fps"],
-        api_calls=entry["api_calls"] if api_quota is None else api_quota,
-        grace_days=entry["grace_days"],
+        max_streams=max_streams,
+        api_quota=api_quota,
     )

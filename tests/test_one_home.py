@@ -144,3 +144,40 @@ def test_every_device_error_code_is_a_constant_and_documented():
     assert literal == []
     guide = (REPO / "docs" / "devices.md").read_text()
     assert sorted(c for c in Code.all() if f"`{c}`" not in guide) == []
+
+
+@pytest.mark.django_db
+def test_the_server_and_mint_put_the_same_claims_from_a_catalogue_entry(customer):
+    from licensing.services import license_issue
+    from svccore import claims
+
+    served = license_issue(
+        customer_id=customer.id, sku="VISION-PRO", device_id="cam-1", api_quota=5, max_streams=2
+    ).claims
+    minted = claims.mint_claims(
+        entry=claims.catalogue_entry("VISION-PRO"),
+        customer=customer.id,
+        device_id="cam-1",
+        api_quota=5,
+        max_streams=2,
+    )
+    for name in ("sku", "sub", "dev", "act", "ent", "lim", "grace_days"):
+        assert served[name] == minted[name], name
+    assert served["exp"] - served["iat"] == minted["exp"] - minted["iat"]
+
+
+@pytest.mark.django_db
+def test_a_number_out_of_bounds_is_refused_in_the_same_words_everywhere(customer):
+    from config.errors import InvalidInput
+    from licensing.services import license_issue
+    from svccore import claims
+
+    with pytest.raises(InvalidInput, match="max_streams must be 1-1,024, not 2,000"):
+        license_issue(customer_id=customer.id, sku="VISION-PRO", device_id="c", max_streams=2000)
+    with pytest.raises(claims.ClaimsError, match="streams must be 1-1,024, not 2,000"):
+        claims.mint_claims(
+            entry=claims.catalogue_entry("VISION-PRO"),
+            customer="C",
+            device_id="c",
+            max_streams=2000,
+        )
