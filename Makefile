@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
-.PHONY: install run test test-pg lint docs docs-serve bench clean
+.PHONY: install run test test-fast test-pg lint docs docs-serve bench clean
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ lint: install
 
 test: lint
 	$(BIN)/pytest -q
+
+# The suite without the slow tests (real servers, fuzzing, scale, README), on every
+# core: under a minute, for the edit-test loop. `make test` runs everything.
+test-fast: install
+	$(BIN)/pytest -q -m "not slow" -n auto
 
 # The suite's database tests on PostgreSQL (the production database); the tests that
 # touch no database ran in `make test` (tests/conftest.py, SVC_TEST_DATABASE_ONLY).

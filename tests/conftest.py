@@ -68,11 +68,50 @@ def uses_database(item: pytest.Item) -> bool:
     )
 
 
+# Minutes of the suite, marked ``slow`` here (``make test-fast`` runs the rest): real
+# servers (gunicorn, nginx, Redis, SoftHSM2, Chromium), fuzzing and scale, the README.
+SLOW_MODULES = frozenset(
+    {
+        "tests/test_fuzz_api.py",
+        "tests/test_device_fuzz.py",
+        "tests/test_revocation_scale.py",
+        "tests/test_readme.py",
+        "tests/test_key_rotation.py",
+        "tests/test_sync_crash.py",
+        "tests/test_cache_outage.py",
+        "tests/test_edge.py",
+        "tests/test_hsm_signer.py",
+        "tests/test_tampering_proxy.py",
+        "tests/test_end_to_end.py",
+        "tests/test_database_connection.py",
+        "tests/operators/test_browser.py",
+        "tests/operators/test_console_layout.py",
+        "tests/billing/test_rating_oracle.py",
+        "tests/devices/test_device_crash.py",
+    }
+)
+SERVER_FIXTURES = frozenset({"live_service", "live_server", "private_redis"})
+
+
+def is_slow(item: pytest.Item) -> bool:
+    module = item.nodeid.split("::", 1)[0]
+    return (
+        module in SLOW_MODULES
+        or item.get_closest_marker("live") is not None
+        or bool(SERVER_FIXTURES & set(getattr(item, "fixturenames", ())))
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
+    """Every test in :data:`SLOW_MODULES` or on a real server is marked ``slow``.
+
+    ``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
     tests that touch the database run. The rest (the device module, svcctl offline, the
     README against its own SQLite ``make run``) cannot behave differently on another
     database, and the SQLite run has just run them."""
+    for item in items:
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
     keep = [item for item in items if uses_database(item)]
