@@ -32,6 +32,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	SVC_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 
 test: lint
