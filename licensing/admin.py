@@ -39,6 +39,7 @@ from config.errors import ServiceError
 from customers.models import Customer
 from devices import states
 from devices.hardware import SOURCES
+from licensing import signing
 from licensing.models import (
     NEAR_EXHAUSTION_PERCENT,
     Activation,
@@ -779,7 +780,7 @@ class SigningKeyAdmin(ReadOnlyAdmin):
 
     @admin.display(description="state")
     def state(self, key: SigningKey) -> str:
-        return key.state
+        return signing.key_state(key)
 
     @admin.display(description="use", ordering="use")
     def use_short(self, key: SigningKey) -> str:

@@ -12,7 +12,7 @@ import secrets
 from decimal import Decimal
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.lookups import GreaterThanOrEqual
@@ -554,22 +554,6 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return self.kid
-
-    @property
-    def state(self) -> str:
-        # Which key is active is configuration (SVC_SIGNING_KEY_FILE), read through the
-        # module that loads it; that module reads this table, hence the late import.
-        from licensing.signing import active_kid
-
-        if self.revoked_at is not None:
-            return self.State.REVOKED
-        if self.retired_at is not None:
-            return self.State.RETIRED
-        try:
-            active = active_kid()
-        except ImproperlyConfigured:
-            active = ""
-        return self.State.ACTIVE if self.kid == active else self.State.STANDBY
 
     def window(self) -> str:
         """The certificate's validity as ``not_before..not_after`` (Unix seconds)."""

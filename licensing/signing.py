@@ -161,6 +161,21 @@ def active_kid() -> str:
     return _active().kid
 
 
+def key_state(key: SigningKey) -> str:
+    """Where ``key`` stands (``SigningKey.State``), most decisive first: revoked, retired,
+    active (the key the configured signer holds: configuration, read here, which is why
+    this is not a property of the row), standby."""
+    if key.revoked_at is not None:
+        return SigningKey.State.REVOKED
+    if key.retired_at is not None:
+        return SigningKey.State.RETIRED
+    try:
+        active = active_kid()
+    except ImproperlyConfigured:
+        active = ""
+    return SigningKey.State.ACTIVE if key.kid == active else SigningKey.State.STANDBY
+
+
 def root_keys() -> dict[str, Ed25519PublicKey]:
     """The roots of ``SVC_ROOT_KEYS`` by key id; empty when none is configured."""
     configured = tuple(settings.SVC_ROOT_KEYS)

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             problem = str(exc)
         rows = [
-            (key.kid, key.use, key.state, key.fingerprint, key.window())
+            (key.kid, key.use, signing.key_state(key), key.fingerprint, key.window())
             for key in signing_keys_list()
         ]
         header = ("KID", "USE", "STATE", "FINGERPRINT", "WINDOW")
