@@ -1,0 +1,36 @@
+"""The subcommands of ``svcctl``, one module per noun; ``ORDER`` is how
+``svcctl --help`` lists them (online first, then offline)."""
+
+from __future__ import annotations
+
+from svcctl.commands import batches, billing, customers, fleet, keys, licenses
+from svcctl.commands.base import Command
+
+ORDER = (
+    "customer",
+    "batch",
+    "license",
+    "revoke",
+    "release",
+    "renew",
+    "expiring",
+    "fleet",
+    "batch-status",
+    "usage",
+    "invoice",
+    "catalogue",
+    "mint",
+    "inspect",
+    "keygen",
+    "root-keygen",
+    "certify",
+    "register",
+)
+MODULES = (customers, batches, licenses, fleet, billing, keys)
+
+
+def ordered() -> list[Command]:
+    """Every command of every module, in :data:`ORDER`."""
+    by_name = {command.name: command for module in MODULES for command in module.COMMANDS}
+    assert sorted(by_name) == sorted(ORDER), "a command is missing from ORDER or a module"
+    return [by_name[name] for name in ORDER]
