@@ -18,7 +18,8 @@ from billing.models import (
     UsageRecord,
 )
 from config import clock
-from config.adminbase import IndexedSearchMixin, ReadOnlyAdmin, choices_filter, money
+from config.adminbase import IndexedSearchMixin, ReadOnlyAdmin, choices_filter
+from config.display import money
 from licensing.selectors import catalogue_list
 
 

@@ -1,33 +1,26 @@
-"""Base classes and display helpers for the operator console's model admins.
+"""Base classes for the operator console's model admins (how values are shown:
+:mod:`config.display`).
 
 Rows that carry business rules (batches, licences, activations, invoices, the audit log)
 are created by services and never edited or deleted in place from the admin.
-
-Every page of the console shows things the same way: a moment as ``2026-11-23 18:40 UTC``
-(:func:`utc_time`, also for Unix seconds), money with its currency's decimals
-(:func:`money`: ``630.00 EUR``, never ``630.0``), and JSON indented, wrapped and with its
-Unix times dated (:func:`pretty_json`).
 
 An admin "add" page is a plain form whose valid data goes to one service call
 (``customer_create``, ``batch_issue``, ``license_issue``) through
 :func:`service_form_view`; a :class:`ServiceError` comes back as a form error with the
 service's own message, so the admin applies exactly the rules the API applies, and a
-failed attempt is still in the audit log. Revocations ask for a reason first
-(:func:`revoke_with_reason`).
+failed attempt is still in the audit log. An action that needs input first shows
+:func:`confirm_page`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
 from django.core.exceptions import PermissionDenied
@@ -39,71 +32,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.functional import cached_property
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 
+from config.display import utc_time_html
 from config.errors import ServiceError
-from svccore.money import exact, minor_units
 
 # The admin's navigation sidebar takes 300 px from every list, which then no longer fits
 # a laptop screen; the index lists every model and every page has breadcrumbs.
 admin.site.enable_nav_sidebar = False
-
-TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
-# Keys whose integer values are Unix seconds, in licence claims and audit details.
-TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
-             "usable_until")  # fmt: skip
-_TIME_LINE = re.compile(rf'^(\s*"({"|".join(TIME_KEYS)})": )(\d+)(,?)$', re.MULTILINE)
-
-
-def utc_time(moment: dt.datetime | int | None) -> str:
-    """``moment`` (an aware datetime or Unix seconds) as ``2026-11-23 18:40 UTC``; "" for
-    none (``None``, or 0 seconds, which the claims use for "no end")."""
-    if moment is None or moment == 0:
-        return ""
-    if isinstance(moment, int):
-        try:
-            moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            return str(moment)
-    return moment.astimezone(dt.UTC).strftime(TIME_FORMAT)
-
-
-def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
-    """:func:`utc_time` for a table cell: it wraps between the day and the time only.
-    ``None`` for no moment, which the admin shows as its empty value."""
-    text = utc_time(moment)
-    if not text:
-        return None
-    day, _, clock = text.partition(" ")
-    return format_html('<span class="svc-time"><span>{}</span> <span>{}</span></span>', day, clock)
-
-
-def amount(value: Decimal | int | float | str | None, currency: str) -> str:
-    """``value`` with its currency's decimals: ``630.00`` for EUR (never ``630.0``), more
-    only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
-    if value is None or value == "":
-        return ""
-    return f"{exact(value, minor_units(currency)):f}"
-
-
-def money(value: Decimal | int | float | str | None, currency: str) -> str:
-    """:func:`amount` and the currency: ``630.00 EUR``; "" for none."""
-    shown = amount(value, currency)
-    return f"{shown} {currency}".rstrip() if shown else ""
-
-
-def pretty_json(value: Any) -> SafeString:
-    """``value`` as indented JSON that wraps long strings (tokens) instead of running off
-    the page; each Unix time is followed by its date."""
-    text = json.dumps(value, indent=2, sort_keys=True, default=str)
-
-    def dated(match: re.Match) -> str:
-        seconds = int(match[3])
-        when = utc_time(seconds) or ("no end" if match[2] == "exp" else "none")
-        return f"{match[0]}  // {when}"
-
-    return format_html('<pre class="svc-json">{}</pre>', _TIME_LINE.sub(dated, text))
 
 
 def _time_column(field: models.Field, empty: str | None = None):
@@ -313,13 +248,6 @@ class ReadOnlyAdmin(NoEditAdmin):
         return False
 
 
-class LicenseRevokeMixin:
-    """Permission for the revoke-with-reason actions on licences and what holds them."""
-
-    def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_license")
-
-
 # --- pages that write through a service ------------------------------------------------
 
 
@@ -356,57 +284,6 @@ def service_form_view(
         "has_view_permission": model_admin.has_view_permission(request),
     }
     return TemplateResponse(request, "admin/service_form.html", context)
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(
-        max_length=500,
-        widget=forms.TextInput(attrs={"size": 60, "autofocus": True}),
-        help_text="Recorded on the licence and in the audit log.",
-    )
-
-
-def revoke_with_reason(
-    model_admin: admin.ModelAdmin,
-    request: HttpRequest,
-    queryset,
-    *,
-    license_id_of: Callable[[Any], str],
-    revoke: Callable[..., Any],
-    action_name: str,
-    what: str,
-    verb: str = "Revoke",
-    message: str = "Revoked {n} {what}; devices drop them at their next sync.",
-    template: str = "admin/revoke_confirm.html",
-    explanation: dict[str, Any] | None = None,
-) -> HttpResponse | None:
-    """An admin action that asks for a reason first, then revokes each selected row's
-    licence through ``revoke`` (the ``license_revoke`` service, or another service that
-    takes ``license_id`` and ``reason``, such as ``seat_release``)."""
-    form = ReasonForm(request.POST if "apply" in request.POST else None)
-    if "apply" in request.POST and form.is_valid():
-        done = 0
-        for row in queryset:
-            try:
-                revoke(license_id=license_id_of(row), reason=form.cleaned_data["reason"])
-                done += 1
-            except ServiceError as exc:
-                model_admin.message_user(request, exc.detail, messages.ERROR)
-        if done:
-            model_admin.message_user(request, message.format(n=done, what=what))
-        return None
-    return confirm_page(
-        model_admin,
-        request,
-        queryset,
-        template=template,
-        title=f"{verb} {what}",
-        form=form,
-        action_name=action_name,
-        rows=[(row, license_id_of(row)) for row in queryset],
-        verb=verb,
-        **(explanation or {}),
-    )
 
 
 def confirm_page(

@@ -23,7 +23,7 @@ from billing import services as billing_services
 from billing.exports import preview_csv
 from billing.models import InvoiceLine
 from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_check_result
-from config.adminbase import amount, money, utc_time
+from config.display import amount, money, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer

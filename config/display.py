@@ -1,0 +1,75 @@
+"""How the console shows things, the same on every page: a moment as ``2026-11-23 18:40
+UTC`` (:func:`utc_time`, also for Unix seconds), money with its currency's decimals
+(:func:`money`: ``630.00 EUR``, never ``630.0``), and JSON indented, wrapped and with its
+Unix times dated (:func:`pretty_json`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from svccore.money import exact, minor_units
+
+TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
+
+
+# Keys whose integer values are Unix seconds, in licence claims and audit details.
+TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
+             "usable_until")  # fmt: skip
+_TIME_LINE = re.compile(rf'^(\s*"({"|".join(TIME_KEYS)})": )(\d+)(,?)$', re.MULTILINE)
+
+
+def utc_time(moment: dt.datetime | int | None) -> str:
+    """``moment`` (an aware datetime or Unix seconds) as ``2026-11-23 18:40 UTC``; "" for
+    none (``None``, or 0 seconds, which the claims use for "no end")."""
+    if moment is None or moment == 0:
+        return ""
+    if isinstance(moment, int):
+        try:
+            moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            return str(moment)
+    return moment.astimezone(dt.UTC).strftime(TIME_FORMAT)
+
+
+def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
+    """:func:`utc_time` for a table cell: it wraps between the day and the time only.
+    ``None`` for no moment, which the admin shows as its empty value."""
+    text = utc_time(moment)
+    if not text:
+        return None
+    day, _, clock = text.partition(" ")
+    return format_html('<span class="svc-time"><span>{}</span> <span>{}</span></span>', day, clock)
+
+
+def amount(value: Decimal | int | float | str | None, currency: str) -> str:
+    """``value`` with its currency's decimals: ``630.00`` for EUR (never ``630.0``), more
+    only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
+    if value is None or value == "":
+        return ""
+    return f"{exact(value, minor_units(currency)):f}"
+
+
+def money(value: Decimal | int | float | str | None, currency: str) -> str:
+    """:func:`amount` and the currency: ``630.00 EUR``; "" for none."""
+    shown = amount(value, currency)
+    return f"{shown} {currency}".rstrip() if shown else ""
+
+
+def pretty_json(value: Any) -> SafeString:
+    """``value`` as indented JSON that wraps long strings (tokens) instead of running off
+    the page; each Unix time is followed by its date."""
+    text = json.dumps(value, indent=2, sort_keys=True, default=str)
+
+    def dated(match: re.Match) -> str:
+        seconds = int(match[3])
+        when = utc_time(seconds) or ("no end" if match[2] == "exp" else "none")
+        return f"{match[0]}  // {when}"
+
+    return format_html('<pre class="svc-json">{}</pre>', _TIME_LINE.sub(dated, text))

@@ -1,0 +1,178 @@
+"""Batches: their seats, keys and renewals."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import F
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from config.adminbase import (
+    NoEditAdmin,
+    service_form_view,
+)
+from config.display import money, pretty_json
+from licensing.admin.display import (
+    admin_link,
+    copyable,
+    progress_bar,
+    revoked_or_valid,
+)
+from licensing.admin.forms import (
+    BatchIssueForm,
+    renew_with_term,
+)
+from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.models import (
+    NEAR_EXHAUSTION_PERCENT,
+    Batch,
+    near_exhaustion_condition,
+)
+from licensing.services import (
+    batch_issue,
+    license_revoke,
+)
+
+
+class NearExhaustionFilter(admin.SimpleListFilter):
+    title = "units left"
+    parameter_name = "units_left"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("near", f"near exhaustion (>= {NEAR_EXHAUSTION_PERCENT}% activated)"),
+            ("exhausted", "exhausted"),
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() == "near":
+            return queryset.filter(near_exhaustion_condition())
+        if self.value() == "exhausted":
+            return queryset.filter(units_activated=F("units_purchased"))
+        return queryset
+
+
+@admin.register(Batch)
+class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
+    # Narrow enough for a laptop beside the filters: the customer by name (its id in
+    # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
+    list_display = [
+        "batch_id",
+        "customer_name",
+        "sku",
+        "progress",
+        "unit_price_shown",
+        "issued_at",
+        "expires_at",
+    ]
+    list_filter = [NearExhaustionFilter, "sku", "issued_at"]
+    empty_times = {"expires_at": "perpetual"}
+    search_fields = ["id", "customer__id", "customer__name", "license__id"]
+    list_select_related = ["customer", "license"]
+    date_hierarchy = "issued_at"
+    fields = [
+        "id",
+        "customer_link",
+        "sku",
+        "units_purchased",
+        "progress",
+        "unit_price_shown",
+        "order_value",
+        "issued_at",
+        "expires_at",
+        "license_link",
+        "key_state_full",
+        "batch_key",
+        "key_claims",
+    ]
+    readonly_fields = fields
+    actions = ["revoke_batch_keys", "renew_batches"]
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, batch: Batch):
+        return admin_link(batch.customer, str(batch.customer))
+
+    @admin.display(description="units activated", ordering="units_activated")
+    def progress(self, batch: Batch):
+        return progress_bar(activated=batch.units_activated, purchased=batch.units_purchased)
+
+    @admin.display(description="unit price", ordering="unit_price")
+    def unit_price_shown(self, batch: Batch) -> str:
+        return money(batch.unit_price, batch.currency)
+
+    @admin.display(description="order value")
+    def order_value(self, batch: Batch) -> str:
+        return money(batch.unit_price * batch.units_purchased, batch.currency)
+
+    @admin.display(description="batch key licence")
+    def license_link(self, batch: Batch):
+        return admin_link(batch.license)
+
+    @admin.display(description="batch id", ordering="id")
+    def batch_id(self, batch: Batch):
+        if batch.license.revoked_at is None:
+            return batch.id
+        return format_html('{}<br><span class="svc-red">key revoked</span>', batch.id)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_name(self, batch: Batch):
+        url = reverse("admin:customers_customer_change", args=[batch.customer_id])
+        return format_html(
+            '<a href="{}" title="{}">{}</a>', url, batch.customer_id, batch.customer.name
+        )
+
+    @admin.display(description="batch key state")
+    def key_state_full(self, batch: Batch):
+        return revoked_or_valid(batch.license, full=True)
+
+    @admin.display(description="batch key (send this to the customer)")
+    def batch_key(self, batch: Batch):
+        return copyable(batch.license.token, element_id="batch-key")
+
+    @admin.display(description="batch key claims")
+    def key_claims(self, batch: Batch):
+        return pretty_json(batch.license.claims)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        def perform(data):
+            batch = batch_issue(
+                customer_id=data["customer"].pk,
+                sku=data["sku"],
+                units=data["units"],
+                term_days=data["term_days"],
+            )
+            self.message_user(
+                request,
+                f"Batch {batch.id} issued: {batch.units_purchased} units of {batch.sku} at "
+                f"{batch.unit_price} {batch.currency}. Copy the batch key below for the customer.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:licensing_batch_change", args=[batch.pk]))
+
+        return service_form_view(
+            self,
+            request,
+            form_class=BatchIssueForm,
+            title="Issue batch",
+            intro="Sell a customer a batch of units: one batch key, exchanged by each camera "
+            "for its own licence on first boot. The unit price is fixed now from the volume tier.",
+            perform=perform,
+            submit_label="Issue batch",
+        )
+
+    @admin.action(description="Revoke batch keys of selected batches…", permissions=["revoke"])
+    def revoke_batch_keys(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda batch: batch.license_id,
+            revoke=license_revoke,
+            action_name="revoke_batch_keys",
+            what="batch keys",
+        )
+
+    @admin.action(description="Renew selected batches for another term…", permissions=["revoke"])
+    def renew_batches(self, request, queryset):
+        return renew_with_term(self, request, queryset, target="batch_id", what="batches")

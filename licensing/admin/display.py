@@ -1,0 +1,88 @@
+"""How the console shows a batch, a licence and its state."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.urls import reverse
+from django.utils.html import format_html
+
+from config import clock
+from config.display import utc_time
+from devices import states
+from licensing.models import (
+    License,
+    is_near_exhaustion,
+)
+
+
+def progress_bar(*, activated: int, purchased: int):
+    """A bar of the units activated out of those purchased, red near exhaustion, then
+    ``9/10``; it never wraps."""
+    share = activated / purchased if purchased else 0
+    near = is_near_exhaustion(activated=activated, purchased=purchased)
+    colour = "#ba2121" if near else "#417690"
+    return format_html(
+        '<span class="svc-progress{}" title="{} of {} units activated">'
+        '<span class="svc-progress-bar">'
+        '<span style="width:{}%;background:{}"></span></span>'
+        ' <span style="color:{}">{}</span></span>',
+        " near-exhaustion" if near else "",
+        activated,
+        purchased,
+        f"{share * 100:.0f}",
+        colour,
+        colour if near else "inherit",
+        f"{activated}/{purchased}",
+    )
+
+
+def copyable(text: str, *, element_id: str):
+    return format_html(
+        '<textarea id="{}" class="svc-token" readonly rows="4">{}</textarea><br>'
+        '<button type="button" class="button" onclick="var t=document.getElementById(\'{}\');'
+        "t.select();if(navigator.clipboard){{navigator.clipboard.writeText(t.value);}}"
+        "else{{document.execCommand('copy');}}this.textContent='Copied';\">Copy</button>",
+        element_id,
+        text,
+        element_id,
+    )
+
+
+def revoked_or_valid(lic: License, *, full: bool = False):
+    """The licence's revocation: "valid", or "revoked" in red with when and why as a
+    tooltip (``full``: also written out after it)."""
+    if lic.revoked_at is None:
+        return "valid"
+    why = f"{utc_time(lic.revoked_at)}: {lic.revoke_reason or 'no reason given'}"
+    return format_html(
+        '<span class="svc-red" title="{}">revoked</span>{}', why, f" {why}" if full else ""
+    )
+
+
+# What the console calls each state of devices.license_state.
+LICENSE_STATE_WORDS = {
+    states.NOT_YET_VALID: "not yet valid",
+    states.ACTIVE: "active",
+    states.GRACE: "grace",
+    states.EXPIRED: "expired",
+    states.REVOKED: "revoked",
+}
+
+
+def license_state(lic: License, now: dt.datetime | None = None) -> str:
+    """The licence's state as a device would see it (spec §3, from its signed claims),
+    or revoked; "active (perpetual)" for an ``exp`` of 0."""
+    moment = (now or clock.now()).timestamp()
+    state = states.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
+    if state == states.ACTIVE and not lic.claims["exp"]:
+        return "active (perpetual)"
+    return LICENSE_STATE_WORDS[state]
+
+
+def admin_link(obj, label: str | None = None):
+    if obj is None:
+        return "-"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label or obj.pk)

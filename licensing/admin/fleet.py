@@ -1,0 +1,178 @@
+"""The fleet: activations, seat releases and renewals."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html
+
+from config.adminbase import (
+    IndexedSearchMixin,
+    ReadOnlyAdmin,
+    choices_filter,
+)
+from devices.hardware import SOURCES
+from licensing.admin.display import (
+    admin_link,
+    revoked_or_valid,
+)
+from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.models import (
+    Activation,
+    Renewal,
+    SeatRelease,
+)
+from licensing.seats import ReleasePolicy, seat_release
+from licensing.services import (
+    license_revoke,
+)
+
+# The fingerprint sources a device reports (devices.hardware), not a SELECT DISTINCT.
+FingerprintSourceFilter = choices_filter(
+    "fingerprint_source", "fingerprint source", lambda: [(s, s) for s in SOURCES]
+)
+
+
+@admin.register(Activation)
+class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+    # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
+    # since when and whether its licence still works. The licence, fingerprint source,
+    # SDK version and client address are on the activation's page, the SKU on its
+    # batch's (SKU and source are filters too).
+    list_display = [
+        "device_id",
+        "batch_link",
+        "customer",
+        "weak_binding",
+        "activated_at",
+        "revoked",
+    ]
+    # Each filter has an index (licensing.models, issue 15); the activation time is a
+    # date filter, not a date hierarchy (whose year links read every row).
+    list_filter = ["weak_binding", FingerprintSourceFilter, "batch__sku", "activated_at"]
+    # A licence id whole, a batch by its id, its customer's id or part of the
+    # customer's name; else device ids by their start, in device-id order
+    # (config.adminbase.IndexedSearchMixin).
+    search_exact = ("license_id",)
+    search_related = {"batch": ("=id", "=customer__id", "customer__name")}
+    search_prefix = "device_id"
+    list_select_related = ["batch", "batch__customer", "license", "license__seat_release"]
+    actions = ["revoke_units", "release_seats"]
+
+    def lookup_allowed(self, lookup, value, request=None):
+        # A customer's fleet, linked from its page (customers.admin), without a filter
+        # listing every customer.
+        return lookup == "batch__customer__id__exact" or super().lookup_allowed(
+            lookup, value, request
+        )
+
+    @admin.display(description="licence", ordering="license__id")
+    def license_link(self, record: Activation):
+        return admin_link(record.license)
+
+    @admin.display(description="batch", ordering="batch__id")
+    def batch_link(self, record: Activation):
+        return admin_link(record.batch)
+
+    @admin.display(description="customer", ordering="batch__customer__name")
+    def customer(self, record: Activation):
+        return admin_link(record.batch.customer, str(record.batch.customer))
+
+    @admin.display(description="SKU", ordering="batch__sku")
+    def sku(self, record: Activation) -> str:
+        return record.batch.sku
+
+    @admin.display(description="licence state", ordering="license__revoked_at")
+    def revoked(self, record: Activation):
+        state = revoked_or_valid(record.license)
+        if hasattr(record.license, "seat_release"):
+            state = format_html('{} <span class="svc-nowrap">(seat released)</span>', state)
+        if record.transfer_of_id:
+            state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
+        return state
+
+    @admin.action(description="Revoke unit licences of selected devices…", permissions=["revoke"])
+    def revoke_units(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda record: record.license_id,
+            revoke=license_revoke,
+            action_name="revoke_units",
+            what="unit licences",
+        )
+
+    @admin.action(
+        description="Release seats of selected devices (dead or replaced cameras)…",
+        permissions=["revoke"],
+    )
+    def release_seats(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda record: record.license_id,
+            revoke=seat_release,
+            action_name="release_seats",
+            what="seats",
+            verb="Release",
+            message="Released {n} {what}: the units are revoked and the next cameras "
+            "activated on their batches take the seats as transfers, not billed again.",
+            template="admin/seat_release_confirm.html",
+            explanation={"policy": policy_text()},
+        )
+
+
+def policy_text() -> str:
+    policy = ReleasePolicy.configured()
+    return f"{policy.percent:g}% of a batch's units, at least one, per {policy.days} days"
+
+
+@admin.register(SeatRelease)
+class SeatReleaseAdmin(ReadOnlyAdmin):
+    """Seats operators gave back to their batches, and the activation that took each."""
+
+    list_display = ["released_at", "device_id", "license_link", "batch_link", "reason", "taken_by"]
+    list_select_related = ["batch", "license", "replacement"]
+    search_fields = ["=device_id", "=license__id", "=batch__id"]
+    date_hierarchy = "released_at"
+
+    @admin.display(description="licence", ordering="license__id")
+    def license_link(self, release: SeatRelease):
+        return admin_link(release.license)
+
+    @admin.display(description="batch", ordering="batch__id")
+    def batch_link(self, release: SeatRelease):
+        return admin_link(release.batch)
+
+    @admin.display(description="taken by")
+    def taken_by(self, release: SeatRelease) -> str:
+        replacement = getattr(release, "replacement", None)
+        return replacement.device_id if replacement else "free (the next activation)"
+
+
+@admin.register(Renewal)
+class RenewalAdmin(ReadOnlyAdmin):
+    """Batches and direct licences renewed in place, and what each is billed once."""
+
+    list_display = [
+        "renewed_at",
+        "batch_or_license",
+        "customer_link",
+        "sku",
+        "basis",
+        "previous_expires_at",
+        "expires_at",
+        "units",
+    ]
+    list_select_related = ["customer", "batch", "license"]
+    search_fields = ["=batch__id", "=license__id", "=customer__id", "=idempotency_key"]
+    list_filter = ["basis", "renewed_at"]
+
+    @admin.display(description="batch or licence")
+    def batch_or_license(self, renewal: Renewal):
+        return admin_link(renewal.batch or renewal.license)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, renewal: Renewal):
+        return admin_link(renewal.customer, renewal.customer.name)

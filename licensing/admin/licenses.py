@@ -1,0 +1,183 @@
+"""Licences: state, tokens, revocation and renewal."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from config.adminbase import (
+    IndexedSearchMixin,
+    NoEditAdmin,
+    choices_filter,
+    service_form_view,
+)
+from config.display import money, pretty_json
+from licensing.admin.display import (
+    admin_link,
+    copyable,
+    license_state,
+)
+from licensing.admin.forms import (
+    LicenseIssueForm,
+    renew_with_term,
+)
+from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.models import (
+    License,
+    Sku,
+)
+from licensing.services import (
+    license_issue,
+    license_revoke,
+)
+
+
+class RevokedFilter(admin.SimpleListFilter):
+    title = "revoked"
+    parameter_name = "revoked"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "revoked"), ("no", "not revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(revoked_at__isnull=True)
+        return queryset
+
+
+def catalogue_skus() -> list[tuple[str, str]]:
+    return [(code, code) for code in Sku.objects.order_by("code").values_list("code", flat=True)]
+
+
+# The SKUs of the catalogue, not a SELECT DISTINCT over millions of licences.
+LicenseSkuFilter = choices_filter("sku", "SKU", catalogue_skus)
+
+
+class ActivationModeFilter(admin.SimpleListFilter):
+    title = "activation"
+    parameter_name = "activation"
+
+    def lookups(self, request, model_admin):
+        return License.Activation.choices
+
+    def queryset(self, request, queryset):
+        if self.value() == License.Activation.REQUIRED:
+            # Units are always optional (licensing.activation signs them so): saying it
+            # lets the small index of the other kinds serve this filter.
+            return queryset.exclude(kind=License.Kind.UNIT).filter(activation=self.value())
+        if self.value() is not None:
+            return queryset.filter(activation=self.value())
+        return queryset
+
+
+@admin.register(License)
+class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
+    # What finds a licence and says whether it works, narrow enough for a 1000 px window
+    # (licence and customer ids are long); the SKU, activation mode and issue time are
+    # filters and on the licence's page.
+    list_display = ["id", "kind", "customer_link", "device_id", "expires_at", "state"]
+    # Each filter has an index (licensing.models, issue 15); the issue time is a date
+    # filter, not a date hierarchy (whose year links read every row).
+    list_filter = ["kind", RevokedFilter, LicenseSkuFilter, ActivationModeFilter, "issued_at"]
+    empty_times = {"expires_at": "perpetual", "revoked_at": "not revoked"}
+    # A licence, batch or customer id whole, or part of a customer's name; else device
+    # ids by their start, in device-id order (config.adminbase.IndexedSearchMixin).
+    search_exact = ("id", "batch_id")
+    search_related = {"customer": ("=id", "name")}
+    search_prefix = "device_id"
+    list_select_related = ["customer", "batch"]
+    fields = [
+        "id",
+        "kind",
+        "customer_link",
+        "sku",
+        "device_id",
+        "activation",
+        "batch_link",
+        "issued_at",
+        "expires_at",
+        "grace_days",
+        "unit_price_shown",
+        "state",
+        "revoked_at",
+        "revoke_reason",
+        "license_token",
+        "token_claims",
+    ]
+    readonly_fields = fields
+    actions = ["revoke_licenses", "renew_licenses"]
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_link(self, lic: License):
+        return admin_link(lic.customer, str(lic.customer))
+
+    @admin.display(description="batch")
+    def batch_link(self, lic: License):
+        return admin_link(lic.batch)
+
+    @admin.display(description="state")
+    def state(self, lic: License):
+        state = license_state(lic)
+        return format_html('<span class="svc-red">{}</span>', state) if lic.revoked_at else state
+
+    @admin.display(description="unit price", ordering="unit_price")
+    def unit_price_shown(self, lic: License) -> str | None:
+        return money(lic.unit_price, lic.currency) or None
+
+    @admin.display(description="token")
+    def license_token(self, lic: License):
+        return copyable(lic.token, element_id="licence-token")
+
+    @admin.display(description="claims")
+    def token_claims(self, lic: License):
+        return pretty_json(lic.claims)
+
+    def add_view(self, request, form_url="", extra_context=None):
+        def perform(data):
+            lic = license_issue(
+                customer_id=data["customer"].pk,
+                sku=data["sku"],
+                device_id=data["device_id"],
+                term_days=data["term_days"],
+                api_quota=data["api_quota"],
+                max_streams=data["max_streams"],
+                activation=data["activation"],
+            )
+            self.message_user(
+                request,
+                f"Licence {lic.id} issued for device {lic.device_id}.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:licensing_license_change", args=[lic.pk]))
+
+        return service_form_view(
+            self,
+            request,
+            form_class=LicenseIssueForm,
+            title="Issue licence",
+            intro="A direct licence for one camera (the end-user path), priced at one unit.",
+            perform=perform,
+            submit_label="Issue licence",
+        )
+
+    @admin.action(description="Revoke selected licences…", permissions=["revoke"])
+    def revoke_licenses(self, request, queryset):
+        return revoke_with_reason(
+            self,
+            request,
+            queryset,
+            license_id_of=lambda lic: lic.pk,
+            revoke=license_revoke,
+            action_name="revoke_licenses",
+            what="licences",
+        )
+
+    @admin.action(
+        description="Renew selected direct licences for another term…", permissions=["revoke"]
+    )
+    def renew_licenses(self, request, queryset):
+        return renew_with_term(self, request, queryset, target="license_id", what="licences")
