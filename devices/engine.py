@@ -1,5 +1,10 @@
 """The licence engine: applies a unit token on the device and meters its use.
 
+:class:`Engine` is in three rooms: this module decides (start, the licence's state,
+entitlements, metering, streams), :mod:`devices.persistence` keeps the state directory
+(:class:`~devices.persistence.StateFiles`) and :mod:`devices.sync` talks to the service
+(:class:`~devices.sync.Syncing`).
+
 Decisions that matter for security and billing:
 
 * The clock high-water mark (the latest second the device has seen) is persisted on
@@ -35,7 +40,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,7 +49,6 @@ from typing import Any
 from . import pubkey
 from . import status as statuses
 from .bounds import LAST_SECOND, MAX_COUNTER
-from .documents import LicenseStatus, UsageReceipt, parse_receipt
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -61,23 +64,12 @@ from .errors import (
     SyncRequired,
     WrongDevice,
 )
-from .hardware import fingerprint
-from .journal import COMPACT_BYTES, Journal, merge, receipt_line, usage_line
+from .journal import usage_line
 from .keys import Keyring, split_license_file
-from .spool import COUNTER_FIELDS, Record, UsageSpool, is_record, period_key
+from .persistence import StateFiles
+from .spool import COUNTER_FIELDS, Record
 from .state import (
-    JOURNAL_FILE,
-    KEYS_FILE,
-    SPOOL_FILE,
-    STATE_FILE,
-    STATUS_FILE,
-    TOKEN_FILE,
     DirectoryLock,
-    atomic_write_bytes,
-    corrupt,
-    read_json,
-    sweep_temp_files,
-    write_json,
 )
 from .states import (
     ACTIVE,
@@ -88,7 +80,8 @@ from .states import (
     grace_end,
     license_state,
 )
-from .token import decode_unverified, key_fingerprint, verify_token
+from .sync import Syncing, is_real, revoked_message
+from .token import key_fingerprint, verify_token
 
 log = logging.getLogger("devices")
 
@@ -96,10 +89,6 @@ PERIOD_SECONDS = 3600  # usage periods, aligned on multiples of this on the cloc
 QUOTA_BLOCK = 1000  # inferences reserved on disk ahead of use
 CHECKPOINT_SECONDS = 1  # at most one state write per this many clock seconds
 CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at start
-MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
-DEFAULT_TIMEOUT = 10.0
-STATE_FORMAT = 1
-MAX_LICENSE_FILE_BYTES = 64 << 10  # a token and a few key certificates
 
 
 class Stream:
@@ -146,47 +135,11 @@ def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
         ) from None
 
 
-def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: str) -> str:
-    """What makes ``renewed`` unfit to replace the licence ``held`` ("" when nothing):
-    it must be the same licence, customer and SKU, bound to this device, and end no
-    earlier (0: perpetual, the latest)."""
-    for name in ("lic", "sub", "sku"):
-        if renewed.get(name) != held.get(name):
-            return f"another licence ({name} {renewed.get(name)!r}, held {held.get(name)!r})"
-    if renewed["act"] == "required" or renewed["dev"] != device_id:
-        return f"a licence not bound to this device (dev {renewed['dev']!r})"
-
-    def end(claims: dict[str, Any]) -> float:
-        return math.inf if not claims["exp"] else claims["exp"]
-
-    if end(renewed) < end(held):
-        return f"a licence ending earlier ({renewed['exp']}) than the one held ({held['exp']})"
-    return ""
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _revoked_message(held: LicenseStatus) -> str:
-    return (
-        f"licence {held.license_id} is revoked (revoked at {held.revoked_at}; signed status "
-        f"at revocation-list sequence {held.seq})"
-    )
-
-
-def _unwritable(path: Path, exc: OSError) -> LicenseError:
-    return LicenseError(
-        f"state file {path} cannot be written: {exc.strerror or exc}; nothing was acknowledged",
-        code=Code.STATE_UNWRITABLE,
-    )
-
-
 def _not_started() -> LicenseError:
     return LicenseError("engine not started: call start(token) first", code=Code.NOT_STARTED)
 
 
-class Engine:
+class Engine(StateFiles, Syncing):
     """Licence engine of one device (contract §8). One engine per ``state_dir`` (a lock
     refuses a second one with ``STATE_LOCKED``).
 
@@ -221,7 +174,7 @@ class Engine:
             raise InvalidArgument("device_id must be a non-empty string or None")
         if not callable(clock):
             raise InvalidArgument("clock must be a callable returning Unix seconds")
-        if not _is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
+        if not is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
             raise InvalidArgument(
                 f"clock_leeway must be a number of seconds >= 0, not {clock_leeway!r}"
             )
@@ -240,292 +193,7 @@ class Engine:
             self._dir_lock.release()
             raise
 
-    def _open(
-        self, device_id: str | None, clock: Callable[[], float], air_gapped: bool, leeway: float
-    ) -> None:
-        sweep_temp_files(self.state_dir)
-        self.device_id = device_id if device_id is not None else fingerprint().value
-        self.air_gapped = air_gapped
-        self._leeway = leeway
-        self._clock = clock
-        self._lock = threading.Lock()
-        self.state_writes = 0
-        self.journal_writes = 0
-        self._problems: list[str] = []  # why analytics wait for a sync, found at load
-        self._blocked: str | None = None
-        self._refusal: tuple[type[LicenseError], str, str] | None = None
-        try:
-            self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
-        except LicenseError as exc:
-            # The journal holds the same periods: recovered below.
-            log.warning("%s; set aside, spool rebuilt from the journal", exc)
-            self._quarantine(self.state_dir / SPOOL_FILE)
-            self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
-        self._journal = Journal(self.state_dir / JOURNAL_FILE)
-        self._journaled: tuple[int, ...] = ()
-        self._load_certificates()  # before anything signed is verified
-        self._load_state()
-        self._load_statuses()
-        self._recover_usage()
-        self._token: str | None = None
-        self._claims: dict[str, Any] | None = None
-        self._lic: str | None = None
-        self._state: str | None = None
-        self._expired = False
-        self._exp = 0
-        self._stop_at = math.inf
-        self._max_streams = self._max_fps = 0
-        self._quota_cap: float = math.inf
-        self._used = self._reserved = 0
-        self._streams_open = self._streams_total = 0
-        self._next_checkpoint = 0.0
-        self._next_event = -math.inf  # the hot paths take the slow path when now >= this
-
     # -- persistence -----------------------------------------------------------------
-
-    def _write(self, path: Path, value: Any) -> None:
-        try:
-            write_json(path, value)
-        except OSError as exc:
-            raise _unwritable(path, exc) from None
-        self.state_writes += 1
-
-    def _load_certificates(self) -> None:
-        """Key certificates kept from earlier answers; each is verified again here, so an
-        edited file can add no trust (a certificate that fails is skipped)."""
-        try:
-            data = read_json(self.state_dir / KEYS_FILE, {})
-        except LicenseError as exc:
-            log.warning("%s; key certificates will be fetched again", exc)
-            return
-        self._keys.add_valid(data.get("certificates") if isinstance(data, dict) else None)
-
-    def _learn_certificates(self, texts: Any, *, strict: bool = False) -> None:
-        """Keep the verifiable certificates among ``texts``: an answer's plain field
-        (others are skipped: they add no trust) or, ``strict``, the lines of a licence
-        file (one that does not verify is refused with its KeyNotTrusted code)."""
-        if not texts or not self._keys.roots:
-            return
-        before = set(self._keys.certificates)
-        if strict:
-            for text in texts:
-                self._keys.add(text)
-        else:
-            self._keys.add_valid(texts)
-        if set(self._keys.certificates) != before:
-            certificates = sorted(c.text for c in self._keys.certificates.values())
-            self._write(self.state_dir / KEYS_FILE, {"format": 1, "certificates": certificates})
-
-    def _quarantine(self, path: Path) -> None:
-        """Keep a damaged file for inspection, out of the engine's way."""
-        try:
-            path.replace(path.with_name(path.name + ".damaged"))
-        except OSError as exc:
-            raise LicenseError(
-                f"{path} is damaged and cannot be moved aside: {exc.strerror or exc}",
-                code=Code.STATE_UNREADABLE,
-            ) from None
-
-    def _load_statuses(self) -> None:
-        """The signed statuses on disk, verified; a status signed by a key that a held
-        status names as revoked is dropped (verified again with those keys refused)."""
-        path = self.state_dir / STATUS_FILE
-        held, why = statuses.load(path, self._keys, self.device_id)
-        revoked = statuses.revoked_keys(held.values())
-        if revoked:
-            self._keys.revoked = revoked
-            held, why = statuses.load(path, self._keys, self.device_id)
-        self._statuses: dict[str, LicenseStatus] = held
-        self._status_why = why
-        for status in held.values():
-            self._raise_mark(status.issued_at)
-
-    def _raise_mark(self, signed_at: int) -> None:
-        """A signed time is a floor of the clock high-water mark."""
-        self._hwm = max(self._hwm, min(signed_at, LAST_SECOND))
-
-    def _take_receipt(self, text: str) -> UsageReceipt | None:
-        """Keep a verified receipt if it is the newest of its licence."""
-        try:
-            receipt = parse_receipt(text, self._keys)
-        except LicenseError:
-            return None
-        held = self._receipts.get(receipt.license_id)
-        if held is None or receipt.issued_at >= held.issued_at:
-            self._receipts[receipt.license_id] = receipt
-        self._raise_mark(receipt.issued_at)
-        return receipt
-
-    def _recover_usage(self) -> None:
-        """Fold the journal into the spool and the open period: for each period the
-        largest counts any file holds; periods a held receipt covers are delivered."""
-        found, receipts, hwm = self._journal.load()
-        for text in receipts:
-            self._take_receipt(text)
-        self._hwm = max(self._hwm, hwm)
-        delivered: set[tuple[int, int]] = set()
-        for receipt in self._receipts.values():
-            delivered |= receipt.records
-        opened = self._open_record()
-        if opened is not None:
-            merge(found, opened)
-        spooled = self._spool.keys()
-        candidates = sorted(k for k in found if k not in spooled and k not in delivered)
-        self._spool.merge([found[k] for k in found if k in spooled])
-        try:
-            horizon = self._now() + self._leeway
-        except LicenseError:
-            horizon = math.inf
-        # The open period is the latest one that has begun by the clock; a period in the
-        # clock's future was not opened by this engine: it is closed with the rest.
-        begun = [k for k in candidates if k[0] <= horizon]
-        if begun:
-            latest = found[begun[-1]]
-            self._period_start, self._period_end = latest["period_start"], latest["period_end"]
-            self._counters = [latest[name] for name in COUNTER_FIELDS]
-        elif opened is not None and period_key(opened) in candidates:
-            self._period_start = self._period_end = 0  # only future periods: none is open
-            self._counters = [0, 0, 0, 0]
-        closed = [found[k] for k in candidates if k != (self._period_start, self._period_end)]
-        if closed:
-            log.warning("%d usage periods found only in the journal; spooled again", len(closed))
-            self._spool.merge([r for r in closed if any(r[n] for n in COUNTER_FIELDS)])
-
-    def _load_state(self) -> None:
-        path = self.state_dir / STATE_FILE
-        self._hwm: int = 0
-        self._quota_reserved: dict[str, int] = {}
-        self._restore_pending = False
-        self._receipt = ""
-        self._receipts: dict[str, UsageReceipt] = {}
-        self._status_floors: dict[str, tuple[int, int]] = {}
-        self._period_start = self._period_end = 0
-        self._counters = [0, 0, 0, 0]
-        try:
-            data = read_json(path, None)
-            if data is None:
-                if not self.air_gapped:
-                    self._problems.append(f"no state file in {self.state_dir}")
-                    self._restore_pending = True
-                return
-            self._read_state(path, data)
-        except LicenseError as exc:
-            if self.air_gapped:
-                raise  # nothing online can restore it: an operator must look
-            log.warning("%s; set aside until a sync restores it", exc)
-            self._quarantine(path)
-            self._problems.append(str(exc))
-            self._restore_pending = True
-            self._hwm, self._quota_reserved, self._receipts = 0, {}, {}
-            self._receipt, self._status_floors = "", {}
-            self._period_start = self._period_end = 0
-            self._counters = [0, 0, 0, 0]
-
-    def _read_state(self, path: Path, data: Any) -> None:
-        if not isinstance(data, dict):
-            raise corrupt(path, "not a JSON object")
-        hwm, quota, period = data.get("hwm", 0), data.get("quota", {}), data.get("open")
-        restore, receipt = data.get("restore", False), data.get("receipt", "")
-        floors = data.get("status", {})
-        if not (
-            type(hwm) is int
-            and 0 <= hwm <= LAST_SECOND
-            and isinstance(quota, dict)
-            and all(type(v) is int and 0 <= v < 1 << 63 for v in quota.values())
-            and (period is None or is_record(period))
-            and type(restore) is bool
-            and isinstance(receipt, str)
-            and isinstance(floors, dict)
-            and all(
-                isinstance(v, list) and len(v) == 2 and all(type(n) is int for n in v)
-                for v in floors.values()
-            )
-        ):
-            raise corrupt(path, "unexpected content")
-        self._hwm, self._quota_reserved, self._restore_pending = hwm, quota, restore
-        self._status_floors = {lic: (v[0], v[1]) for lic, v in floors.items()}
-        if restore:
-            self._problems.append("usage total not restored since the state file was lost")
-        if receipt:
-            if self._take_receipt(receipt) is None:
-                raise corrupt(path, "its usage receipt does not verify")
-            self._receipt = receipt
-        # A period found in both files was closed just before a crash: the spool has it.
-        if period is not None and period_key(period) not in self._spool.keys():
-            self._period_start, self._period_end = period["period_start"], period["period_end"]
-            self._counters = [int(period[name]) for name in COUNTER_FIELDS]
-
-    def _persist(self, now: float | None) -> None:
-        """Write the state file; ``now`` advances the clock high-water mark."""
-        hwm = self._hwm if now is None else max(self._hwm, math.floor(now))
-        quota = dict(self._quota_reserved)
-        if self._lic is not None:
-            quota[self._lic] = self._reserved
-        state: dict[str, Any] = {
-            "format": STATE_FORMAT,
-            "hwm": hwm,
-            "quota": quota,
-            "open": self._open_record(),
-        }
-        if self._restore_pending:
-            state["restore"] = True
-        if self._receipt:
-            state["receipt"] = self._receipt
-        floors = dict(self._status_floors)
-        for lic, status in self._statuses.items():
-            # The position of the status accepted last; a held one older than it (a
-            # replaced status.json) leaves it, so the replacement stays noticed.
-            if not statuses.floors_problem(self._statuses, floors, lic):
-                floors[lic] = (status.seq, status.issued_at)
-        if floors:
-            state["status"] = {lic: list(floor) for lic, floor in sorted(floors.items())}
-        self._write(self.state_dir / STATE_FILE, state)
-        self._hwm, self._quota_reserved, self._status_floors = hwm, quota, floors
-        self._journal_open(hwm)
-
-    def _journal_open(self, hwm: int) -> None:
-        """Append the open period to the journal when its counts changed since the last
-        line. The journal is the second copy: a failure is logged, not raised (the state
-        file just written holds the same counts)."""
-        record = self._open_record()
-        if record is None or not any(self._counters):
-            return
-        mark = (self._period_start, *self._counters)
-        if mark == self._journaled:
-            return
-        self._journal_append(usage_line(record, hwm))
-        self._journaled = mark
-
-    def _journal_append(self, data: bytes) -> None:
-        try:
-            if self._journal.size + len(data) > COMPACT_BYTES:
-                self._journal.rewrite(self._journal_image() + data)
-            else:
-                self._journal.append(data)
-            self.journal_writes += 1
-        except OSError as exc:
-            log.warning("usage journal %s not written: %s", self._journal.path, exc)
-
-    def _journal_image(self) -> bytes:
-        """What the journal holds after a rewrite: the receipts held, the unsent periods
-        and the open one."""
-        lines = [receipt_line(r.text) for r in self._receipts.values()]
-        lines += [usage_line(record, self._hwm) for record in self._spool.records]
-        record = self._open_record()
-        if record is not None and any(self._counters):
-            lines.append(usage_line(record, self._hwm))
-        return b"".join(lines)
-
-    def _usage_floor(self, license_id: str) -> int:
-        """Inferences proven counted for ``license_id``: the newest receipt's total plus
-        every period it does not cover (spooled and open). Records set aside count for
-        nothing: no engine writes them, and the journal holds the real counts of a
-        period whose spooled copy was edited out of bounds."""
-        receipt = self._receipts.get(license_id)
-        delivered = receipt.records if receipt is not None else frozenset()
-        total = receipt.inferences if receipt is not None else 0
-        total += sum(r["inferences"] for r in self._spool.records if period_key(r) not in delivered)
-        return total + self._counters[0]
 
     def _open_record(self) -> Record | None:
         if not self._period_end:
@@ -571,7 +239,7 @@ class Engine:
             now = self._now()
             held = self._statuses.get(lic)
             if held is not None and held.revoked:  # whatever the clock says
-                raise Revoked(_revoked_message(held))
+                raise Revoked(revoked_message(held))
             if now < self._hwm - self._leeway:
                 raise ClockRollback(
                     f"clock reads {math.floor(now)}, more than {int(self._leeway)} s before "
@@ -590,26 +258,6 @@ class Engine:
             if self._blocked is not None:
                 raise SyncRequired(self._blocked)
             return self._state or ACTIVE
-
-    def _read_token_file(self) -> str:
-        path = self.state_dir / TOKEN_FILE
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_LICENSE_FILE_BYTES + 1)
-        except FileNotFoundError:
-            raise ActivationRequired(
-                f"no unit token in {self.state_dir}; activate this device first"
-            ) from None
-        except OSError as exc:
-            raise LicenseError(
-                f"{path} cannot be read: {exc.strerror or exc}", code=Code.STATE_UNREADABLE
-            ) from None
-        try:
-            if len(data) > MAX_LICENSE_FILE_BYTES:
-                raise ValueError(f"over {MAX_LICENSE_FILE_BYTES} bytes")
-            return data.decode("ascii")
-        except ValueError as exc:
-            raise BadSignature(f"{path} does not hold a licence ({exc})") from None
 
     def _now(self) -> float:
         """The clock, checked: a reading outside 0..LAST_SECOND (or not a number) is
@@ -660,7 +308,7 @@ class Engine:
             return
         held = self._statuses.get(self._lic)
         if held is not None and held.revoked:
-            self._refusal = (Revoked, _revoked_message(held), Revoked.code)
+            self._refusal = (Revoked, revoked_message(held), Revoked.code)
             return
         try:
             verify_token(self._token, self._keys)
@@ -897,274 +545,6 @@ class Engine:
         return True
 
     # -- network ---------------------------------------------------------------------
-
-    def sync(
-        self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
-    ) -> dict[str, Any]:
-        """Upload up to 1000 spooled records, fetch the signed status of the licence held,
-        then fetch the licence again when the service has a newer token for it (a
-        renewal).
-
-        The three are independent: each is attempted even when another fails, usage
-        first. A spooled record is deleted only when a usage receipt signed by the
-        authority, bound to this upload's nonce, covers it; a forged or missing receipt
-        costs nothing. A status is accepted only when it verifies, names this licence
-        and device and is not older than the one held (:mod:`devices.status`); it
-        takes effect at once on the running engine. A renewed licence is installed only
-        when it verifies like any token and is the same licence for this device, ending
-        no earlier; it replaces ``license.token`` atomically and takes effect at once
-        (``summary["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when
-        anything was wrong: the licence held stays).
-
-        When the verified status says the licence held is revoked, raises
-        :class:`Revoked` (always, whatever else failed; ``summary["revoked"]`` is True);
-        when the held licence's signing key is revoked, BadSignature ``KEY_REVOKED``.
-        Otherwise raises the first failure after all were tried: LicenseError
-        (``NETWORK_ERROR``, ``SYNC_FAILED``, ``UPLOAD_REFUSED``, ``RECEIPT_INVALID``,
-        ``LIST_*``, ``REFRESH_*``, ``INSECURE_URL`` for ``http://`` unless
-        ``allow_http``), BadSignature (401 on upload). Every exception carries the
-        summary on ``exc.summary``.
-        """
-        if not isinstance(base_url, str):
-            raise InvalidArgument(f"base_url must be a string, not {type(base_url).__name__}")
-        if not _is_real(timeout) or timeout <= 0:
-            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
-        from . import client  # the networking modules load on first use only
-
-        base = client.endpoint(base_url, "", allow_http=allow_http)
-        with self._lock:
-            now = self._now()
-            if self._claims is not None and now >= self._period_end:
-                self._advance(now)
-            token = self._token
-            if token is None:  # not started: the licence file, token and certificates
-                token, certificates = split_license_file(self._read_token_file())
-                self._learn_certificates(certificates)
-        license_id = decode_unverified(token)["lic"]
-        summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
-        errors: list[LicenseError] = []
-        try:
-            self._upload(client, base, token, license_id, summary, timeout)
-        except LicenseError as exc:
-            errors.append(exc)
-        try:
-            self._refresh_status(client, base, license_id, timeout)
-        except LicenseError as exc:
-            errors.append(exc)
-        summary["license"] = "kept"
-        held = self._statuses.get(license_id)
-        # A revoked licence has nothing to fetch: the signed status has the last word.
-        if held is None or not held.revoked:
-            try:
-                summary["license"] = self._refresh_license(client, base, token, timeout)
-            except LicenseError as exc:
-                errors.append(exc)
-        with self._lock:
-            if not errors:
-                self._problems = []
-            self._update_blocked()
-            self._judge()
-            refusal = self._refused() if self._refusal is not None else None
-        summary["pending"] = len(self._spool)
-        summary["set_aside"] = len(self._spool.aside)
-        summary["revoked"] = held is not None and held.revoked
-        summary["list_seq"] = held.seq if held is not None else None
-        summary["errors"] = [exc.code for exc in errors]
-        if summary["revoked"] and held is not None:
-            refusal = Revoked(_revoked_message(held))
-        raised = refusal or (errors[0] if errors else None)
-        if raised is not None:
-            raised.summary = summary  # type: ignore[attr-defined]
-            raise raised
-        return summary
-
-    def _upload(
-        self,
-        client: Any,
-        base: str,
-        token: str,
-        license_id: str,
-        summary: dict[str, Any],
-        timeout: float,
-    ) -> None:
-        import secrets
-
-        with self._lock:
-            batch = self._spool.batch(MAX_RECORDS_PER_UPLOAD)
-            # An empty upload still earns a receipt: the signed time and usage total a
-            # lost state or a clock pushed ahead needs.
-            wanted = self._restore_pending or self._hwm > self._now() + self._leeway
-        if not batch and not wanted:
-            return
-        nonce = secrets.token_urlsafe(16)
-        status, payload = client.upload_usage(
-            base,
-            unit_token=token,
-            device_id=self.device_id,
-            license_id=license_id,
-            records=batch,
-            nonce=nonce,
-            timeout=timeout,
-            allow_http=True,  # `base` was checked against the caller's choice
-        )
-        if status == 403:  # not evidence: only a signed status revokes
-            raise LicenseError(
-                f"usage upload refused: {client.detail(status, payload)}; {len(batch)} records "
-                "kept",
-                code=Code.UPLOAD_REFUSED,
-            )
-        if status == 401:
-            raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
-        if status != 200:
-            raise LicenseError(
-                f"usage upload failed: {client.detail(status, payload)}", code=Code.SYNC_FAILED
-            )
-        try:
-            with self._lock:
-                self._learn_certificates(payload.get("certificates"))
-            receipt = parse_receipt(payload.get("receipt"), self._keys)
-        except LicenseError as exc:
-            raise LicenseError(
-                f"usage upload answered without a valid receipt ({exc}); "
-                f"{len(batch)} records kept for the next sync",
-                code=Code.RECEIPT_INVALID,
-            ) from None
-        if (receipt.nonce, receipt.device_id, receipt.license_id) != (
-            nonce,
-            self.device_id,
-            license_id,
-        ):
-            raise LicenseError(
-                "usage receipt is for another upload, device or licence; "
-                f"{len(batch)} records kept for the next sync",
-                code=Code.RECEIPT_INVALID,
-            )
-        covered = [record for record in batch if period_key(record) in receipt.records]
-        with self._lock:
-            # The receipt first, then the spool: a crash in between counts the covered
-            # records twice (they are sent again as duplicates), never zero times.
-            self._apply_receipt(receipt)
-            self._spool.remove(covered)
-            self._compact_journal()
-        for name in ("accepted", "duplicates"):
-            value = payload.get(name)
-            summary[name] = value if type(value) is int else 0
-        summary["deferred"] = len(batch) - len(covered)
-
-    def _apply_receipt(self, receipt: UsageReceipt) -> None:
-        """Take the authority's signed time and usage total (the lock is held)."""
-        signed = receipt.issued_at
-        if self._hwm > signed + self._leeway:
-            log.warning(
-                "clock high-water mark %d was ahead of the authority's signed time %d "
-                "(a bad clock date); corrected",
-                self._hwm,
-                signed,
-            )
-            self._hwm = signed
-        self._hwm = max(self._hwm, signed)
-        self._receipts[receipt.license_id] = receipt
-        floor = self._usage_floor(receipt.license_id)
-        if receipt.license_id == self._lic:
-            self._used = max(self._used, floor)
-            self._reserved = max(self._reserved, self._used)
-        else:
-            used = self._quota_reserved.get(receipt.license_id, 0)
-            self._quota_reserved[receipt.license_id] = max(used, floor)
-        self._restore_pending = False
-        self._receipt = receipt.text
-        self._persist(None)
-
-    def _compact_journal(self) -> None:
-        """Rewrite the journal as the receipts held and the unsent usage (the lock is
-        held); the journal is the second copy, so a failure is logged."""
-        try:
-            self._journal.rewrite(self._journal_image())
-            self.journal_writes += 1
-        except OSError as exc:
-            log.warning("usage journal %s not rewritten: %s", self._journal.path, exc)
-
-    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> None:
-        """Fetch and keep the signed status of the licence in the token file and of the
-        licence running, when they differ (``GET /v1/revocations/status``)."""
-        wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
-        for lic in wanted:
-            code, payload = client.fetch_status(
-                base, license_id=lic, device_id=self.device_id, timeout=timeout, allow_http=True
-            )
-            if code != 200:
-                raise LicenseError(
-                    f"licence status of {lic} unavailable: {client.detail(code, payload)}; the "
-                    "status held is kept",
-                    code=Code.SYNC_FAILED,
-                )
-            with self._lock:
-                self._learn_certificates(payload.get("certificates"))
-                held = self._statuses.get(lic)
-                status = statuses.accept(
-                    payload.get("status"),
-                    self._keys,
-                    license_id=lic,
-                    device_id=self.device_id,
-                    held=held,
-                    now=self._now(),
-                    leeway=self._leeway,
-                )
-                if held is not None and status.text == held.text:
-                    continue
-                kept = statuses.keep(self._statuses, status)
-                self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
-                self._statuses, self._status_why = kept, ""
-                self._keys.revoked = self._keys.revoked | status.revoked_keys
-                self._raise_mark(status.issued_at)
-                self._persist(None)  # the newest status's floor goes to state.json
-                if status.revoked:
-                    log.warning("%s; analytics stopped, video continues", _revoked_message(status))
-
-    def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
-        """Fetch the held licence again (``GET /v1/license``); install a renewed one.
-        ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
-        status, payload = client.fetch_license(
-            base, token=token, device_id=self.device_id, timeout=timeout, allow_http=True
-        )
-        if status == 304:
-            return "current"
-        if status != 200:
-            raise LicenseError(
-                f"licence refresh failed: {client.detail(status, payload)}; the licence held "
-                "is kept",
-                code=Code.REFRESH_FAILED,
-            )
-        with self._lock:
-            self._learn_certificates(payload.get("certificates"))
-        renewed = payload.get("token")
-        held = decode_unverified(token)
-        try:
-            if not isinstance(renewed, str):
-                raise LicenseError("the answer carries no token", code=Code.REFRESH_INVALID)
-            claims = verify_token(renewed, self._keys)
-        except LicenseError as exc:
-            raise LicenseError(
-                f"licence refresh answered a token that does not verify ({exc}); the "
-                "licence held is kept",
-                code=Code.REFRESH_INVALID,
-            ) from None
-        problem = _renewal_problem(held, claims, self.device_id)
-        if problem:
-            raise LicenseError(
-                f"licence refresh answered {problem}; the licence held is kept",
-                code=Code.REFRESH_INVALID,
-            )
-        with self._lock:
-            # The file first: a crash leaves the old licence or the new one, never none.
-            try:
-                atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
-            except OSError as exc:
-                raise _unwritable(self.state_dir / TOKEN_FILE, exc) from None
-            if self._lic == claims["lic"]:
-                self._install(renewed, claims, self._now())
-            log.info("licence %s renewed: ends at %d", claims["lic"], claims["exp"])
-        return "renewed"
 
     def revoked_licenses(self) -> frozenset[str]:
         """Licence ids this device holds whose verified status says revoked."""

@@ -1,0 +1,329 @@
+"""Talking to the service: :meth:`Syncing.sync` uploads closed usage periods, fetches the
+signed status of the licence held and a renewed licence, and applies the signed receipt.
+
+:class:`Syncing` is one part of :class:`devices.engine.Engine` (a mixin sharing its
+state).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from . import status as statuses
+from .documents import LicenseStatus, UsageReceipt, parse_receipt
+from .errors import (
+    BadSignature,
+    Code,
+    InvalidArgument,
+    LicenseError,
+    Revoked,
+)
+from .keys import split_license_file
+from .persistence import unwritable
+from .spool import period_key
+from .state import (
+    STATUS_FILE,
+    TOKEN_FILE,
+    atomic_write_bytes,
+)
+from .token import decode_unverified, verify_token
+
+log = logging.getLogger("devices")  # the engine's logger, as in devices.engine
+
+DEFAULT_TIMEOUT = 10.0
+
+MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
+
+
+def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: str) -> str:
+    """What makes ``renewed`` unfit to replace the licence ``held`` ("" when nothing):
+    it must be the same licence, customer and SKU, bound to this device, and end no
+    earlier (0: perpetual, the latest)."""
+    for name in ("lic", "sub", "sku"):
+        if renewed.get(name) != held.get(name):
+            return f"another licence ({name} {renewed.get(name)!r}, held {held.get(name)!r})"
+    if renewed["act"] == "required" or renewed["dev"] != device_id:
+        return f"a licence not bound to this device (dev {renewed['dev']!r})"
+
+    def end(claims: dict[str, Any]) -> float:
+        return math.inf if not claims["exp"] else claims["exp"]
+
+    if end(renewed) < end(held):
+        return f"a licence ending earlier ({renewed['exp']}) than the one held ({held['exp']})"
+    return ""
+
+
+def is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def revoked_message(held: LicenseStatus) -> str:
+    return (
+        f"licence {held.license_id} is revoked (revoked at {held.revoked_at}; signed status "
+        f"at revocation-list sequence {held.seq})"
+    )
+
+
+class Syncing:
+    """The network part of an :class:`Engine`."""
+
+    def sync(
+        self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
+    ) -> dict[str, Any]:
+        """Upload up to 1000 spooled records, fetch the signed status of the licence held,
+        then fetch the licence again when the service has a newer token for it (a
+        renewal).
+
+        The three are independent: each is attempted even when another fails, usage
+        first. A spooled record is deleted only when a usage receipt signed by the
+        authority, bound to this upload's nonce, covers it; a forged or missing receipt
+        costs nothing. A status is accepted only when it verifies, names this licence
+        and device and is not older than the one held (:mod:`devices.status`); it
+        takes effect at once on the running engine. A renewed licence is installed only
+        when it verifies like any token and is the same licence for this device, ending
+        no earlier; it replaces ``license.token`` atomically and takes effect at once
+        (``summary["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when
+        anything was wrong: the licence held stays).
+
+        When the verified status says the licence held is revoked, raises
+        :class:`Revoked` (always, whatever else failed; ``summary["revoked"]`` is True);
+        when the held licence's signing key is revoked, BadSignature ``KEY_REVOKED``.
+        Otherwise raises the first failure after all were tried: LicenseError
+        (``NETWORK_ERROR``, ``SYNC_FAILED``, ``UPLOAD_REFUSED``, ``RECEIPT_INVALID``,
+        ``LIST_*``, ``REFRESH_*``, ``INSECURE_URL`` for ``http://`` unless
+        ``allow_http``), BadSignature (401 on upload). Every exception carries the
+        summary on ``exc.summary``.
+        """
+        if not isinstance(base_url, str):
+            raise InvalidArgument(f"base_url must be a string, not {type(base_url).__name__}")
+        if not is_real(timeout) or timeout <= 0:
+            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        from . import client  # the networking modules load on first use only
+
+        base = client.endpoint(base_url, "", allow_http=allow_http)
+        with self._lock:
+            now = self._now()
+            if self._claims is not None and now >= self._period_end:
+                self._advance(now)
+            token = self._token
+            if token is None:  # not started: the licence file, token and certificates
+                token, certificates = split_license_file(self._read_token_file())
+                self._learn_certificates(certificates)
+        license_id = decode_unverified(token)["lic"]
+        summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
+        errors: list[LicenseError] = []
+        try:
+            self._upload(client, base, token, license_id, summary, timeout)
+        except LicenseError as exc:
+            errors.append(exc)
+        try:
+            self._refresh_status(client, base, license_id, timeout)
+        except LicenseError as exc:
+            errors.append(exc)
+        summary["license"] = "kept"
+        held = self._statuses.get(license_id)
+        # A revoked licence has nothing to fetch: the signed status has the last word.
+        if held is None or not held.revoked:
+            try:
+                summary["license"] = self._refresh_license(client, base, token, timeout)
+            except LicenseError as exc:
+                errors.append(exc)
+        with self._lock:
+            if not errors:
+                self._problems = []
+            self._update_blocked()
+            self._judge()
+            refusal = self._refused() if self._refusal is not None else None
+        summary["pending"] = len(self._spool)
+        summary["set_aside"] = len(self._spool.aside)
+        summary["revoked"] = held is not None and held.revoked
+        summary["list_seq"] = held.seq if held is not None else None
+        summary["errors"] = [exc.code for exc in errors]
+        if summary["revoked"] and held is not None:
+            refusal = Revoked(revoked_message(held))
+        raised = refusal or (errors[0] if errors else None)
+        if raised is not None:
+            raised.summary = summary  # type: ignore[attr-defined]
+            raise raised
+        return summary
+
+    def _upload(
+        self,
+        client: Any,
+        base: str,
+        token: str,
+        license_id: str,
+        summary: dict[str, Any],
+        timeout: float,
+    ) -> None:
+        import secrets
+
+        with self._lock:
+            batch = self._spool.batch(MAX_RECORDS_PER_UPLOAD)
+            # An empty upload still earns a receipt: the signed time and usage total a
+            # lost state or a clock pushed ahead needs.
+            wanted = self._restore_pending or self._hwm > self._now() + self._leeway
+        if not batch and not wanted:
+            return
+        nonce = secrets.token_urlsafe(16)
+        status, payload = client.upload_usage(
+            base,
+            unit_token=token,
+            device_id=self.device_id,
+            license_id=license_id,
+            records=batch,
+            nonce=nonce,
+            timeout=timeout,
+            allow_http=True,  # `base` was checked against the caller's choice
+        )
+        if status == 403:  # not evidence: only a signed status revokes
+            raise LicenseError(
+                f"usage upload refused: {client.detail(status, payload)}; {len(batch)} records "
+                "kept",
+                code=Code.UPLOAD_REFUSED,
+            )
+        if status == 401:
+            raise BadSignature(f"usage upload refused: {client.detail(status, payload)}")
+        if status != 200:
+            raise LicenseError(
+                f"usage upload failed: {client.detail(status, payload)}", code=Code.SYNC_FAILED
+            )
+        try:
+            with self._lock:
+                self._learn_certificates(payload.get("certificates"))
+            receipt = parse_receipt(payload.get("receipt"), self._keys)
+        except LicenseError as exc:
+            raise LicenseError(
+                f"usage upload answered without a valid receipt ({exc}); "
+                f"{len(batch)} records kept for the next sync",
+                code=Code.RECEIPT_INVALID,
+            ) from None
+        if (receipt.nonce, receipt.device_id, receipt.license_id) != (
+            nonce,
+            self.device_id,
+            license_id,
+        ):
+            raise LicenseError(
+                "usage receipt is for another upload, device or licence; "
+                f"{len(batch)} records kept for the next sync",
+                code=Code.RECEIPT_INVALID,
+            )
+        covered = [record for record in batch if period_key(record) in receipt.records]
+        with self._lock:
+            # The receipt first, then the spool: a crash in between counts the covered
+            # records twice (they are sent again as duplicates), never zero times.
+            self._apply_receipt(receipt)
+            self._spool.remove(covered)
+            self._compact_journal()
+        for name in ("accepted", "duplicates"):
+            value = payload.get(name)
+            summary[name] = value if type(value) is int else 0
+        summary["deferred"] = len(batch) - len(covered)
+
+    def _apply_receipt(self, receipt: UsageReceipt) -> None:
+        """Take the authority's signed time and usage total (the lock is held)."""
+        signed = receipt.issued_at
+        if self._hwm > signed + self._leeway:
+            log.warning(
+                "clock high-water mark %d was ahead of the authority's signed time %d "
+                "(a bad clock date); corrected",
+                self._hwm,
+                signed,
+            )
+            self._hwm = signed
+        self._hwm = max(self._hwm, signed)
+        self._receipts[receipt.license_id] = receipt
+        floor = self._usage_floor(receipt.license_id)
+        if receipt.license_id == self._lic:
+            self._used = max(self._used, floor)
+            self._reserved = max(self._reserved, self._used)
+        else:
+            used = self._quota_reserved.get(receipt.license_id, 0)
+            self._quota_reserved[receipt.license_id] = max(used, floor)
+        self._restore_pending = False
+        self._receipt = receipt.text
+        self._persist(None)
+
+    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> None:
+        """Fetch and keep the signed status of the licence in the token file and of the
+        licence running, when they differ (``GET /v1/revocations/status``)."""
+        wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
+        for lic in wanted:
+            code, payload = client.fetch_status(
+                base, license_id=lic, device_id=self.device_id, timeout=timeout, allow_http=True
+            )
+            if code != 200:
+                raise LicenseError(
+                    f"licence status of {lic} unavailable: {client.detail(code, payload)}; the "
+                    "status held is kept",
+                    code=Code.SYNC_FAILED,
+                )
+            with self._lock:
+                self._learn_certificates(payload.get("certificates"))
+                held = self._statuses.get(lic)
+                status = statuses.accept(
+                    payload.get("status"),
+                    self._keys,
+                    license_id=lic,
+                    device_id=self.device_id,
+                    held=held,
+                    now=self._now(),
+                    leeway=self._leeway,
+                )
+                if held is not None and status.text == held.text:
+                    continue
+                kept = statuses.keep(self._statuses, status)
+                self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
+                self._statuses, self._status_why = kept, ""
+                self._keys.revoked = self._keys.revoked | status.revoked_keys
+                self._raise_mark(status.issued_at)
+                self._persist(None)  # the newest status's floor goes to state.json
+                if status.revoked:
+                    log.warning("%s; analytics stopped, video continues", revoked_message(status))
+
+    def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
+        """Fetch the held licence again (``GET /v1/license``); install a renewed one.
+        ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
+        status, payload = client.fetch_license(
+            base, token=token, device_id=self.device_id, timeout=timeout, allow_http=True
+        )
+        if status == 304:
+            return "current"
+        if status != 200:
+            raise LicenseError(
+                f"licence refresh failed: {client.detail(status, payload)}; the licence held "
+                "is kept",
+                code=Code.REFRESH_FAILED,
+            )
+        with self._lock:
+            self._learn_certificates(payload.get("certificates"))
+        renewed = payload.get("token")
+        held = decode_unverified(token)
+        try:
+            if not isinstance(renewed, str):
+                raise LicenseError("the answer carries no token", code=Code.REFRESH_INVALID)
+            claims = verify_token(renewed, self._keys)
+        except LicenseError as exc:
+            raise LicenseError(
+                f"licence refresh answered a token that does not verify ({exc}); the "
+                "licence held is kept",
+                code=Code.REFRESH_INVALID,
+            ) from None
+        problem = _renewal_problem(held, claims, self.device_id)
+        if problem:
+            raise LicenseError(
+                f"licence refresh answered {problem}; the licence held is kept",
+                code=Code.REFRESH_INVALID,
+            )
+        with self._lock:
+            # The file first: a crash leaves the old licence or the new one, never none.
+            try:
+                atomic_write_bytes(self.state_dir / TOKEN_FILE, renewed.encode("ascii") + b"\n")
+            except OSError as exc:
+                raise unwritable(self.state_dir / TOKEN_FILE, exc) from None
+            if self._lic == claims["lic"]:
+                self._install(renewed, claims, self._now())
+            log.info("licence %s renewed: ends at %d", claims["lic"], claims["exp"])
+        return "renewed"
