@@ -286,7 +286,7 @@ SPECTACULAR_SETTINGS = {
         "config.schema.add_components",
     ],
     "ENUM_NAME_OVERRIDES": {
-        "CustomerKindEnum": "customers.schemas.CUSTOMER_KINDS",
+        "CustomerKindEnum": "customers.serializers.CUSTOMER_KINDS",
         "InvoiceKindEnum": "billing.models.Invoice.Kind",
         "InvoiceLineKindEnum": "billing.models.InvoiceLine.Kind",
     },

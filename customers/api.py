@@ -1,29 +1,20 @@
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import schema
-from config.fields import StrictCharField
-from customers import schemas
-from customers.models import Customer
+from customers.serializers import CustomerIn, CustomerOut
 from customers.services import customer_create, customer_get
-
-
-class CustomerIn(serializers.Serializer):
-    name = StrictCharField(max_length=200)
-    kind = serializers.ChoiceField(choices=Customer.Kind.values)
-    contact = StrictCharField(max_length=254, required=False, default="", allow_blank=True)
-    id = StrictCharField(max_length=64, required=False, allow_null=True)
 
 
 class CustomerCreateApi(APIView):
     @extend_schema(
         request=CustomerIn,
         responses={
-            201: schemas.CustomerOut,
+            201: CustomerOut,
             **schema.errors(
                 {
                     **schema.BODY_ERRORS,
@@ -43,7 +34,7 @@ class CustomerCreateApi(APIView):
         serializer = CustomerIn(data=request.data)
         serializer.is_valid(raise_exception=True)
         customer = customer_create(**serializer.validated_data)
-        return Response(_customer_out(customer), status=status.HTTP_201_CREATED)
+        return Response(CustomerOut(customer).data, status=status.HTTP_201_CREATED)
 
 
 class CustomerDetailApi(APIView):
@@ -55,19 +46,10 @@ class CustomerDetailApi(APIView):
             schema.retry_after(429, 503),
         ],
         responses={
-            200: schemas.CustomerOut,
+            200: CustomerOut,
             **schema.errors({**schema.ADMIN_ERRORS, 404: "No such customer."}),
         },
         description="A customer by id.",
     )
     def get(self, request, customer_id: str):
-        return Response(_customer_out(customer_get(customer_id=customer_id)))
-
-
-def _customer_out(customer: Customer) -> dict[str, str]:
-    return {
-        "customer_id": customer.id,
-        "name": customer.name,
-        "kind": customer.kind,
-        "contact": customer.contact,
-    }
+        return Response(CustomerOut(customer_get(customer_id=customer_id)).data)

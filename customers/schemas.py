@@ -1,34 +1,22 @@
-"""The OpenAPI schema of the customer endpoints: the answer the view builds as a dict (a
-schema-only serializer: nothing validates or renders with it), and the rule of a chosen
-customer id stated in the schema of ``CustomerIn``."""
+"""The rule of a chosen customer id stated in the OpenAPI schema of ``CustomerIn`` (the
+shapes themselves are ``customers.serializers``)."""
 
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from rest_framework import serializers
 
 from config.schema import TRIMMED, surrounded_by_space
-from customers.models import Customer
 
 # The ids customers.services.customer_create accepts (whitespace trimmed, upper-cased).
 CUSTOMER_ID = "(?:[Cc][Uu][Ss][Tt]-)?[A-Za-z0-9_-]{1,59}"
-# The choices of ``kind`` as CustomerIn states them (values only), for ENUM_NAME_OVERRIDES.
-CUSTOMER_KINDS = Customer.Kind.values
-
-
-class CustomerOut(serializers.Serializer):
-    customer_id = serializers.CharField()
-    name = serializers.CharField()
-    kind = serializers.ChoiceField(choices=CUSTOMER_KINDS)
-    contact = serializers.CharField(allow_blank=True)
 
 
 class CustomerInExtension(OpenApiSerializerExtension):
-    """``customers.api.CustomerIn`` with the rule ``customer_create`` applies to a chosen
+    """``customers.serializers.CustomerIn`` with the rule ``customer_create`` applies to a chosen
     id: trimmed and upper-cased, A-Z, 0-9, '-' and '_', at most 59 after the ``CUST-``
     prefix (added when missing)."""
 
-    target_class = "customers.api.CustomerIn"
+    target_class = "customers.serializers.CustomerIn"
 
     def map_serializer(self, auto_schema, direction):
         schema = super().map_serializer(auto_schema, direction)
