@@ -212,8 +212,8 @@ def load() -> dict[str, list[str]]:
     """A customer with a big batch (ON_FILE devices on file, REVOKED of its units
     revoked) and BATCHES more; the batch keys by use."""
     from customers.services import customer_create
-    from licensing.activation import unit_activate
     from licensing.services import batch_issue, license_revoke
+    from licensing.services.activation import unit_activate
 
     customer = customer_create(name="Bench hot paths", kind="oem", id="HOT")
     big = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=10_000_000)

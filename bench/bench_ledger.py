@@ -57,9 +57,9 @@ def fleet(first_hour: int) -> list[tuple[str, list]]:
     from django.db import connection, transaction
 
     from customers.services import customer_create
-    from licensing.activation import unit_activate
     from licensing.models import License
     from licensing.services import batch_issue
+    from licensing.services.activation import unit_activate
 
     out = []
     for c in range(CUSTOMERS):

@@ -91,8 +91,8 @@ def fleet() -> str:
     """The customer's 990 activated units and 10 direct licences, through the services.
     Returns the customer id."""
     from customers.services import customer_create
-    from licensing.activation import unit_activate
     from licensing.services import batch_issue, license_issue
+    from licensing.services.activation import unit_activate
 
     customer = customer_create(name="Bench rating", kind="oem", id="RATING")
     batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=DEVICES)

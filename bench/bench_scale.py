@@ -433,10 +433,10 @@ def services_after(plan: Plan, batches: dict[str, list[str]]) -> None:
     """What goes through the services once the units are there: seat releases and the
     replacement activations that take them (transfers), direct licences, an invoice."""
     from billing.services import invoice_issue
-    from licensing.activation import unit_activate
     from licensing.models import Batch
-    from licensing.seats import seat_release
     from licensing.services import license_issue
+    from licensing.services.activation import unit_activate
+    from licensing.services.seats import seat_release
 
     started = time.monotonic()
     new_batch = Batch.objects.select_related("license").get(pk=batches[BIG][3])

@@ -82,8 +82,8 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
     from billing.limits import month_start, next_month
     from billing.partitions import partitions_ensure
     from customers.services import customer_create
-    from licensing.activation import unit_activate
     from licensing.services import batch_issue
+    from licensing.services.activation import unit_activate
 
     # The records below span years from T0; give each month its partition, as the
     # monthly maintenance (prune_usage) does in production, instead of the default one.

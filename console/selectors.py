@@ -15,7 +15,7 @@ from licensing.models import (
     SeatRelease,
     near_exhaustion_condition,
 )
-from licensing.seats import ReleasePolicy
+from licensing.services.seats import ReleasePolicy
 
 
 def batches_near_exhaustion(*, limit: int = 20) -> QuerySet[Batch]:

@@ -22,12 +22,9 @@ from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited
 from config.fields import validated
 from licensing import (
-    activation,
     exports,
-    renewals,
     revocations,
     schemas,
-    seats,
     selectors,
     serializers,
     services,
@@ -78,7 +75,7 @@ class ActivateApi(DeviceApi):
     )
     def post(self, request):
         data = validated(serializers.ActivateIn, request.data)
-        result = activation.unit_activate(**data, client_ip=client_ip(request) or None)
+        result = services.unit_activate(**data, client_ip=client_ip(request) or None)
         body = {
             "unit_token": result.token,
             "license_id": result.license_id,
@@ -385,7 +382,7 @@ class SeatReleaseApi(APIView):
     )
     def post(self, request):
         data = validated(serializers.SeatReleaseIn, request.data)
-        result = seats.seat_release(**data)
+        result = services.seat_release(**data)
         return Response(serializers.SeatReleaseOut(result).data)
 
 
@@ -519,7 +516,7 @@ class LicenseRefreshApi(DeviceApi):
     )
     def get(self, request):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        result = renewals.license_refresh(
+        result = services.license_refresh(
             token=token.strip() if scheme.lower() == "bearer" else None,
             device_id=request.query_params.get("device_id"),
         )
@@ -590,7 +587,7 @@ class RenewApi(APIView):
     def post(self, request):
         data = validated(serializers.RenewIn, request.data)
         key = _idempotency_key(request, data)
-        result = renewals.license_renew(idempotency_key=key, **data)
+        result = services.license_renew(idempotency_key=key, **data)
         code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
         return Response(serializers.RenewalOut(result).data, status=code)
 

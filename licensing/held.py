@@ -1,6 +1,6 @@
 """The licence a device holds, as the service checks it when the device presents it as
 its credential (``Authorization: Bearer``): on usage upload (``billing.ingestion``) and
-on a licence refresh (``licensing.renewals``). One set of rules for both:
+on a licence refresh (``licensing.services.renewals``). One set of rules for both:
 
 - the token's claims must already verify under a key of the authority (the caller
   verifies, answering 401 otherwise);

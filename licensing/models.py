@@ -111,7 +111,8 @@ class Batch(models.Model):
         default=0,
         help_text="Seats released by an operator (dead or replaced cameras) and not yet "
         "taken again: the next activations on them are transfers, not billed again. "
-        "Always at most the units remaining (licensing.seats keeps it so at every commit).",
+        "Always at most the units remaining (licensing.services.seats keeps it so at every "
+        "commit).",
     )
     unit_price = models.DecimalField(max_digits=12, decimal_places=2)
     currency = models.CharField(max_length=3)
@@ -362,7 +363,7 @@ class SeatRelease(models.Model):
 
 class Renewal(models.Model):
     """One renewal of a batch or of a direct licence for another term
-    (``licensing.renewals``): the new end, and what it is billed, once
+    (``licensing.services.renewals``): the new end, and what it is billed, once
     (``billing.ledger``): ``units`` x ``unit_price``, the units activated on the batch
     and not revoked when it was renewed (1 for a direct licence) at the price the batch
     or licence recorded when it was sold. Written once: on PostgreSQL a trigger refuses

@@ -23,8 +23,8 @@ from billing.models import Invoice, UsageRecord
 from config.errors import DB_RETRY_AFTER_SECONDS, api_exception_handler
 from config.parsers import JSON_MAX_DEPTH
 from customers.models import Customer
-from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
+from licensing.services.activation import unit_activate
 from svccore.claims import API_QUOTA_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 from tests.billing.conftest import record
 from tests.conftest import REPO, _free_port

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from licensing.activation import unit_activate
+from licensing.services.activation import unit_activate
 from svccore.csvformat import FORMULA_START, cell
 
 pytestmark = pytest.mark.django_db

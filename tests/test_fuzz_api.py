@@ -35,12 +35,12 @@ from billing.issuing import invoice_issue
 from billing.limits import start_of_day
 from config.schema import PRINTABLE
 from customers.services import customer_create
-from licensing.activation import unit_activate
 from licensing.models import License
-from licensing.renewals import license_renew
 from licensing.revocations import answers_forget
 from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
+from licensing.services.activation import unit_activate
+from licensing.services.renewals import license_renew
 from tests.conftest import LiveService, start_gunicorn, stop_gunicorn
 from tests.history import rewritten
 

@@ -18,9 +18,9 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.renderers import JSONRenderer
 
 from config.renderers import ExactJSONRenderer
-from licensing.activation import unit_activate
 from licensing.models import License, Sku
 from licensing.services import license_issue
+from licensing.services.activation import unit_activate
 from svccore import money
 from tests.factories import CustomerFactory
 from tests.history import rewritten

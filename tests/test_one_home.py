@@ -11,8 +11,8 @@ import pytest
 
 from devices import states
 from licensing.models import Renewal
-from licensing.renewals import renewal_end
 from licensing.selectors import expiring_list
+from licensing.services.renewals import renewal_end
 from svccore.timeunits import DAY, term_state_at, unix
 
 REPO = Path(__file__).resolve().parent.parent

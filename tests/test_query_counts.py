@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from devices.documents import parse_revocation_page
 from licensing import health, revocations, signing
-from licensing.activation import unit_activate
 from licensing.models import Batch
 from licensing.services import license_issue, license_revoke
+from licensing.services.activation import unit_activate
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +57,7 @@ def test_new_activation_is_the_lookup_then_seat_license_activation(
 def test_a_transfer_onto_a_released_seat_costs_two_more_statements(
     device_api, warm_batch, django_assert_num_queries
 ):
-    from licensing.seats import seat_release
+    from licensing.services.seats import seat_release
 
     on_file = warm_batch.activations.get(device_id="warm-up").license_id
     seat_release(license_id=on_file, reason="camera replaced")

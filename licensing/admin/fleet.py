@@ -21,10 +21,10 @@ from licensing.models import (
     Renewal,
     SeatRelease,
 )
-from licensing.seats import ReleasePolicy, seat_release
 from licensing.services import (
     license_revoke,
 )
+from licensing.services.seats import ReleasePolicy, seat_release
 
 # The fingerprint sources a device reports (devices.hardware), not a SELECT DISTINCT.
 FingerprintSourceFilter = choices_filter(

@@ -16,7 +16,7 @@ from licensing.models import (
     License,
     Sku,
 )
-from licensing.renewals import license_renew
+from licensing.services.renewals import license_renew
 from svccore.claims import API_QUOTA_MAX, DEVICE_ID_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 

@@ -66,7 +66,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == License.Activation.REQUIRED:
-            # Units are always optional (licensing.activation signs them so): saying it
+            # Units are always optional (licensing.services.activation signs them so): saying it
             # lets the small index of the other kinds serve this filter.
             return queryset.exclude(kind=License.Kind.UNIT).filter(activation=self.value())
         if self.value() is not None:

@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from licensing.activation import unit_activate
 from licensing.models import Activation, License
 from licensing.services import license_issue
+from licensing.services.activation import unit_activate
 from tests.history import rewritten
 
 

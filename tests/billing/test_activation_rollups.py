@@ -15,10 +15,10 @@ from django.db.models import Q
 
 from billing import selectors
 from billing.rating import invoice_rate
-from licensing.activation import unit_activate
 from licensing.models import Activation, ActivationDaily, License
-from licensing.seats import seat_release
 from licensing.services import license_revoke
+from licensing.services.activation import unit_activate
+from licensing.services.seats import seat_release
 from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db

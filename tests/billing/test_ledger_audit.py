@@ -19,8 +19,8 @@ from billing.ledger import LedgerDisagrees
 from billing.models import Invoice, InvoiceLine, UsageDaily
 from billing.services import credit_note_issue
 from licensing.models import Activation, License, Renewal, Sku
-from licensing.renewals import license_renew
 from licensing.services import license_revoke
+from licensing.services.renewals import license_renew
 from tests.billing.conftest import hour, record
 from tests.history import commit_checks, rewritten
 

@@ -26,7 +26,7 @@ from decimal import Decimal
 import pytest
 
 from billing.services import invoice_rate
-from licensing.activation import unit_activate
+from licensing.services.activation import unit_activate
 from tests.billing.conftest import hour, record, revoke_at
 
 pytestmark = pytest.mark.django_db

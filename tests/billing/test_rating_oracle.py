@@ -24,10 +24,10 @@ from billing.models import Invoice
 from billing.reconciliation import ledger_reconcile
 from billing.services import credit_note_issue
 from config.errors import ServiceError
-from licensing.activation import unit_activate
 from licensing.models import License
-from licensing.renewals import license_renew
 from licensing.services import batch_issue, license_issue, license_revoke
+from licensing.services.activation import unit_activate
+from licensing.services.renewals import license_renew
 from tests.factories import CustomerFactory
 
 pytestmark = pytest.mark.django_db

@@ -15,9 +15,9 @@ from billing.limits import start_of_day
 from billing.models import Invoice, LedgerEntry
 from billing.reconciliation import ledger_reconcile
 from billing.services import credit_note_issue
-from licensing.activation import unit_activate
-from licensing.renewals import license_renew
 from licensing.services import license_issue
+from licensing.services.activation import unit_activate
+from licensing.services.renewals import license_renew
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 
 from config.api import DeviceApi
 from devices.token import verify_token
-from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
+from licensing.services.activation import unit_activate
 from operators.authentication import OperatorKeyAuthentication
 from operators.permissions import IsOperator
 from tests.factories import CustomerFactory

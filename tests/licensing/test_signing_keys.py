@@ -21,9 +21,9 @@ from devices.documents import parse_revocation_page, parse_status, sign_document
 from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate
 from licensing import revocations, signing
-from licensing.activation import unit_activate
 from licensing.models import License, Revocation, SigningKey
 from licensing.services import license_issue, signing_key_install
+from licensing.services.activation import unit_activate
 from svccore.keyfile import read_private_key
 from tests.licensing.key_support import certificate, install, legacy_token
 

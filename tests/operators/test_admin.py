@@ -12,9 +12,9 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from customers.models import Customer
-from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke
+from licensing.services.activation import unit_activate
 from operators.models import OperatorKey
 from operators.services import operator_key_create
 from tests.history import rewritten
@@ -350,7 +350,7 @@ def test_dashboard_renders_inline_svg_charts_and_lists(admin_client, fleet, make
 
 
 def test_dashboard_shows_seat_releases_against_the_policy(admin_client, fleet):
-    from licensing.seats import seat_release
+    from licensing.services.seats import seat_release
 
     batch, _ = fleet
     empty = admin_client.get(reverse("console-dashboard")).content.decode()

@@ -9,10 +9,10 @@ import pytest
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from licensing.activation import unit_activate
 from licensing.models import Batch, License, Renewal
-from licensing.renewals import license_renew
 from licensing.services import license_issue
+from licensing.services.activation import unit_activate
+from licensing.services.renewals import license_renew
 
 pytestmark = pytest.mark.django_db
 

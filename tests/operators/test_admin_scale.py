@@ -16,10 +16,10 @@ from django.urls import reverse
 from billing.reconciliation import ledger_check_run
 from billing.services import invoice_rate
 from config import adminbase
-from licensing.activation import unit_activate
 from licensing.models import Activation
-from licensing.seats import seat_release
 from licensing.services import license_issue, license_revoke
+from licensing.services.activation import unit_activate
+from licensing.services.seats import seat_release
 from tests.licensing.test_fleet_paging import SECOND, _at, bulk_units
 
 pytestmark = pytest.mark.django_db

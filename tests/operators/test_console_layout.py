@@ -28,8 +28,8 @@ from billing.services import invoice_issue
 from config.errors import ServiceError
 from customers.services import customer_create
 from licensing.models import Activation, License
-from licensing.seats import seat_release
 from licensing.services import batch_issue, license_issue, license_register, license_revoke
+from licensing.services.seats import seat_release
 from tests.conftest import tool_missing
 from tests.history import rewritten
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _camera

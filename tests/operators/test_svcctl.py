@@ -29,9 +29,9 @@ from audit.models import AuditEntry
 from billing.exports import preview_csv
 from billing.services import invoice_rate
 from devices import token as codec
-from licensing.activation import unit_activate
 from licensing.models import Activation, Batch, License, Sku
 from licensing.services import license_issue, license_revoke
+from licensing.services.activation import unit_activate
 from svccore import catalogue
 from svcctl import output
 from svcctl.output import invoice_csv

@@ -24,14 +24,12 @@ from config.errors import (
 from customers.services import customer_get
 from devices import token as codec
 from devices.errors import BadSignature
-from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
 from licensing import revocations, signing
 from licensing.models import (
     Batch,
     License,
     Revocation,
     RevocationHead,
-    SigningKey,
     Sku,
     token_digest,
 )
@@ -233,7 +231,7 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoked_at = clock.now()
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
-        _revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
+        revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
     return lic
 
 
@@ -242,7 +240,7 @@ def usable_until(lic: License) -> int:
     is perpetual. A revocation-list entry past this second drops off the list.
 
     A unit licence runs as long as its batch: a renewal of the batch re-signs the unit
-    to the batch's end when its device asks (``licensing.renewals``), so the unit's own
+    to the batch's end when its device asks (``licensing.services.renewals``), so the unit's own
     end may be behind the one its device already holds."""
     expires_at = lic.expires_at
     if lic.batch_id is not None and expires_at is not None:
@@ -253,7 +251,7 @@ def usable_until(lic: License) -> int:
     return unix(expires_at + dt.timedelta(days=lic.grace_days))
 
 
-def _head_bump(**fields: Any) -> None:
+def head_bump(**fields: Any) -> None:
     """Bump counters of the list's head row (``seq``, ``keys_version``) by one UPDATE,
     whose row lock is held until the caller's transaction commits."""
     head = RevocationHead.objects.filter(pk=1)
@@ -268,7 +266,7 @@ def _head_bump(**fields: Any) -> None:
         head.update(**bumps)
 
 
-def _revocation_append(*, entry: str, revoked_at: dt.datetime, until: int) -> Revocation:
+def revocation_append(*, entry: str, revoked_at: dt.datetime, until: int) -> Revocation:
     """Give a licence (or ``KEY-<kid>``, a signing key) revoked in the current
     transaction the next list number.
 
@@ -277,7 +275,7 @@ def _revocation_append(*, entry: str, revoked_at: dt.datetime, until: int) -> Re
     reader that sees head H also sees every entry numbered up to H, and a device paging
     with ``since`` can never skip past an entry that was still uncommitted.
     """
-    _head_bump(seq=True)
+    head_bump(seq=True)
     seq = RevocationHead.objects.filter(pk=1).values_list("seq", flat=True).get()
     return Revocation.objects.create(
         seq=seq, license_id=entry, revoked_at=revoked_at, usable_until=until
@@ -368,112 +366,3 @@ def license_register(*, token: str) -> License:
 
 
 # --- signing keys -----------------------------------------------------------------------
-
-
-def _key_get(kid: str) -> SigningKey:
-    try:
-        return SigningKey.objects.select_for_update().get(pk=kid)
-    except SigningKey.DoesNotExist:
-        raise NotFound(
-            f"no signing key {kid!r} is registered; `python manage.py key_list` shows them"
-        ) from None
-
-
-def _keys_changed() -> None:
-    """Every answer that carries key certificates is rebuilt, and this process reads the
-    keys again now (the others within ``signing.REFRESH_SECONDS``)."""
-    _head_bump(keys_version=True)
-    signing.keys_changed_on_commit()
-
-
-def _certificate_parse(text: str, roots: dict[str, Any]) -> KeyCertificate:
-    if not roots:
-        raise InvalidInput(
-            "SVC_ROOT_KEYS is not set: there is no root to verify a key certificate against; "
-            "configure the root public keys the firmware trusts"
-        )
-    if not text.startswith(CERT_PREFIX + ".") or text.count(".") != 2:
-        raise InvalidInput(
-            f"not a key certificate: expected one line {CERT_PREFIX}.<payload>.<signature>"
-        )
-    try:
-        return parse_certificate(text, roots)
-    except KeyNotTrusted as exc:
-        if exc.code == "KEY_UNTRUSTED_ROOT":
-            raise InvalidInput(
-                "key certificate is signed by a root that is not in SVC_ROOT_KEYS "
-                f"(configured roots: {', '.join(roots)}); nothing installed"
-            ) from None
-        raise InvalidInput(f"{exc}; nothing installed") from None
-
-
-@audited("signing_key.install", target=lambda result, arguments: result.kid)
-@transaction.atomic
-def signing_key_install(*, certificate: str, roots: list[str] | None = None) -> SigningKey:
-    """Register a signing key from its key certificate (``SVCK1``, made offline by a
-    root), or renew the certificate of a registered key. Online and offline (air-gap)
-    keys alike.
-
-    The certificate must verify under a root of ``SVC_ROOT_KEYS`` (``roots`` replaces
-    them; only ``manage.py dev_setup`` passes its development root) and must not have
-    expired; a revoked key cannot come back (409)."""
-    try:
-        trusted = {codec.key_id(key): codec.load_public_key(key) for key in roots or ()}
-    except ValueError as exc:
-        raise InvalidInput(f"unusable root key: {exc}") from None
-    cert = _certificate_parse(certificate.strip(), trusted or signing.root_keys())
-    now = unix(clock.now())
-    if cert.not_after and cert.not_after < now:
-        raise InvalidInput(
-            f"the certificate of key {cert.kid} expired at {cert.not_after} (now {now}); ask "
-            "the root holder for a new one; nothing installed"
-        )
-    fields = {
-        "public_key": codec.public_key_b64url(cert.key),
-        "fingerprint": codec.key_fingerprint(cert.key),
-        "certificate": cert.text,
-        "use": cert.use,
-        "not_before": cert.not_before,
-        "not_after": cert.not_after,
-    }
-    key = SigningKey.objects.select_for_update().filter(pk=cert.kid).first()
-    if key is None:
-        key = SigningKey.objects.create(kid=cert.kid, **fields)
-    else:
-        if key.revoked_at is not None:
-            raise Conflict(f"signing key {key.kid} is revoked; a revoked key never comes back")
-        for name, value in fields.items():
-            setattr(key, name, value)
-        key.save(update_fields=list(fields))
-    _keys_changed()
-    return key
-
-
-@audited("signing_key.retire", target=lambda result, arguments: result.kid)
-@transaction.atomic
-def signing_key_retire(*, kid: str) -> SigningKey:
-    """Stop a key from signing. What it signed keeps verifying until it expires; a
-    server configured with it as its active key refuses to sign. Idempotent."""
-    key = _key_get(kid)
-    if key.retired_at is None:
-        key.retired_at = clock.now()
-        key.save(update_fields=["retired_at"])
-        _keys_changed()
-    return key
-
-
-@audited("signing_key.revoke", target=lambda result, arguments: result.kid)
-@transaction.atomic
-def signing_key_revoke(*, kid: str, reason: str = "") -> SigningKey:
-    """Revoke a signing key (compromised, lost): nothing it signed verifies on the server
-    any more (this process at once, others within ``signing.REFRESH_SECONDS``), and the
-    revocation list gains ``KEY-<kid>`` and names it in ``keys_revoked``, so devices
-    refuse it at their next sync. Idempotent: the first time and reason are kept."""
-    key = _key_get(kid)
-    if key.revoked_at is None:
-        key.revoked_at = clock.now()
-        key.revoke_reason = reason[:500]
-        key.save(update_fields=["revoked_at", "revoke_reason"])
-        _revocation_append(entry=f"KEY-{key.kid}", revoked_at=key.revoked_at, until=0)
-        _keys_changed()
-    return key

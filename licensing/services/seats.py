@@ -29,7 +29,7 @@ from audit.services import audited
 from config import clock
 from config.errors import Conflict, InvalidInput, NotFound
 from licensing.models import Activation, Batch, License, SeatRelease
-from licensing.services import license_revoke
+from licensing.services.licenses import license_revoke
 from svccore.timeunits import unix
 
 # The release a transfer takes: the oldest of the batch's releases that no activation

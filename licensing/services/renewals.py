@@ -49,7 +49,7 @@ from licensing.models import (
     SupersededToken,
     token_digest,
 )
-from licensing.services import sku_get
+from licensing.services.licenses import sku_get
 from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
 from svccore.timeunits import term_state_at, unix
 

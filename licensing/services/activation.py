@@ -9,10 +9,10 @@ What a request costs, on the database:
   the device's licence and token (the revocation list's head, handed out with the
   licence, is the one this process holds, ``licensing.revocations.head_get``); once
   after each renewal of its batch, the device's licence is re-signed to the batch's new
-  end first (``licensing.renewals.unit_token_current``);
+  end first (``licensing.services.renewals.unit_token_current``);
 - a new device: that lookup, then one transaction with the seat taken by one
   conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted;
-  when the batch has a seat an operator released (``licensing.seats``), two statements
+  when the batch has a seat an operator released (``licensing.services.seats``), two statements
   more make the activation a transfer of that release, not billed again.
 
 What a batch key says never changes but for its end, and proving it is the costly part
@@ -39,10 +39,11 @@ from django.db.models import Model
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from devices.errors import BadSignature
-from licensing import renewals, seats, signing
+from licensing import signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
-from licensing.services import license_claims
+from licensing.services import renewals, seats
+from licensing.services.licenses import license_claims
 from svccore import ids
 from svccore.claims import device_id_problem
 from svccore.timeunits import unix

@@ -1,0 +1,66 @@
+"""Every write of the licensing authority, by noun; this index names each one, and
+callers import from here (``from licensing.services import batch_issue``):
+
+- licences and batches (:mod:`.licenses`): ``batch_issue``, ``license_issue``,
+  ``license_revoke``, ``license_register`` (an offline-minted licence),
+  ``catalogue_seed``;
+- activation (:mod:`.activation`): ``unit_activate``, a batch key exchanged for a unit
+  licence, the billing event;
+- renewals (:mod:`.renewals`): ``license_renew``, ``license_refresh`` (a device's
+  licence re-signed to its batch's new end);
+- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat);
+- signing keys (:mod:`.keys`): ``signing_key_install``, ``signing_key_retire``,
+  ``signing_key_revoke``.
+
+Reads are in :mod:`licensing.selectors`; the revocation list's documents in
+:mod:`licensing.revocations`.
+"""
+
+from licensing.services.activation import ActivationResult, unit_activate
+from licensing.services.keys import signing_key_install, signing_key_retire, signing_key_revoke
+from licensing.services.licenses import (
+    batch_issue,
+    catalogue_seed,
+    license_claims,
+    license_issue,
+    license_register,
+    license_revoke,
+    sku_get,
+    usable_until,
+)
+from licensing.services.renewals import (
+    RefreshResult,
+    RenewalResult,
+    license_refresh,
+    license_renew,
+    renewal_end,
+    unit_token_current,
+    units_in_service,
+)
+from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
+
+__all__ = [
+    "ActivationResult",
+    "RefreshResult",
+    "ReleasePolicy",
+    "ReleaseResult",
+    "RenewalResult",
+    "batch_issue",
+    "catalogue_seed",
+    "license_claims",
+    "license_issue",
+    "license_refresh",
+    "license_register",
+    "license_renew",
+    "license_revoke",
+    "renewal_end",
+    "seat_release",
+    "signing_key_install",
+    "signing_key_retire",
+    "signing_key_revoke",
+    "sku_get",
+    "unit_activate",
+    "unit_token_current",
+    "units_in_service",
+    "usable_until",
+]
