@@ -596,7 +596,7 @@ class ExpiringApi(APIView):
     @extend_schema(
         parameters=[serializers.ExpiringQuery, schema.retry_after(429, 503)],
         responses={
-            200: schemas.ExpiringListOut,
+            200: serializers.ExpiringListOut,
             **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
         },
         description="Batches and direct licences, not revoked, ending within days (default "
@@ -606,11 +606,10 @@ class ExpiringApi(APIView):
     def get(self, request):
         query = validated(serializers.ExpiringQuery, request.query_params.dict())
         items = selectors.expiring_list(days=query["days"])
-        return Response(
-            {
-                "days": query["days"],
-                "as_of": int(clock.now().timestamp()),
-                "count": len(items),
-                "items": serializers.ExpiringOut(items, many=True).data,
-            }
-        )
+        listing = {
+            "days": query["days"],
+            "as_of": int(clock.now().timestamp()),
+            "count": len(items),
+            "items": items,
+        }
+        return Response(serializers.ExpiringListOut(listing).data)

@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from licensing.serializers import ActivationRecordOut, ExpiringOut
+from licensing.serializers import ActivationRecordOut
 
 
 def _money(**kwargs) -> serializers.DecimalField:
@@ -130,13 +130,6 @@ class LicenseRefreshOut(serializers.Serializer):
         child=serializers.CharField(),
         help_text="Key certificates (SVCK1) chaining the signing keys to the devices' roots.",
     )
-
-
-class ExpiringListOut(serializers.Serializer):
-    days = serializers.IntegerField()
-    as_of = serializers.IntegerField(help_text="Unix seconds of the listing.")
-    count = serializers.IntegerField()
-    items = ExpiringOut(many=True)
 
 
 class LicenseStatusOut(serializers.Serializer):

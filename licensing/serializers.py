@@ -422,6 +422,16 @@ class ExpiringOut(serializers.Serializer):
     units_purchased = serializers.IntegerField()
 
 
+# The view renders through this class, which is also its OpenAPI schema.
+class ExpiringListOut(serializers.Serializer):
+    """Batches and direct licences ending within the days asked, or in their grace."""
+
+    days = serializers.IntegerField()
+    as_of = serializers.IntegerField(help_text="Unix seconds of the listing.")
+    count = serializers.IntegerField()
+    items = ExpiringOut(many=True)
+
+
 class LicenseStatusQuery(serializers.Serializer):
     license_id = IdField(max_length=64, help_text="The licence the device holds.")
     device_id = DeviceIdField(help_text="The device asking (named in the signed status).")
