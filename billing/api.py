@@ -71,13 +71,14 @@ class LicenseUsageApi(APIView):
     @extend_schema(
         parameters=[schema.id_path("license_id", "The licence."), schema.retry_after(429, 503)],
         responses={
-            200: schemas.LicenseUsageOut,
+            200: serializers.LicenseUsageOut,
             **schema.errors({**schema.ADMIN_ERRORS, 404: "No such licence."}),
         },
         description="Usage totals of a licence and its record count.",
     )
     def get(self, request, license_id: str):
-        return Response(selectors.license_usage(license_id=license_id))
+        usage = selectors.license_usage(license_id=license_id)
+        return Response(serializers.LicenseUsageOut(usage).data)
 
 
 class InvoiceApi(APIView):

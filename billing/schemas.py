@@ -70,15 +70,6 @@ class UsageUploadOut(serializers.Serializer):
     )
 
 
-class LicenseUsageOut(serializers.Serializer):
-    license_id = serializers.CharField()
-    inferences = serializers.IntegerField()
-    frames = serializers.IntegerField()
-    stream_seconds = serializers.IntegerField()
-    events = serializers.IntegerField()
-    records = serializers.IntegerField(help_text="Number of usage records.")
-
-
 class InvoiceLineOut(serializers.Serializer):
     kind = serializers.ChoiceField(choices=InvoiceLine.Kind.choices)
     sku = serializers.CharField()

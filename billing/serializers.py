@@ -118,3 +118,13 @@ def invoice_out(invoice: Invoice) -> dict[str, Any]:
         ],
         "total": money.amount(invoice.total, invoice.currency),
     }
+
+
+# The view renders through this class, which is also its OpenAPI schema.
+class LicenseUsageOut(serializers.Serializer):
+    license_id = serializers.CharField()
+    inferences = serializers.IntegerField()
+    frames = serializers.IntegerField()
+    stream_seconds = serializers.IntegerField()
+    events = serializers.IntegerField()
+    records = serializers.IntegerField(help_text="Number of usage records.")
