@@ -81,7 +81,7 @@ def load() -> list[str]:
 
 def signing_rates(hsm: dict[str, str]) -> dict[str, float]:
     """Signatures per second of each signer in this process, one thread."""
-    from licensing import signers
+    from signing import signers
 
     rates = {}
     file_signer = signers.FileSigner(os.environ["SVC_SIGNING_KEY_FILE"])
@@ -106,7 +106,7 @@ def main() -> int:
             return 0
         _support.recreate_database(PG, DB_NAME)
         _support.configure_django(directory, PG, DB_NAME)
-        from licensing import signers
+        from signing import signers
 
         signers.generate_key(signers.Pkcs11Config(**_config(hsm)))
         tokens = load()

@@ -26,7 +26,7 @@ from rest_framework.views import APIView
 from config.urls import handler500
 from config.urls import urlpatterns as service_urlpatterns
 from devices import token as codec
-from licensing import signing
+from signing import keyring
 from svccore import ids
 
 __all__ = ["handler500", "urlpatterns"]
@@ -78,7 +78,7 @@ class FloorQueryApi(APIView):
 class FloorActivateApi(APIView):
     def post(self, request):
         device_id = request.data["device_id"]
-        claims = codec.verify_token(request.data["batch_token"], signing.public_key())
+        claims = codec.verify_token(request.data["batch_token"], keyring.public_key())
         batch_id = claims["batch"]["id"]
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(SEAT_SQL, [batch_id])
@@ -90,7 +90,7 @@ class FloorActivateApi(APIView):
             unit = {**claims, "lic": ids.license_id(), "dev": device_id, "act": "optional"}
             unit.update(iat=now, nbf=now)
             del unit["batch"]
-            token = codec.encode_token(unit, signing.signing_key())
+            token = codec.encode_token(unit, keyring.signing_key())
             cursor.execute(
                 UNIT_SQL,
                 [

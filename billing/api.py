@@ -13,7 +13,7 @@ from billing import schemas, selectors, serializers, services
 from config import schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
-from licensing import signing
+from signing import keyring
 from svccore.claims import device_id_problem
 
 
@@ -63,7 +63,7 @@ class UsageUploadApi(DeviceApi):
             nonce=body.get("nonce"),
         )
         # The receipt's signing key, for devices that have not seen its certificate yet.
-        certificate = signing.active_certificate()
+        certificate = keyring.active_certificate()
         return Response({**result, "certificates": [certificate] if certificate else []})
 
 

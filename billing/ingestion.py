@@ -31,8 +31,8 @@ from config import clock
 from config.errors import InvalidInput, Unauthorized
 from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
-from licensing import signing
 from licensing.held import license_held
+from signing import keyring
 from svccore.timeunits import unix
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
@@ -43,7 +43,7 @@ def _unit_claims(token: str | None) -> dict[str, Any]:
     if not token:
         raise Unauthorized("usage upload needs the header Authorization: Bearer <unit token>")
     try:
-        return signing.verify(token)
+        return keyring.verify(token)
     except BadSignature as exc:
         raise Unauthorized(f"unit token rejected: {exc}") from None
 
@@ -283,5 +283,5 @@ def usage_ingest(
         records=keys,
         inferences=int(total["n"] or 0),
     )
-    result["receipt"] = signing.sign_document(RECEIPT_PREFIX, payload)
+    result["receipt"] = keyring.sign_document(RECEIPT_PREFIX, payload)
     return result

@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "customers",
+    "signing",
     "licensing",
     "billing",
     "audit",
@@ -297,7 +298,7 @@ SVC_SIGNING_KEY_FILE = Path(env.str("SVC_SIGNING_KEY_FILE", default="var/signing
 if not SVC_SIGNING_KEY_FILE.is_absolute():
     SVC_SIGNING_KEY_FILE = BASE_DIR / SVC_SIGNING_KEY_FILE
 
-# --- Where the signing key lives (licensing.signers) ----------------------------------
+# --- Where the signing key lives (signing.signers) ------------------------------------
 # file: SVC_SIGNING_KEY_FILE. pkcs11: a key that never leaves a PKCS#11 token (HSM). The
 # PIN is read from SVC_PKCS11_PIN_FILE or the environment's SVC_PKCS11_PIN when the
 # service logs in; it is never kept here (Django's error reports show settings).

@@ -16,7 +16,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
 
-from licensing.signing import active_key_problem, signing_key  # noqa: E402 - after setup
+from signing.keyring import active_key_problem, signing_key  # noqa: E402 - after setup
 
 signing_key()
 try:
@@ -24,7 +24,7 @@ try:
 except Exception:  # noqa: BLE001 - the database may be down at start-up; /healthz says so
     _problem = ""
 if _problem:
-    logging.getLogger("licensing.signing").error(
+    logging.getLogger("signing.keyring").error(
         "this node answers 503 wherever a signature is needed, and /healthz fails: %s",
         _problem,
     )

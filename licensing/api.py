@@ -21,16 +21,9 @@ from config.api import DeviceApi
 from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited
 from config.fields import validated
-from licensing import (
-    exports,
-    revocations,
-    schemas,
-    selectors,
-    serializers,
-    services,
-    signing,
-)
+from licensing import exports, revocations, schemas, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
+from signing import keyring
 from svccore.rates import parse_rate
 
 
@@ -90,7 +83,7 @@ class ActivateApi(DeviceApi):
         body["status"] = revocations.license_status(
             license_id=result.license_id, device_id=data["device_id"], head=head, unrevoked=True
         )["status"]
-        body["certificates"] = signing.certificates()
+        body["certificates"] = keyring.certificates()
         return Response(body)
 
 
@@ -527,7 +520,7 @@ class LicenseRefreshApi(DeviceApi):
                 "license_id": result.license_id,
                 "token": result.token,
                 "expires_at": int(result.expires_at.timestamp()) if result.expires_at else 0,
-                "certificates": signing.certificates(),
+                "certificates": keyring.certificates(),
             }
         )
 

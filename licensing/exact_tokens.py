@@ -15,8 +15,8 @@ from django.db import transaction
 from audit.models import AuditEntry
 from audit.services import audit_record
 from config.errors import Forbidden
-from licensing import signing
 from licensing.models import License, SupersededToken
+from signing import keyring
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def differences(presented: Any, issued: Any, prefix: str = "") -> list[tuple[str
 def not_issued(
     *, what: str, license_id: str, claims: dict[str, Any], issued: dict[str, Any] | None, why: str
 ) -> TokenNotIssued:
-    kid = claims.get("kid") or signing.active_kid()
+    kid = claims.get("kid") or keyring.active_kid()
     differs = differences(claims, issued) if issued is not None else []
     return TokenNotIssued(
         f"{what} is validly signed (key {kid}) but is not the token this authority issued "

@@ -11,7 +11,7 @@ from django.http import HttpRequest, JsonResponse
 
 from config import clock, sharedcache
 from config.errors import SignerUnavailable
-from licensing import signing
+from signing import keyring
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "time": int(clock.now().timestamp()),
     }
     try:
-        body["public_key"] = signing.public_key_fingerprint()
-        body["kid"] = signing.active_kid()
-        body["signer"] = signing.signer_kind()
-        signing.signer_check()
+        body["public_key"] = keyring.public_key_fingerprint()
+        body["kid"] = keyring.active_kid()
+        body["signer"] = keyring.signer_kind()
+        keyring.signer_check()
     except SignerUnavailable as exc:
         body["ok"] = False
         body["detail"] = exc.detail
@@ -66,7 +66,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         body.setdefault("detail", "database unavailable; the service log has the details")
     if body["ok"]:
         try:
-            problem = signing.active_key_problem()
+            problem = keyring.active_key_problem()
         except Exception:
             log.exception("healthz: signing keys unreadable")
             problem = "signing keys unreadable; the service log has the details"

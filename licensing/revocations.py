@@ -47,9 +47,9 @@ from devices.documents import (
     revocation_page_payload,
     status_payload,
 )
-from licensing import signing
 from licensing.models import Revocation
 from licensing.selectors import signing_keys_published
+from signing import keyring
 from svccore.timeunits import unix
 
 # Read at call time (not bound as a default), so a test can make pages small.
@@ -111,16 +111,16 @@ def head_forget() -> None:
 def page_etag(head: Head, seq: int | None = None) -> str:
     """ETag of the page ending at ``seq`` (default: the head) under ``head``'s keys."""
     end = head.seq if seq is None else seq
-    return f'"{signing.public_key_fingerprint()[:16]}-{end}-k{head.keys}"'
+    return f'"{keyring.public_key_fingerprint()[:16]}-{end}-k{head.keys}"'
 
 
 def full_etag(head: Head) -> str:
-    return f'"{signing.public_key_fingerprint()[:16]}-full-{head.seq}-k{head.keys}"'
+    return f'"{keyring.public_key_fingerprint()[:16]}-full-{head.seq}-k{head.keys}"'
 
 
 def _cache_key(kind: str, since: int | str, head: Head) -> str:
     return (
-        f"revocations:{signing.public_key_fingerprint()}:{head.epoch}:k{head.keys}:{kind}:"
+        f"revocations:{keyring.public_key_fingerprint()}:{head.epoch}:k{head.keys}:{kind}:"
         f"{since}:{head.seq}"
     )
 
@@ -195,7 +195,7 @@ def _page_document(
         revoked=[[license_id, until] for _, license_id, until in rows[:size]],
         keys_revoked=keys_revoked,
     )
-    return signing.sign_document(LIST_PREFIX, payload), seq, more
+    return keyring.sign_document(LIST_PREFIX, payload), seq, more
 
 
 def revocation_page(*, since: int, head: Head, zipped: bool = False) -> Answer:
@@ -265,7 +265,7 @@ def head_document(head: Head | None = None) -> str:
 def _keys_published(head: Head) -> tuple[list[str], list[str]]:
     """:func:`signing_keys_published`, read once per keys version of the head (every
     signing-key change moves it) and signing key of this process."""
-    key = (signing.public_key_fingerprint(), head.epoch, head.keys)
+    key = (keyring.public_key_fingerprint(), head.epoch, head.keys)
     held = _published[0] if _published else None
     if held is not None and held[0] == key:
         return held[1]
@@ -307,7 +307,7 @@ def license_status(
         keys_revoked=keys_revoked,
     )
     return {
-        "status": signing.sign_document(STATUS_PREFIX, payload),
+        "status": keyring.sign_document(STATUS_PREFIX, payload),
         "license_id": license_id,
         "device_id": device_id,
         "revoked": bool(revoked_at),

@@ -17,7 +17,8 @@ from config import clock
 from config.errors import InvalidInput, NotFound
 from customers.models import Customer
 from devices import states
-from licensing.models import Activation, Batch, License, SigningKey, Sku
+from licensing.models import Activation, Batch, License, Sku
+from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
 from svccore.timeunits import term_state_at
 
@@ -208,11 +209,6 @@ def fleet_page(
         return FleetPage(units=units, next_cursor=None)
     last = rows[limit - 1]
     return FleetPage(units=units, next_cursor=_cursor_at(last[6], last[-1]))
-
-
-def signing_keys_list() -> QuerySet[SigningKey]:
-    """Every registered signing key, oldest first."""
-    return SigningKey.objects.order_by("created_at", "kid")
 
 
 def signing_keys_published() -> tuple[list[str], list[str]]:

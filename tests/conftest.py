@@ -131,7 +131,7 @@ def signing_key_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def signing_key(signing_key_file):
-    from licensing.signing import signing_key as load
+    from signing.keyring import signing_key as load
 
     return load()
 

@@ -676,7 +676,7 @@ def test_a_node_on_a_revoked_key_gets_no_traffic(django_db_setup, tmp_path, make
     every activation, usage upload and status request to the other node. None of them
     is answered by the revoked node, and none fails."""
     from devices.token import key_fingerprint, key_id, public_key_b64url
-    from licensing.models import SigningKey
+    from signing.models import SigningKey
     from svccore.keyfile import write_private_key
 
     bad_key_file = tmp_path / "revoked.pem"

@@ -27,8 +27,8 @@ from django.core.management import CommandError, call_command
 import devices
 from devices import token as codec
 from devices.documents import LIST_PREFIX, RECEIPT_PREFIX, verify_document
-from licensing import signers, signing
 from licensing.models import Activation, Batch, License
+from signing import keyring, signers
 from tests.conftest import REPO, start_gunicorn, stop_gunicorn, tool_missing
 from tests.licensing.key_support import certificate, install
 
@@ -162,9 +162,9 @@ def in_token(hsm, settings) -> Hsm:
     settings.SVC_PKCS11_PIN_FILE = str(hsm.pin_file)
     settings.SVC_PKCS11_TIMEOUT = 3.0
     settings.SVC_PKCS11_SESSIONS = 4
-    signing.keys_changed()
+    keyring.keys_changed()
     yield hsm
-    signing.keys_changed()
+    keyring.keys_changed()
 
 
 def activate(client, token: str, device_id: str):
@@ -233,7 +233,7 @@ def test_activation_is_signed_in_the_token_and_healthz_names_the_signer(
 
 
 def test_signatures_from_many_threads_share_the_session_pool(in_token):
-    signer = signing.signing_key()
+    signer = keyring.signing_key()
     messages = [f"message {n}".encode() for n in range(400)]
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         signatures = list(pool.map(signer.sign, messages))
@@ -250,7 +250,7 @@ def test_key_certificates_and_rotation_work_as_with_a_key_file(
     old_unit = activate(device_api, batch.license.token, "cam-1").json()["unit_token"]
     # Roots configured: the token's key signs once a root's certificate is installed.
     settings.SVC_ROOT_KEYS = [codec.public_key_b64url(root.public_key())]
-    signing.keys_changed()
+    keyring.keys_changed()
     refused = activate(device_api, batch.license.token, "cam-2")
     assert refused.status_code == 503  # a balancer tries another node
     assert "SVC_PKCS11_KEY_LABEL" in refused.json()["detail"]
@@ -263,10 +263,10 @@ def test_key_certificates_and_rotation_work_as_with_a_key_file(
     new_public = codec.load_public_key(line.split(": ", 1)[1])
     install(tmp_path, certificate(root, new_public), "rotated.cert")
     settings.SVC_PKCS11_KEY_LABEL = "svc-rotated"
-    signing.keys_changed()
+    keyring.keys_changed()
     answer = activate(device_api, batch.license.token, "cam-3").json()
     assert codec.verify_token(answer["unit_token"], new_public)["kid"] == codec.key_id(new_public)
-    assert signing.verify(old_unit)["dev"] == "cam-1"  # the old key's licences still verify
+    assert keyring.verify(old_unit)["dev"] == "cam-1"  # the old key's licences still verify
     assert len(answer["certificates"]) == 2  # both keys' certificates travel with it
 
 
@@ -335,7 +335,7 @@ def test_slow_token_answers_503_within_the_timeout_and_recovers(
     in_token, settings, device_api, make_batch
 ):
     settings.SVC_PKCS11_TIMEOUT = 0.5
-    signing.keys_changed()
+    keyring.keys_changed()
     batch = make_batch(units=3)
     assert activate(device_api, batch.license.token, "cam-1").status_code == 200
     with in_token.busy():

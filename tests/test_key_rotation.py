@@ -23,7 +23,7 @@ import pytest
 from django.core.management import call_command
 
 from devices import token as codec
-from licensing import signing
+from signing import keyring
 from svccore.keyfile import read_private_key
 from tests.conftest import REPO, start_gunicorn, stop_gunicorn
 
@@ -113,7 +113,7 @@ def tool(*args: str, **env: str) -> str:
 def manage(command: str, *args: str, **options) -> str:
     out = io.StringIO()
     call_command(command, *args, stdout=out, **options)
-    signing.keys_changed()
+    keyring.keys_changed()
     return out.getvalue()
 
 
@@ -184,9 +184,9 @@ def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signin
         # camera that syncs gets its licence re-signed by key 2 (the fleet moves over).
         old_token = (tmp_path / "old" / "license.token").read_text().splitlines()[0]
         manage("key_retire", kid1)
-        # Other processes see the retirement within signing.REFRESH_SECONDS: sync until
+        # Other processes see the retirement within keyring.REFRESH_SECONDS: sync until
         # the service answers the re-signed licence (bounded).
-        deadline = time.monotonic() + signing.REFRESH_SECONDS + 10
+        deadline = time.monotonic() + keyring.REFRESH_SECONDS + 10
         while True:
             retired = device(
                 vendored, tmp_path / "old", "cam-old", service.url, "sync", "start", "count"

@@ -12,10 +12,11 @@ from django.db import connection
 from django.utils import timezone
 
 from devices.documents import parse_revocation_page
-from licensing import health, revocations, signing
+from licensing import health, revocations
 from licensing.models import Batch
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
+from signing import keyring
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ def warm_batch(make_batch, device_api):
     """A batch whose key this process has verified, and the signing keys read."""
     batch = make_batch(units=100)
     assert activate(device_api, batch.license.token, "warm-up").status_code == 200
-    signing.registry()
+    keyring.registry()
     return batch
 
 
@@ -75,7 +76,7 @@ def test_a_batch_key_is_verified_once_per_process(
     device_api, make_batch, django_assert_num_queries
 ):
     batch = make_batch(units=5)
-    signing.registry()
+    keyring.registry()
     revocations.head_document()  # the list's head, built once for every activation
     # First sight: the batch row with its key, and the SKU still in the catalogue.
     with django_assert_num_queries(2 + 4 + SAVEPOINT):
@@ -122,7 +123,7 @@ def test_throttle_counting_without_redis_is_an_upsert_and_a_read(
 
 def test_healthz_reuses_a_database_check_for_a_second(client, django_assert_num_queries):
     health._db_passed_at[0] = float("-inf")
-    signing.registry()
+    keyring.registry()
     with django_assert_num_queries(1):
         assert client.get("/healthz").status_code == 200
     with django_assert_num_queries(0):
@@ -131,7 +132,7 @@ def test_healthz_reuses_a_database_check_for_a_second(client, django_assert_num_
 
 def test_healthz_is_503_when_the_database_check_fails(client, monkeypatch):
     health._db_passed_at[0] = float("-inf")
-    signing.registry()
+    keyring.registry()
 
     def broken():
         raise health.connection.OperationalError("connection refused")
@@ -171,7 +172,7 @@ def test_a_revocation_here_is_on_the_list_at_once(device_api, customer):
     lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-y")
     license_revoke(license_id=lic.id)
     body = device_api.get("/v1/revocations?since=0").json()
-    listed = parse_revocation_page(body["revocations"], signing.public_key()).revoked
+    listed = parse_revocation_page(body["revocations"], keyring.public_key()).revoked
     assert lic.id in {license_id for license_id, _ in listed}
 
 

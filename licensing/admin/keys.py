@@ -10,19 +10,17 @@ from config.adminbase import (
 )
 from config.display import utc_time
 from config.errors import ServiceError
-from licensing import signing
 from licensing.admin.display import (
     copyable,
 )
 from licensing.admin.revoking import ReasonForm
-from licensing.models import (
-    Revocation,
-    SigningKey,
-)
+from licensing.models import Revocation
 from licensing.services import (
     signing_key_retire,
     signing_key_revoke,
 )
+from signing import keyring
+from signing.models import SigningKey
 
 
 @admin.register(Revocation)
@@ -70,11 +68,11 @@ class SigningKeyAdmin(ReadOnlyAdmin):
     actions = ["retire_keys", "revoke_keys"]
 
     def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_signingkey")
+        return request.user.has_perm("signing.change_signingkey")
 
     @admin.display(description="state")
     def state(self, key: SigningKey) -> str:
-        return signing.key_state(key)
+        return keyring.key_state(key)
 
     @admin.display(description="use", ordering="use")
     def use_short(self, key: SigningKey) -> str:

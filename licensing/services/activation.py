@@ -18,7 +18,7 @@ What a request costs, on the database:
 What a batch key says never changes but for its end, and proving it is the costly part
 (an Ed25519 verification, the batch row, the exact-token check), so a verified key is
 kept per process, keyed by the token's hash, for as long as this process's signing-key
-registry (``licensing.signing``, re-read every few seconds and at once after a key
+registry (``signing.keyring``, re-read every few seconds and at once after a key
 change here). Its revocation and its end are columns of a licence row that the lookup
 reads on every request, so a revoked batch key is refused at once and a renewed one
 activates at once.
@@ -39,11 +39,11 @@ from django.db.models import Model
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from devices.errors import BadSignature
-from licensing import signing
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.services import renewals, seats
 from licensing.services.licenses import license_claims
+from signing import keyring
 from svccore import ids
 from svccore.claims import device_id_problem
 from svccore.timeunits import unix
@@ -102,7 +102,7 @@ def _verified(batch_token: str) -> BatchKey:
     authority issued it: its batch row exists, names this very licence, and the token is
     byte for byte the one issued (:class:`TokenNotIssued` otherwise, not yet recorded)."""
     digest = token_digest(batch_token)
-    registry = signing.registry()
+    registry = keyring.registry()
     held = _keys.get(digest)
     if held is not None and held[0] is registry:
         return held[1]
@@ -116,7 +116,7 @@ def _verified(batch_token: str) -> BatchKey:
 
 def _verify(batch_token: str, digest: str) -> BatchKey:
     try:
-        claims = signing.verify(batch_token)
+        claims = keyring.verify(batch_token)
     except BadSignature as exc:
         raise Forbidden(f"batch key rejected: {exc}") from None
     batch_claim = claims.get("batch")
@@ -208,7 +208,7 @@ def _lookup(
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
-    rekey = signing.key_stale(token)  # signed by a key retired or revoked since
+    rekey = keyring.key_stale(token)  # signed by a key retired or revoked since
     if rekey or (ends is not None and (unit_ends is None or unit_ends < ends)):
         token = renewals.unit_token_current(
             license_id=license_id,
@@ -262,7 +262,7 @@ def _unit_sign(
         api_calls=lim["api_calls"],
         grace_days=key.claims["grace_days"],
     )
-    token, signed = signing.sign_claims(claims)
+    token, signed = keyring.sign_claims(claims)
     return now, token, signed
 
 

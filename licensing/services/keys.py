@@ -1,5 +1,7 @@
-"""The signing keys of the authority: install a certified key, retire it, revoke it
-(which puts it on the revocation list)."""
+"""The writes of the authority's signing keys (the ``signing`` app holds the keys and
+the signer): install a certified key, retire it, revoke it. Each changes what the
+revocation list publishes (its key certificates, ``keys_revoked``), so they live with
+the list, here."""
 
 from __future__ import annotations
 
@@ -17,11 +19,9 @@ from config.errors import (
 )
 from devices import token as codec
 from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
-from licensing import signing
-from licensing.models import (
-    SigningKey,
-)
 from licensing.services.licenses import head_bump, revocation_append
+from signing import keyring
+from signing.models import SigningKey
 from svccore.timeunits import unix
 
 log = logging.getLogger(__name__)
@@ -38,9 +38,9 @@ def _key_get(kid: str) -> SigningKey:
 
 def _keys_changed() -> None:
     """Every answer that carries key certificates is rebuilt, and this process reads the
-    keys again now (the others within ``signing.REFRESH_SECONDS``)."""
+    keys again now (the others within ``keyring.REFRESH_SECONDS``)."""
     head_bump(keys_version=True)
-    signing.keys_changed_on_commit()
+    keyring.keys_changed_on_commit()
 
 
 def _certificate_parse(text: str, roots: dict[str, Any]) -> KeyCertificate:
@@ -78,7 +78,7 @@ def signing_key_install(*, certificate: str, roots: list[str] | None = None) -> 
         trusted = {codec.key_id(key): codec.load_public_key(key) for key in roots or ()}
     except ValueError as exc:
         raise InvalidInput(f"unusable root key: {exc}") from None
-    cert = _certificate_parse(certificate.strip(), trusted or signing.root_keys())
+    cert = _certificate_parse(certificate.strip(), trusted or keyring.root_keys())
     now = unix(clock.now())
     if cert.not_after and cert.not_after < now:
         raise InvalidInput(
@@ -123,7 +123,7 @@ def signing_key_retire(*, kid: str) -> SigningKey:
 @transaction.atomic
 def signing_key_revoke(*, kid: str, reason: str = "") -> SigningKey:
     """Revoke a signing key (compromised, lost): nothing it signed verifies on the server
-    any more (this process at once, others within ``signing.REFRESH_SECONDS``), and the
+    any more (this process at once, others within ``keyring.REFRESH_SECONDS``), and the
     revocation list gains ``KEY-<kid>`` and names it in ``keys_revoked``, so devices
     refuse it at their next sync. Idempotent: the first time and reason are kept."""
     key = _key_get(kid)

@@ -24,7 +24,7 @@ from config.errors import (
 from customers.services import customer_get
 from devices import token as codec
 from devices.errors import BadSignature
-from licensing import revocations, signing
+from licensing import revocations
 from licensing.models import (
     Batch,
     License,
@@ -33,6 +33,7 @@ from licensing.models import (
     Sku,
     token_digest,
 )
+from signing import keyring
 from svccore import catalogue, ids
 from svccore.claims import (
     LAST_SECOND,
@@ -97,7 +98,7 @@ def license_claims(
 
 
 def _issue_license(*, claims: dict[str, Any], **fields: Any) -> License:
-    token, signed = signing.sign_claims(claims)
+    token, signed = keyring.sign_claims(claims)
     return License.objects.create(
         id=claims["lic"], claims=signed, token=token, token_sha256=token_digest(token), **fields
     )
@@ -316,7 +317,7 @@ def license_register(*, token: str) -> License:
     except BadSignature as exc:
         raise InvalidInput(f"token is not an SVC1 licence: {exc}") from None
     try:
-        claims = signing.verify(token)
+        claims = keyring.verify(token)
     except BadSignature as exc:
         raise Forbidden(f"licence {unverified['lic']} rejected: {exc}") from None
     license_id = claims["lic"]

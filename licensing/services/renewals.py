@@ -39,7 +39,6 @@ from config import clock
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices import states
 from devices.errors import BadSignature
-from licensing import signing
 from licensing.held import license_held
 from licensing.models import (
     Activation,
@@ -50,6 +49,7 @@ from licensing.models import (
     token_digest,
 )
 from licensing.services.licenses import sku_get
+from signing import keyring
 from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
 from svccore.timeunits import term_state_at, unix
 
@@ -119,7 +119,7 @@ def _resign(claims: dict[str, Any], *, expires_at: dt.datetime | None, now: dt.d
     if expires_at is not None:
         renewed["exp"] = unix(expires_at)
     renewed["iat"] = unix(now)
-    return signing.sign_claims(renewed)
+    return keyring.sign_claims(renewed)
 
 
 def _replace_token(lic: License, *, expires_at: dt.datetime, now: dt.datetime) -> None:
@@ -297,7 +297,7 @@ def unit_token_current(
     use, else the licence re-signed by the active key, to end with its renewed batch, and
     stored (the row's token, claims, end and hash are then the token answered, and the
     token it replaces stays issued). ``rekey``: ``token``'s key is retired or revoked
-    (``signing.key_stale``), so it is re-signed whatever its end.
+    (``keyring.key_stale``), so it is re-signed whatever its end.
 
     Concurrent refreshes of one licence each sign, but one conditional UPDATE wins; the
     others answer the winner's token. Forbidden if the licence was revoked meanwhile."""
@@ -347,19 +347,19 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
     if not token:
         raise Unauthorized("a licence refresh needs the header Authorization: Bearer <licence>")
     try:
-        claims = signing.verify(token)
+        claims = keyring.verify(token)
     except BadSignature as exc:
         try:
             # Signed by a key revoked since: answered only if it is the very token
             # issued (license_held), and then with the licence re-signed.
-            claims = signing.verify_under_revoked_key(token)
+            claims = keyring.verify_under_revoked_key(token)
         except BadSignature:
             raise Unauthorized(f"licence rejected: {exc}") from None
     held = license_held(claims=claims, token=token, device_id=device_id)
     license_id, kind, current = held.license_id, held.kind, held.token
     expires_at, batch_end, stored_sha256 = held.expires_at, held.batch_expires_at, held.token_sha256
     presented = token_digest(token)
-    rekey = signing.key_stale(current)
+    rekey = keyring.key_stale(current)
     if kind != License.Kind.UNIT:
         batch_end = None
     if rekey or (batch_end is not None and batch_end != expires_at):

@@ -8,9 +8,9 @@ import pytest
 
 from billing.models import UsageDaily, UsageRecord
 from devices.documents import RECEIPT_PREFIX
-from licensing import signing
 from licensing.models import License, token_digest
 from licensing.services import license_revoke
+from signing import keyring
 from tests.billing.conftest import record
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +120,7 @@ def test_revoked_license_is_403(unit, upload):
 def test_expired_but_valid_token_may_still_upload(direct, upload):
     lic = direct("API-METERED", "cam-9", term_days=30)
     long_ago = lic.claims | {"iat": T0 - 90 * 86400, "nbf": T0 - 90 * 86400, "exp": T0 - 60 * 86400}
-    expired = signing.sign(long_ago)  # past term and grace: usage that happened is billed
+    expired = keyring.sign(long_ago)  # past term and grace: usage that happened is billed
     # Issued long ago: the stored token is this one (an edited token would be refused).
     License.objects.filter(pk=lic.pk).update(token=expired, token_sha256=token_digest(expired))
     response = upload(lic, [record(T0, inferences=3)], token=expired)
@@ -224,7 +224,7 @@ def test_validly_signed_variant_of_a_unit_token_is_403_and_audited(unit, upload)
     from audit.models import AuditEntry
 
     bigger = unit.claims | {"lim": unit.claims["lim"] | {"api_calls": 10**9}}
-    response = upload(unit, [record(T0, inferences=3)], token=signing.sign(bigger))
+    response = upload(unit, [record(T0, inferences=3)], token=keyring.sign(bigger))
     assert response.status_code == 403
     assert "not the token this authority issued" in response.json()["detail"]
     entry = AuditEntry.objects.get(action="key.compromise_suspected")

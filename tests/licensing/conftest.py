@@ -11,15 +11,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from devices import token as codec
-from licensing import signing
+from signing import keyring
 from svccore.keyfile import read_private_key, write_private_key
 
 
 @pytest.fixture(autouse=True)
 def _fresh_key_registry():
-    signing.keys_changed()
+    keyring.keys_changed()
     yield
-    signing.keys_changed()
+    keyring.keys_changed()
 
 
 @pytest.fixture

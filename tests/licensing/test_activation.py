@@ -9,9 +9,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from devices.documents import parse_status
 from devices.token import b64url_decode, b64url_encode, encode_token, verify_token
-from licensing import signing
 from licensing.models import Activation, Batch, License, Sku
 from licensing.services import license_revoke
+from signing import keyring
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,7 @@ def test_reactivation_returns_same_token_without_consuming(device_api, make_batc
     assert again.status_code == 200
     body = again.json()
     assert body.pop("revocations").startswith("SVCR1.")  # the signed list head
-    status = parse_status(body.pop("status"), signing.public_key())  # the licence's status
+    status = parse_status(body.pop("status"), keyring.public_key())  # the licence's status
     assert (status.license_id, status.device_id, status.revoked) == (
         first["license_id"],
         "cam-1",

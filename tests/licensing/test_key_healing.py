@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from devices import token as codec
-from licensing.models import SigningKey, SupersededToken
+from licensing.models import SupersededToken
+from signing.models import SigningKey
 from tests import conftest as live  # its test_database_url is no test of this module
 from tests.licensing.key_support import certificate, install
 from tests.licensing.test_signing_keys import T0, activate, kid_of, upload

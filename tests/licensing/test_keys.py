@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from devices.token import key_fingerprint
-from licensing import signing
+from signing import keyring
 from svccore.keyfile import read_private_key
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_server_refuses_a_key_readable_by_others(tmp_path, settings):
     os.chmod(path, 0o644)
     settings.SVC_SIGNING_KEY_FILE = path
     with pytest.raises(ImproperlyConfigured, match="chmod 600"):
-        signing.signing_key()
+        keyring.signing_key()
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from devices.documents import parse_status
-from licensing import revocations, signing
+from licensing import revocations
 from licensing.models import Revocation, RevocationHead
 from licensing.services import license_issue, license_revoke
+from signing import keyring
 
 URL = "/v1/revocations/status"
 
@@ -29,7 +30,7 @@ def status_of(client, license_id, device_id="cam-0001", **headers):
     response = client.get(URL, {"license_id": license_id, "device_id": device_id}, **headers)
     assert response.status_code == 200, response.content
     body = response.json()
-    status = parse_status(body["status"], signing.public_key())
+    status = parse_status(body["status"], keyring.public_key())
     return body, status, response
 
 
@@ -140,7 +141,7 @@ def test_the_activation_answer_carries_the_new_license_s_status(device_api, make
         {"batch_token": batch.license.token, "device_id": "cam-0007"},
         format="json",
     ).json()
-    status = parse_status(body["status"], signing.public_key())
+    status = parse_status(body["status"], keyring.public_key())
     assert (status.license_id, status.device_id, status.revoked) == (
         body["license_id"],
         "cam-0007",

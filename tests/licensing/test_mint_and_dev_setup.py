@@ -19,7 +19,8 @@ from audit.models import AuditEntry
 from config.settings import _root_keys
 from devices import token as codec
 from devices.keys import parse_certificate
-from licensing.models import License, SigningKey
+from licensing.models import License
+from signing.models import SigningKey
 from svccore.keyfile import read_private_key, write_private_key
 from svcctl.offline import keygen
 from tests.licensing.key_support import certificate, install
@@ -104,9 +105,9 @@ def test_dev_setup_certifies_the_signing_key_with_a_development_root(settings, t
     call_command("dev_setup", var=str(var), stdout=io.StringIO())
     assert AuditEntry.objects.filter(action="signing_key.install").count() == 1
     settings.SVC_ROOT_KEYS = [root_b64]
-    from licensing import signing
+    from signing import keyring
 
-    assert signing.active_key_problem() == ""
+    assert keyring.active_key_problem() == ""
 
 
 def test_dev_setup_writes_the_servers_environment_and_the_public_key(settings, tmp_path):

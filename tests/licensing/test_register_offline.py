@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from audit.models import AuditEntry
 from devices import token as codec
 from devices.documents import parse_revocation_page
-from licensing import signing
 from licensing.models import License, token_digest
 from licensing.services import signing_key_install
+from signing import keyring
 from svccore import ids
 from tests.licensing.key_support import certificate
 
@@ -162,7 +162,7 @@ def test_a_registered_license_can_be_revoked_and_is_listed(
     )
     assert revoked.status_code == 200 and revoked.json()["revoked"] is True
     body = device_api.get("/v1/revocations", {"since": 0}).json()
-    page = parse_revocation_page(body["revocations"], signing.public_key())
+    page = parse_revocation_page(body["revocations"], keyring.public_key())
     assert license_id in [entry for entry, _ in page.revoked]
     assert license_id in device_api.get("/v1/revocations").json()["revoked"]
 

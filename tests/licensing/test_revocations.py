@@ -16,9 +16,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from devices.documents import LIST_PREFIX, parse_revocation_page, verify_document
-from licensing import revocations, signing
+from licensing import revocations
 from licensing.models import License, Revocation, RevocationHead
 from licensing.services import license_issue, license_revoke, usable_until
+from signing import keyring
 from svccore.keyfile import write_private_key
 
 URL = "/v1/revocations"
@@ -39,7 +40,7 @@ def issue(customer):
 
 @pytest.fixture
 def fingerprint16() -> str:
-    return signing.public_key_fingerprint()[:16]
+    return keyring.public_key_fingerprint()[:16]
 
 
 def keys_version() -> int:
@@ -273,7 +274,7 @@ def test_new_signing_key_is_never_served_documents_of_the_old_one(
     write_private_key(settings.SVC_SIGNING_KEY_FILE)
     fresh = fetch(device_api, start)
     assert fresh["ETag"] != old["ETag"]
-    parse_revocation_page(fresh.json()["revocations"], signing.public_key())
+    parse_revocation_page(fresh.json()["revocations"], keyring.public_key())
 
 
 # --- older firmware -------------------------------------------------------------------

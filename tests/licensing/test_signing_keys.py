@@ -20,10 +20,12 @@ from devices import token as codec
 from devices.documents import parse_revocation_page, parse_status, sign_document
 from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate
-from licensing import revocations, signing
-from licensing.models import License, Revocation, SigningKey
+from licensing import revocations
+from licensing.models import License, Revocation
 from licensing.services import license_issue, signing_key_install
 from licensing.services.activation import unit_activate
+from signing import keyring
+from signing.models import SigningKey
 from svccore.keyfile import read_private_key
 from tests.licensing.key_support import certificate, install, legacy_token
 
@@ -80,7 +82,7 @@ def test_the_configured_key_is_registered_when_first_used(make_batch, signing_ke
     row = SigningKey.objects.get(pk=kid_of(signing_key))
     assert row.public_key == codec.public_key_b64url(signing_key.public_key())
     assert row.fingerprint == codec.key_fingerprint(signing_key.public_key())
-    assert (row.use, signing.key_state(row), row.certificate) == ("online", "active", "")
+    assert (row.use, keyring.key_state(row), row.certificate) == ("online", "active", "")
 
 
 def test_token_from_before_key_ids_verifies_against_the_active_key_then_the_others(
@@ -88,28 +90,28 @@ def test_token_from_before_key_ids_verifies_against_the_active_key_then_the_othe
 ):
     lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-1")
     old_claims = {name: value for name, value in lic.claims.items() if name != "kid"}
-    assert signing.verify(legacy_token(old_claims, signing_key)) == old_claims
+    assert keyring.verify(legacy_token(old_claims, signing_key)) == old_claims
     path, _ = new_key()
     settings.SVC_SIGNING_KEY_FILE = path  # the old key is registered, no longer active
-    assert signing.verify(legacy_token(old_claims, signing_key)) == old_claims
+    assert keyring.verify(legacy_token(old_claims, signing_key)) == old_claims
     stranger = legacy_token(old_claims, new_key()[1])
     with pytest.raises(BadSignature, match="does not verify"):
-        signing.verify(stranger)
+        keyring.verify(stranger)
 
 
 def test_verification_reads_the_keys_once_per_refresh_not_per_token(
     make_batch, django_assert_num_queries, monkeypatch
 ):
     token = make_batch().license.token
-    signing.verify(token)
+    keyring.verify(token)
     with django_assert_num_queries(0):
         for _ in range(3):
-            signing.verify(token)
+            keyring.verify(token)
     # Another process revoked the key: seen at the next refresh, at most 5 s later.
     SigningKey.objects.filter(pk=claims_of(token)["kid"]).update(retired_at="2026-01-01T00:00Z")
-    monkeypatch.setattr(signing, "REFRESH_SECONDS", 0)
+    monkeypatch.setattr(keyring, "REFRESH_SECONDS", 0)
     with pytest.raises(SigningKeyUnusable, match="retired"):
-        signing.verify(token)
+        keyring.verify(token)
 
 
 # --- key_install -------------------------------------------------------------------------
@@ -251,7 +253,7 @@ def test_a_retired_key_configured_as_active_refuses_to_sign(
 def test_revoking_the_configured_key_warns_that_the_server_stops_signing(settings, new_key):
     path, key = new_key()
     settings.SVC_SIGNING_KEY_FILE = path
-    signing.certificates()  # loading the registry registers the configured key
+    keyring.certificates()  # loading the registry registers the configured key
     err = io.StringIO()
     call_command("key_revoke", kid_of(key), "--reason", "leaked", stdout=io.StringIO(), stderr=err)
     assert f"warning: {kid_of(key)} is this host's SVC_SIGNING_KEY_FILE key" in err.getvalue()
@@ -286,7 +288,7 @@ def test_rotation_retirement_and_revocation_of_a_signing_key(
 
     # Retired: signs nothing more, what it signed keeps verifying.
     call_command("key_retire", kid1, stdout=io.StringIO())
-    assert signing.key_state(SigningKey.objects.get(pk=kid1)) == "retired"
+    assert keyring.key_state(SigningKey.objects.get(pk=kid1)) == "retired"
     assert activate(device_api, old_batch.license.token, "cam-3").status_code == 200
     assert upload(device_api, old_unit, "cam-1", T0 + 3600).status_code == 200
 
@@ -320,7 +322,7 @@ def test_rotation_retirement_and_revocation_of_a_signing_key(
     assert status.revoked_keys == frozenset({kid1}) and not status.revoked
     assert answer["certificates"] == [cert2]
     row = SigningKey.objects.get(pk=kid1)
-    assert (signing.key_state(row), row.revoke_reason) == ("revoked", "laptop stolen")
+    assert (keyring.key_state(row), row.revoke_reason) == ("revoked", "laptop stolen")
     actions = list(
         AuditEntry.objects.filter(action__startswith="signing_key.").values_list("action", "target")
     )
@@ -388,10 +390,10 @@ def test_certificates_ride_with_activation_and_every_list_answer(
 
 
 def test_active_certificate_is_the_active_keys_or_empty(with_roots, signing_key, tmp_path):
-    assert signing.active_certificate() == ""
+    assert keyring.active_certificate() == ""
     text = certificate(with_roots, signing_key)
     install(tmp_path, text)
-    assert signing.active_certificate() == text
+    assert keyring.active_certificate() == text
     assert parse_certificate(text, {kid_of(with_roots): with_roots.public_key()}).kid == kid_of(
         signing_key
     )
@@ -440,7 +442,7 @@ def test_admin_lists_keys_and_retires_and_revokes_through_the_services(
     settings.SVC_SIGNING_KEY_FILE = path
     make_batch()  # registers another one
     settings.SVC_SIGNING_KEY_FILE = session_key_file
-    url = "/admin/licensing/signingkey/"
+    url = "/admin/signing/signingkey/"
     page = admin_client.get(url)
     assert page.status_code == 200
     body = page.content.decode()
@@ -457,7 +459,7 @@ def test_admin_lists_keys_and_retires_and_revokes_through_the_services(
         {"action": "revoke_keys", "_selected_action": [pk], "apply": "1", "reason": "stolen"},
     )
     row = SigningKey.objects.get(pk=pk)
-    assert (signing.key_state(row), row.revoke_reason) == ("revoked", "stolen")
+    assert (keyring.key_state(row), row.revoke_reason) == ("revoked", "stolen")
     entry = AuditEntry.objects.get(action="signing_key.revoke")
     assert (entry.actor_kind, entry.target) == ("staff", pk)
 
@@ -475,4 +477,4 @@ def test_unit_activation_under_a_new_key_still_verifies_units_of_the_old(
     settings.SVC_SIGNING_KEY_FILE = new_key()[0]
     again = unit_activate(batch_token=batch.license.token, device_id="cam-1")
     assert again.reactivated and again.token == first.token
-    assert signing.verify(first.token)["lic"] == first.license_id
+    assert keyring.verify(first.token)["lic"] == first.license_id

@@ -13,8 +13,8 @@ from config import clock
 from config.errors import ServiceError
 from devices import token as codec
 from devices.keys import KeyNotTrusted, parse_certificate, sign_certificate
-from licensing.models import SigningKey
 from licensing.services import signing_key_install
+from signing.models import SigningKey
 from svccore.keyfile import read_private_key, write_private_key
 from svccore.timeunits import unix
 

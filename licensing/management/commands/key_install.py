@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing import signing
 from licensing.services import signing_key_install
+from signing import keyring
 
 
 class Command(BaseCommand):
@@ -42,5 +42,5 @@ class Command(BaseCommand):
                 until = key.not_after or "no end"
                 self.stdout.write(
                     f"installed certificate of signing key {key.kid} ({key.use}, "
-                    f"valid {key.not_before}..{until}, now {signing.key_state(key)})"
+                    f"valid {key.not_before}..{until}, now {keyring.key_state(key)})"
                 )

@@ -4,9 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing import signing
-from licensing.management.commands._keys import warn_if_configured
 from licensing.services import signing_key_retire
+from signing import keyring
+from signing.management.commands._keys import warn_if_configured
 
 
 class Command(BaseCommand):
@@ -25,5 +25,5 @@ class Command(BaseCommand):
                 key = signing_key_retire(kid=kid)
             except ServiceError as exc:
                 raise CommandError(exc.detail) from None
-        self.stdout.write(f"signing key {key.kid} is {signing.key_state(key)}")
+        self.stdout.write(f"signing key {key.kid} is {keyring.key_state(key)}")
         warn_if_configured(self, key.kid)

@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing import signing
 from licensing.models import License
 from licensing.services import license_issue
+from signing import keyring
 from svccore import ids, licensefile
 
 
@@ -64,7 +64,7 @@ class Command(BaseCommand):
                 )
             except ServiceError as exc:
                 raise CommandError(exc.detail) from None
-        certificate = signing.active_certificate()
+        certificate = keyring.active_certificate()
         license = licensefile.LicenseFile(
             token=lic.token, certificates=(certificate,) if certificate else ()
         )

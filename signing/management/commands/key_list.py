@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand
 
-from licensing import signing
-from licensing.selectors import signing_keys_list
+from signing import keyring
+from signing.selectors import signing_keys_list
 
 
 class Command(BaseCommand):
@@ -17,11 +17,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         try:
-            problem = signing.active_key_problem()  # registers the configured key
+            problem = keyring.active_key_problem()  # registers the configured key
         except ImproperlyConfigured as exc:
             problem = str(exc)
         rows = [
-            (key.kid, key.use, signing.key_state(key), key.fingerprint, key.window())
+            (key.kid, key.use, keyring.key_state(key), key.fingerprint, key.window())
             for key in signing_keys_list()
         ]
         header = ("KID", "USE", "STATE", "FINGERPRINT", "WINDOW")

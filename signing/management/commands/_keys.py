@@ -6,13 +6,13 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand
 
-from licensing import signing
+from signing import keyring
 
 
 def warn_if_configured(command: BaseCommand, kid: str) -> None:
     """Tell the operator when the key just retired or revoked is this host's own."""
     try:
-        configured = signing.active_kid()
+        configured = keyring.active_kid()
     except ImproperlyConfigured:
         configured = ""
     if kid == configured:

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import SignerUnavailable
 from devices import token as codec
-from licensing import signers
+from signing import signers
 from svccore.keyfile import KeyFileError, write_private_key
 
 

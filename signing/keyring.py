@@ -1,7 +1,7 @@
 """The authority's signing keys on the server: the one that signs here, and the registry
 of every key whose signatures the authority accepts.
 
-The private key is held by the configured signer (:mod:`licensing.signers`): the file
+The private key is held by the configured signer (:mod:`signing.signers`): the file
 ``SVC_SIGNING_KEY_FILE`` read into this process only (never logged, returned or written
 anywhere else), or a PKCS#11 token that signs without ever handing the key out
 (``SVC_SIGNER=pkcs11``). Key ids, the registry, certificates and rotation are the same
@@ -46,8 +46,8 @@ from devices import documents
 from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import ONLINE, KeyNotTrusted, Keyring, unverified_payload
-from licensing import signers
-from licensing.models import SigningKey
+from signing import signers
+from signing.models import SigningKey
 from svccore.timeunits import unix
 
 REFRESH_SECONDS = 5.0
