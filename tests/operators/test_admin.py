@@ -17,14 +17,15 @@ from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from operators.models import OperatorKey
 from operators.services import operator_key_create
-from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def fleet(customer, make_batch):
-    """A batch with one strongly and one weakly bound unit, a direct licence."""
+def fleet(customer, make_batch, server_clock):
+    """A batch with one strongly and one weakly bound unit, a direct licence, made an
+    hour ago (on the server clock), so invoices rated "now" certainly include them."""
+    server_clock(-3600)
     batch = make_batch(units=10)
     unit_activate(batch_token=batch.license.token, device_id="cam-strong")
     unit_activate(
@@ -34,12 +35,7 @@ def fleet(customer, make_batch):
         weak_binding=True,
     )
     direct = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-direct")
-    # An hour ago, so invoices rated "now" (to the second) certainly include them.
-    an_hour_ago = timezone.now() - dt.timedelta(hours=1)
-    with rewritten():
-        License.objects.update(issued_at=an_hour_ago)
-        Activation.objects.update(activated_at=an_hour_ago)
-    direct.refresh_from_db()
+    server_clock(0)
     return batch, direct
 
 
@@ -399,15 +395,13 @@ def test_invoice_preview_reports_a_bad_period(admin_client, customer):
     assert "greater than or equal to 1" in page.content.decode()
 
 
-def test_invoice_issue_from_the_preview(admin_client, customer, make_batch):
+def test_invoice_issue_from_the_preview(admin_client, customer, make_batch, server_clock):
     from billing import models as billing_models
 
+    server_clock(-86400)  # sold and activated yesterday
     batch = make_batch(units=5)
-    record = unit_activate(batch_token=batch.license.token, device_id="cam-1")
-    yesterday = timezone.now() - dt.timedelta(days=1)
-    with rewritten():
-        License.objects.filter(pk=record.license_id).update(issued_at=yesterday)
-        Activation.objects.filter(license_id=record.license_id).update(activated_at=yesterday)
+    unit_activate(batch_token=batch.license.token, device_id="cam-1")
+    server_clock(0)
     url = reverse("console-invoice-preview")
     response = admin_client.post(url, {"customer": customer.pk, "period_days": 30})
     assert response.status_code == 302

@@ -4,7 +4,6 @@ subcommands), and with no server and no database at all (mint, inspect, keygen).
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import io
 import json
 import os
@@ -21,7 +20,6 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import CommandError, call_command
-from django.utils import timezone
 from rest_framework.renderers import JSONRenderer
 
 import devices
@@ -29,13 +27,12 @@ from audit.models import AuditEntry
 from billing.exports import preview_csv
 from billing.services import invoice_rate
 from devices import token as codec
-from licensing.models import Activation, Batch, License, Sku
+from licensing.models import Batch, License, Sku
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from svccore import catalogue
 from svcctl import output
 from svcctl.output import invoice_csv
-from tests.history import rewritten
 
 SVCCTL = Path(sys.executable).with_name("svcctl")
 
@@ -487,15 +484,13 @@ def test_manage_py_mint_issues_a_stored_license_file_with_the_servers_key(
 
 
 @pytest.mark.django_db
-def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch):
+def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, server_clock):
     """svcctl rebuilds the CSV from the API's JSON; it must equal billing.exports'."""
+    server_clock(-3600)  # an hour ago, inside the rated window
     batch = make_batch(units=3)
     unit_activate(batch_token=batch.license.token, device_id="=cmd|' /C calc'!A0")
     license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam")
-    earlier = timezone.now() - dt.timedelta(hours=1)
-    with rewritten():
-        License.objects.update(issued_at=earlier)
-        Activation.objects.update(activated_at=earlier)
+    server_clock(0)
     rated = invoice_rate(customer_id=customer.id, period_days=30)
     assert len(rated["lines"]) == 2
     over_the_wire = json.loads(JSONRenderer().render(rated), parse_float=Decimal)
