@@ -181,3 +181,31 @@ def test_a_number_out_of_bounds_is_refused_in_the_same_words_everywhere(customer
             device_id="c",
             max_streams=2000,
         )
+
+
+def test_every_home_the_development_guide_names_exists():
+    """docs/development.md's table "Where a rule lives" names each home by its dotted
+    path; a rename that forgets the guide fails here."""
+    import importlib
+    import re
+
+    guide = (REPO / "docs" / "development.md").read_text()
+    section = guide.split("## Where a rule lives", 1)[1]
+    names = {
+        name
+        for name in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)(?:\(\))?`", section)
+        if name.split(".")[0] in ("devices", "svccore", "config", "billing", "operators")
+    }
+    assert len(names) >= 12
+    for name in sorted(names):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attribute in parts[cut:]:
+                found = getattr(found, attribute)
+            break
+        else:
+            pytest.fail(f"{name} names no module")
