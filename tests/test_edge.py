@@ -658,8 +658,14 @@ def test_a_node_killed_mid_traffic_loses_no_acknowledged_activation(edge, make_b
     assert lost == 0 and unrecorded == 0
     assert len(after) >= 80 and set(after) == {200}
     assert len(failed) <= CLIENTS  # at most the requests in flight on the victim
-    assert {status for _, status, _ in failed} <= {502}
-    assert all("no app node answered" in body["detail"] for _, _, body in failed)
+    # A request the victim had not begun to answer is nginx's JSON 502; one it died in the
+    # middle of answering cannot be retried (nginx had started the answer) and ends as a
+    # dropped connection. Either way the device asks again, below, and gets its licence.
+    assert {status for _, status, _ in failed} <= {0, 502}, failed
+    assert all(
+        "no app node answered" in body["detail"] if status == 502 else "error" in body
+        for _, status, body in failed
+    ), failed
     assert all(answer.status == 200 for answer in again)
     assert after_kill["survivor"] >= 80
     # No seat taken without a licence, none given twice.
