@@ -10,9 +10,7 @@ import datetime as dt
 
 from devices.states import DAY, term_state
 
-__all__ = ["DAY", "HOUR", "day_number", "term_state_at", "unix"]
-
-HOUR = 3600
+__all__ = ["DAY", "day_number", "term_state_at", "unix"]
 
 
 def unix(moment: dt.datetime | None) -> int:

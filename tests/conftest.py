@@ -114,8 +114,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
-    keep = [item for item in items if uses_database(item)]
-    dropped = [item for item in items if not uses_database(item)]
+    needed = {item: uses_database(item) for item in items}
+    keep = [item for item in items if needed[item]]
+    dropped = [item for item in items if not needed[item]]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

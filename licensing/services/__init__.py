@@ -12,7 +12,8 @@ callers import from here (``from licensing.services import batch_issue``):
 - signing keys (:mod:`.keys`): ``signing_key_install``, ``signing_key_retire``,
   ``signing_key_revoke``.
 
-Reads are in :mod:`licensing.selectors`; the revocation list's documents in
+Only writes (and what they return) are named here; the helpers they share stay in their
+modules. Reads are in :mod:`licensing.selectors`; the revocation list's documents in
 :mod:`licensing.revocations`.
 """
 
@@ -21,21 +22,15 @@ from licensing.services.keys import signing_key_install, signing_key_retire, sig
 from licensing.services.licenses import (
     batch_issue,
     catalogue_seed,
-    license_claims,
     license_issue,
     license_register,
     license_revoke,
-    sku_get,
-    usable_until,
 )
 from licensing.services.renewals import (
     RefreshResult,
     RenewalResult,
     license_refresh,
     license_renew,
-    renewal_end,
-    unit_token_current,
-    units_in_service,
 )
 from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
 
@@ -47,20 +42,14 @@ __all__ = [
     "RenewalResult",
     "batch_issue",
     "catalogue_seed",
-    "license_claims",
     "license_issue",
     "license_refresh",
     "license_register",
     "license_renew",
     "license_revoke",
-    "renewal_end",
     "seat_release",
     "signing_key_install",
     "signing_key_retire",
     "signing_key_revoke",
-    "sku_get",
     "unit_activate",
-    "unit_token_current",
-    "units_in_service",
-    "usable_until",
 ]

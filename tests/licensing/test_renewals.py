@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from audit.models import AuditEntry
 from devices.token import decode_unverified
 from licensing.models import Batch, License, Renewal, Revocation, SupersededToken, token_digest
-from licensing.services import usable_until
+from licensing.services.licenses import usable_until
 from licensing.services.renewals import license_refresh, license_renew
 from tests.test_deploy_settings import manage
 

@@ -18,7 +18,8 @@ from django.utils import timezone
 from devices.documents import LIST_PREFIX, parse_revocation_page, verify_document
 from licensing import revocations
 from licensing.models import License, Revocation, RevocationHead
-from licensing.services import license_issue, license_revoke, usable_until
+from licensing.services import license_issue, license_revoke
+from licensing.services.licenses import usable_until
 from signing import keyring
 from svccore.keyfile import write_private_key
 
