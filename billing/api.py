@@ -9,7 +9,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import schemas, selectors, serializers, services
+from billing import selectors, serializers, services
 from config import schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
@@ -27,9 +27,9 @@ def _bearer(request) -> str | None:
 
 class UsageUploadApi(DeviceApi):
     @extend_schema(
-        request=schemas.UsageUploadIn,
+        request=serializers.UsageUploadIn,
         responses={
-            200: schemas.UsageUploadOut,
+            200: serializers.UsageUploadOut,
             **schema.errors(
                 {
                     **schema.BODY_ERRORS,
@@ -64,7 +64,8 @@ class UsageUploadApi(DeviceApi):
         )
         # The receipt's signing key, for devices that have not seen its certificate yet.
         certificate = keyring.active_certificate()
-        return Response({**result, "certificates": [certificate] if certificate else []})
+        answer = {**result, "certificates": [certificate] if certificate else []}
+        return Response(serializers.UsageUploadOut(answer).data)
 
 
 class LicenseUsageApi(APIView):
@@ -89,7 +90,7 @@ class InvoiceApi(APIView):
             schema.retry_after(429, 503),
         ],
         responses={
-            200: schemas.InvoicePreviewOut,
+            200: serializers.InvoicePreviewOut,
             **schema.errors(
                 {
                     **schema.QUERY_ERRORS,
@@ -109,14 +110,14 @@ class InvoiceApi(APIView):
         rated = services.invoice_rate(
             customer_id=customer_id, period_days=query.validated_data["period_days"]
         )
-        return Response(serializers.invoice_preview_out(rated))
+        return Response(serializers.InvoicePreviewOut(rated).data)
 
 
 class InvoiceIssueApi(APIView):
     @extend_schema(
         request=serializers.InvoiceIssueIn,
         responses={
-            201: OpenApiResponse(schemas.InvoiceOut, description="The invoice issued."),
+            201: OpenApiResponse(serializers.InvoiceOut, description="The invoice issued."),
             **schema.errors(
                 {
                     **schema.BODY_ERRORS,
@@ -143,7 +144,7 @@ class InvoiceIssueApi(APIView):
             period_days=data["period_days"],
             end=data.get("period_end"),
         )
-        return Response(serializers.invoice_out(invoice), status=status.HTTP_201_CREATED)
+        return Response(serializers.InvoiceOut(invoice).data, status=status.HTTP_201_CREATED)
 
 
 class CreditNoteApi(APIView):
@@ -154,7 +155,7 @@ class CreditNoteApi(APIView):
             schema.retry_after(429, 503),
         ],
         responses={
-            201: OpenApiResponse(schemas.InvoiceOut, description="The credit note issued."),
+            201: OpenApiResponse(serializers.InvoiceOut, description="The credit note issued."),
             **schema.errors(
                 {
                     **schema.BODY_ERRORS,
@@ -171,4 +172,4 @@ class CreditNoteApi(APIView):
         query = serializers.CreditNoteIn(data=request.data)
         query.is_valid(raise_exception=True)
         note = services.credit_note_issue(number=number, reason=query.validated_data["reason"])
-        return Response(serializers.invoice_out(note), status=status.HTTP_201_CREATED)
+        return Response(serializers.InvoiceOut(note).data, status=status.HTTP_201_CREATED)

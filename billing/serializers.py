@@ -1,19 +1,26 @@
-"""Input and output of the billing admin endpoints. The usage upload is validated in
-:func:`billing.services.usage_ingest` with plain Python: a serializer per record would
-cost more than storing it."""
+"""Input and output of the billing endpoints: each answer renders through its class here,
+which is also its OpenAPI schema."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
 
 from rest_framework import serializers
 
-from billing.limits import MAX_TIMESTAMP, PERIOD_DAYS_MAX, unix
-from billing.models import Invoice
-from config.fields import IdField, StrictCharField, StrictIntegerField
-from svccore import money
+from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
+from billing.models import Invoice, InvoiceLine
+from config.fields import (
+    DeviceIdField,
+    ExactDecimalField,
+    IdField,
+    InCurrency,
+    MoneyField,
+    StrictCharField,
+    StrictIntegerField,
+    UnixField,
+)
+from devices.documents import NONCE_MAX_CHARS
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -65,59 +72,127 @@ class CreditNoteIn(serializers.Serializer):
     reason = StrictCharField(max_length=500)
 
 
-def _line_out(line: dict[str, Any], currency: str) -> dict[str, Any]:
-    """An invoice line with its numbers exact for the renderer: the quantity without
-    trailing zeros (``3``, ``12.345``), price and amount with the currency's decimals."""
-    return line | {
-        "quantity": money.quantity(line["quantity"]),
-        "unit_price": money.amount(line["unit_price"], currency),
-        "amount": money.amount(line["amount"], currency),
-    }
+# --- usage (devices) ---------------------------------------------------------------------
+# The upload is checked in plain Python (billing.ingestion.usage_ingest): a serializer per
+# record would cost more than storing it. UsageUploadIn states what that check accepts;
+# tests/test_fuzz_api.py holds the check to it (schema-valid bodies accepted, invalid
+# ones refused).
 
 
-def invoice_preview_out(rated: dict[str, Any]) -> dict[str, Any]:
-    """A rated invoice (``billing.services.invoice_rate``, spec §2.7) as the admin API
-    renders it: money with the currency's decimals (``630.00``)."""
-    currency = rated["currency"]
-    return rated | {
-        "lines": [_line_out(line, currency) for line in rated["lines"]],
-        "total": money.amount(rated["total"], currency),
-    }
+def _counter(help_text: str = "") -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=MAX_COUNTER, help_text=help_text)
 
 
-def invoice_out(invoice: Invoice) -> dict[str, Any]:
-    """An issued invoice or credit note as the admin API renders it (spec §2.7 plus its
-    number and ledger facts)."""
-    return {
-        "number": invoice.number,
-        "kind": invoice.kind,
-        "customer_id": invoice.customer_id,
-        "period_start": unix(invoice.period_start),
-        "period_end": unix(invoice.period_end),
-        "period_days": invoice.period_days,
-        "issued_at": unix(invoice.issued_at),
-        "credits": invoice.credits.number if invoice.credits_id else None,
-        "reason": invoice.reason,
-        "currency": invoice.currency,
-        "lines": [
-            _line_out(
-                {
-                    "kind": line.kind,
-                    "sku": line.sku,
-                    "description": line.description,
-                    "quantity": line.quantity,
-                    "unit": line.unit,
-                    "unit_price": line.unit_price,
-                    "amount": line.amount,
-                }
-                | ({"batch_id": line.batch_id} if line.batch_id else {})
-                | ({"license_id": line.license_id} if line.license_id else {}),
-                invoice.currency,
-            )
-            for line in invoice.lines.order_by("position")
-        ],
-        "total": money.amount(invoice.total, invoice.currency),
-    }
+class UsageRecordIn(serializers.Serializer):
+    """A usage record (spec §2.5); period_end must be after period_start (400 otherwise)."""
+
+    period_start = serializers.IntegerField(
+        min_value=0, max_value=MAX_TIMESTAMP, help_text="Unix seconds."
+    )
+    period_end = serializers.IntegerField(
+        min_value=0, max_value=MAX_TIMESTAMP, help_text="Unix seconds, after period_start."
+    )
+    inferences = _counter()
+    frames = _counter()
+    stream_seconds = _counter()
+    events = _counter("A numeric counter.")
+
+
+class UsageUploadIn(serializers.Serializer):
+    device_id = DeviceIdField(help_text="The device the unit token is bound to (403 otherwise).")
+    license_id = serializers.JSONField(
+        required=False, help_text="Ignored, whatever it holds: the token decides whose usage it is."
+    )
+    records = UsageRecordIn(
+        many=True,
+        help_text="At most 1000 are processed per call; the rest are counted in deferred. "
+        "Validation is all or nothing.",
+    )
+    nonce = serializers.RegexField(
+        rf"^[A-Za-z0-9_-]{{1,{NONCE_MAX_CHARS}}}$",
+        required=False,
+        allow_null=True,
+        help_text="base64url, echoed in the signed receipt.",
+    )
+
+
+class UsageUploadOut(serializers.Serializer):
+    accepted = serializers.IntegerField(help_text="Records stored by this call.")
+    duplicates = serializers.IntegerField(
+        help_text="Records already stored, or repeated within this call."
+    )
+    deferred = serializers.IntegerField(
+        required=False, help_text="Records past the first 1000: send them again."
+    )
+    receipt = serializers.CharField(
+        help_text="Signed usage receipt (SVCU1) naming the processed record keys."
+    )
+    certificates = serializers.ListField(
+        child=serializers.CharField(), help_text="The receipt key's certificate, if it has one."
+    )
+
+
+# --- invoices ---------------------------------------------------------------------------
+
+
+class InvoiceLineOut(serializers.Serializer):
+    """A line of a rated (dict) or issued (``InvoiceLine``) invoice: the quantity exact
+    without trailing zeros (``3``, ``12.345``), price and amount with the currency's
+    decimals."""
+
+    kind = serializers.ChoiceField(choices=InvoiceLine.Kind.choices)
+    sku = serializers.CharField()
+    description = serializers.CharField()
+    quantity = ExactDecimalField(max_digits=18, decimal_places=3)
+    unit = serializers.CharField()
+    unit_price = MoneyField(max_digits=14, decimal_places=4)
+    amount = MoneyField(max_digits=16, decimal_places=2)
+    batch_id = serializers.CharField(
+        required=False, help_text="On unit activation lines and a batch's renewal line."
+    )
+    license_id = serializers.CharField(
+        required=False, help_text="On a direct licence's renewal line."
+    )
+
+    def to_representation(self, instance):
+        answer = super().to_representation(instance)
+        for name in ("batch_id", "license_id"):
+            if not answer.get(name, True):
+                del answer[name]
+        return answer
+
+
+class InvoicePreviewOut(InCurrency):
+    """A rated invoice (spec §2.7; ``billing.services.invoice_rate``) of the window of
+    period_days ending now; not stored."""
+
+    customer_id = serializers.CharField()
+    period_start = serializers.IntegerField(help_text="Unix seconds.")
+    period_end = serializers.IntegerField(help_text="Unix seconds.")
+    currency = serializers.CharField()
+    lines = InvoiceLineOut(many=True)
+    total = MoneyField(max_digits=16, decimal_places=2)
+
+
+class InvoiceOut(InCurrency):
+    """An issued invoice or credit note: spec §2.7 plus its number and ledger facts."""
+
+    number = serializers.CharField()
+    kind = serializers.ChoiceField(choices=Invoice.Kind.choices)
+    customer_id = serializers.CharField()
+    period_start = UnixField(help_text="Unix seconds.")
+    period_end = UnixField(help_text="Unix seconds.")
+    period_days = serializers.IntegerField()
+    issued_at = UnixField(help_text="Unix seconds.")
+    credits = serializers.CharField(
+        source="credits.number",
+        allow_null=True,
+        help_text="The invoice a credit note credits; null on an invoice.",
+    )
+    reason = serializers.CharField(allow_blank=True)
+    currency = serializers.CharField()
+    lines = InvoiceLineOut(many=True, source="lines.all")
+    total = MoneyField(max_digits=16, decimal_places=2)
 
 
 # The view renders through this class, which is also its OpenAPI schema.

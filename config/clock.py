@@ -2,7 +2,8 @@
 injectable on the server too).
 
 In production it is :func:`django.utils.timezone.now`. A test moves it by an offset in
-seconds kept in the file named by ``SVC_TEST_CLOCK_FILE`` (:func:`shift_to` writes it):
+seconds, or stops it at one moment, kept in the file named by ``SVC_TEST_CLOCK_FILE``
+(:func:`shift_to` and :func:`stop_at` write it):
 in process through the ``settings`` fixture, and in a live server, whose gunicorn
 workers cannot be patched from the test, by the same file, which every worker reads on
 every call (a few microseconds, and only when the setting is set).
@@ -20,31 +21,53 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
+_STOPPED = "="  # the file's mark of a stopped clock: "=<Unix seconds>"
+
+
+def _clock_file() -> str:
+    path = getattr(settings, "SVC_TEST_CLOCK_FILE", "")
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text().strip()
+    except FileNotFoundError:
+        return ""
+
 
 def offset_seconds() -> float:
     """The test offset in seconds: 0 unless ``SVC_TEST_CLOCK_FILE`` is set and its file
-    holds a number."""
-    path = getattr(settings, "SVC_TEST_CLOCK_FILE", "")
-    if not path:
-        return 0.0
-    try:
-        text = Path(path).read_text().strip()
-    except FileNotFoundError:
-        return 0.0
+    holds a number (or a stopped moment, as its distance from now)."""
+    text = _clock_file()
+    if text.startswith(_STOPPED):
+        return float(text[1:]) - timezone.now().timestamp()
     return float(text) if text else 0.0
 
 
 def now() -> dt.datetime:
-    """The current time (aware, UTC), moved by the test offset when one is set."""
-    moment = timezone.now()
-    offset = offset_seconds()
-    return moment + dt.timedelta(seconds=offset) if offset else moment
+    """The current time (aware, UTC), moved by the test offset when one is set, or the
+    moment a test stopped it at."""
+    text = _clock_file()
+    if not text:
+        return timezone.now()
+    if text.startswith(_STOPPED):
+        return dt.datetime.fromtimestamp(float(text[1:]), tz=dt.UTC)
+    return timezone.now() + dt.timedelta(seconds=float(text))
+
+
+def _write(path: str | Path, text: str) -> None:
+    # Atomically: a worker reading it at the same moment sees the old text or the new
+    # one, never half of one.
+    target = Path(path)
+    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    temporary.write_text(f"{text}\n")
+    os.replace(temporary, target)
 
 
 def shift_to(path: str | Path, seconds: float) -> None:
-    """Write ``seconds`` as the clock file's offset, atomically (a worker reading it at
-    the same moment sees the old number or the new one, never half of one)."""
-    target = Path(path)
-    temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(f"{float(seconds)!r}\n")
-    os.replace(temporary, target)
+    """Write ``seconds`` as the clock file's offset from the real time."""
+    _write(path, repr(float(seconds)))
+
+
+def stop_at(path: str | Path, moment: dt.datetime) -> None:
+    """Stop the clock at ``moment`` (aware): every read returns it until the file changes."""
+    _write(path, f"{_STOPPED}{moment.timestamp()!r}")

@@ -1,18 +1,24 @@
-"""Input validation shared by the API: serializer fields stricter than DRF's defaults
-("10" or true is not an integer), and :func:`validated`, which checks a body against a
-serializer without building its fields anew for every request."""
+"""Serializer fields shared by the API. In: fields stricter than DRF's defaults ("10" or
+true is not an integer), and :func:`validated`, which checks a body against a serializer
+without building its fields anew for every request. Out: Unix seconds, and exact numbers
+(money with its currency's decimals, contract §6) that the renderer writes digit for
+digit (``config.renderers``)."""
 
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from svccore import money
 from svccore.claims import control_character_problem, device_id_problem
+from svccore.timeunits import unix
 
 _prototypes: dict[type[serializers.Serializer], serializers.Serializer] = {}
 _prototypes_lock = threading.Lock()
@@ -147,3 +153,70 @@ class DeviceIdField(StrictCharField):
         if problem:
             raise ValidationError(problem, code="invalid")
         return value
+
+
+# --- out -------------------------------------------------------------------------------
+
+
+class UnixField(serializers.Field):
+    """Aware datetime out as Unix seconds; None (perpetual) as 0. Its schema is an
+    integer (``config.schema.UnixFieldExtension``)."""
+
+    def get_attribute(self, instance):
+        # DRF renders None without calling to_representation; perpetual must be 0.
+        value = super().get_attribute(instance)
+        return 0 if value is None else value
+
+    def to_representation(self, value) -> int:
+        return value if isinstance(value, int) else unix(value)
+
+
+class ExactDecimalField(serializers.DecimalField):
+    """A number out exact, never rounded (:func:`svccore.money.exact`): at least
+    ``places`` decimals and none of its trailing zeros beyond them (a quantity ``3`` or
+    ``12.345``, a rate ``0.2``). ``max_digits`` and ``decimal_places`` only describe it in
+    the schema."""
+
+    def __init__(self, *, places: int = 0, **kwargs) -> None:
+        self.places = places
+        kwargs.setdefault("max_digits", 12)
+        kwargs.setdefault("decimal_places", 2)
+        super().__init__(coerce_to_string=False, read_only=True, **kwargs)
+
+    def to_representation(self, value) -> Decimal:
+        return money.exact(value, self.places)
+
+
+def _currency_of(instance: Any) -> str | None:
+    if isinstance(instance, Mapping):
+        return instance.get("currency")
+    return getattr(instance, "currency", None)
+
+
+class MoneyField(ExactDecimalField):
+    """An amount or price out with the decimals of its currency (:func:`svccore.money.amount`:
+    ``630.00`` EUR, ``630`` JPY, ``0.0125`` EUR). The currency is the object's own, or,
+    in a price nested in one (a tier, an invoice line), that of the :class:`InCurrency`
+    object it is nested in."""
+
+    def get_attribute(self, instance) -> Decimal | None:
+        value = super().get_attribute(instance)
+        if value is None:
+            return None
+        currency = _currency_of(instance) or self.context.get("currency")
+        if not currency:
+            raise LookupError(f"{self.field_name}: no currency on the object or around it")
+        return money.amount(value, currency)
+
+    def to_representation(self, value: Decimal) -> Decimal:
+        return value
+
+
+class InCurrency(serializers.Serializer):
+    """An object with a ``currency`` whose nested prices are in it (a catalogue entry and
+    its tiers, an invoice and its lines): the :class:`MoneyField` of a serializer nested in
+    it reads the currency from here."""
+
+    def to_representation(self, instance):
+        self.context["currency"] = _currency_of(instance)
+        return super().to_representation(instance)

@@ -40,6 +40,16 @@ SECURITY_SCHEMES = {
 }
 
 
+class UnixFieldExtension(OpenApiSerializerFieldExtension):
+    """``config.fields.UnixField``: an integer."""
+
+    target_class = "config.fields.UnixField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        description = self.target.help_text or "Unix seconds; 0: never."
+        return {"type": "integer", "minimum": 0, "description": str(description)}
+
+
 class ErrorOut(serializers.Serializer):
     """Every error of the API (spec §7), including malformed JSON, wrong types, unknown
     /v1 routes, 405 and 500."""

@@ -21,10 +21,11 @@ from config.api import DeviceApi
 from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited
 from config.fields import validated
-from licensing import exports, revocations, schemas, selectors, serializers, services
+from licensing import exports, revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
 from signing import keyring
 from svccore.rates import parse_rate
+from svccore.timeunits import unix
 
 
 class ActivateApi(DeviceApi):
@@ -43,7 +44,7 @@ class ActivateApi(DeviceApi):
         request=serializers.ActivateIn,
         responses={
             200: OpenApiResponse(
-                schemas.ActivateOut,
+                serializers.ActivateOut,
                 description="The unit licence, new or (reactivated) the one on file.",
             ),
             **schema.errors(
@@ -69,22 +70,22 @@ class ActivateApi(DeviceApi):
     def post(self, request):
         data = validated(serializers.ActivateIn, request.data)
         result = services.unit_activate(**data, client_ip=client_ip(request) or None)
-        body = {
-            "unit_token": result.token,
-            "license_id": result.license_id,
-            "reactivated": result.reactivated,
-        }
-        if not result.reactivated:
-            body["batch_units_remaining"] = result.batch_units_remaining
         # A freshly activated device holds a verified list position without a second call,
         # and the certificates that chain the authority's keys to its compiled-in roots.
         head = revocations.head_get()
-        body["revocations"] = revocations.head_document(head)
-        body["status"] = revocations.license_status(
+        signed_status = revocations.license_status(
             license_id=result.license_id, device_id=data["device_id"], head=head, unrevoked=True
         )["status"]
-        body["certificates"] = keyring.certificates()
-        return Response(body)
+        answer = {
+            "unit_token": result.token,
+            "license_id": result.license_id,
+            "reactivated": result.reactivated,
+            "batch_units_remaining": None if result.reactivated else result.batch_units_remaining,
+            "revocations": revocations.head_document(head),
+            "status": signed_status,
+            "certificates": keyring.certificates(),
+        }
+        return Response(serializers.ActivateOut(answer).data)
 
 
 _SINCE = re.compile(r"[0-9]{1,19}")
@@ -164,7 +165,7 @@ class RevocationListApi(DeviceApi):
         ],
         responses={
             200: OpenApiResponse(
-                schemas.RevocationListOut,
+                serializers.RevocationListOut,
                 description="With since: the signed page after it; without: every listed "
                 "licence id and the first page. gzip with Accept-Encoding: gzip.",
             ),
@@ -209,7 +210,7 @@ class RevocationStatusApi(DeviceApi):
         parameters=[serializers.LicenseStatusQuery, schema.retry_after(503)],
         responses={
             200: OpenApiResponse(
-                schemas.LicenseStatusOut,
+                serializers.LicenseStatusOut,
                 description="Signed for this request (never cached, never 304): a few "
                 "hundred bytes whatever the list holds.",
             ),
@@ -229,19 +230,19 @@ class RevocationStatusApi(DeviceApi):
     )
     def get(self, request):
         query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
-        response = Response(revocations.license_status(**query))
+        response = Response(serializers.LicenseStatusOut(revocations.license_status(**query)).data)
         response["Cache-Control"] = "no-store"
         return response
 
 
 class CatalogueApi(APIView):
     @extend_schema(
-        responses={200: schemas.CatalogueOut, **schema.errors(schema.ADMIN_ERRORS)},
+        responses={200: serializers.CatalogueOut, **schema.errors(schema.ADMIN_ERRORS)},
         parameters=[schema.retry_after(429, 503)],
     )
     def get(self, request):
-        skus = [serializers.catalogue_entry_out(sku.entry()) for sku in selectors.catalogue_list()]
-        return Response({"skus": skus})
+        skus = [sku.entry() for sku in selectors.catalogue_list()]
+        return Response(serializers.CatalogueOut({"skus": skus}).data)
 
 
 class BatchCreateApi(APIView):
@@ -383,7 +384,7 @@ class FleetApi(APIView):
     @extend_schema(
         parameters=[serializers.FleetQuery, schema.retry_after(429, 503)],
         responses={
-            200: schemas.FleetOut,
+            200: serializers.FleetOut,
             **schema.errors(
                 {
                     **schema.ADMIN_ERRORS,
@@ -408,15 +409,13 @@ class FleetApi(APIView):
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
         page = selectors.fleet_page(**query)
-        units = page.units  # as ActivationRecordOut documents them, built by the selector
-        return Response(
-            {
-                "units": units,
-                "count": len(units),
-                "next_cursor": page.next_cursor,
-                "as_of": int(clock.now().timestamp()),
-            }
-        )
+        answer = {
+            "units": page.units,
+            "count": len(page.units),
+            "next_cursor": page.next_cursor,
+            "as_of": unix(clock.now()),
+        }
+        return Response(serializers.FleetOut(answer).data)
 
 
 class _JsonErrors(BaseContentNegotiation):
@@ -486,7 +485,7 @@ class LicenseRefreshApi(DeviceApi):
             schema.retry_after(503),
         ],
         responses={
-            200: schemas.LicenseRefreshOut,
+            200: serializers.LicenseRefreshOut,
             304: OpenApiResponse(
                 description="Not modified: the presented token is the licence's current one."
             ),
@@ -515,14 +514,13 @@ class LicenseRefreshApi(DeviceApi):
         )
         if not result.changed:
             return HttpResponseNotModified()
-        return Response(
-            {
-                "license_id": result.license_id,
-                "token": result.token,
-                "expires_at": int(result.expires_at.timestamp()) if result.expires_at else 0,
-                "certificates": keyring.certificates(),
-            }
-        )
+        answer = {
+            "license_id": result.license_id,
+            "token": result.token,
+            "expires_at": unix(result.expires_at),
+            "certificates": keyring.certificates(),
+        }
+        return Response(serializers.LicenseRefreshOut(answer).data)
 
 
 def _idempotency_key(request, data: dict) -> str | None:

@@ -2,18 +2,23 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from config.fields import (
     DeviceIdField,
+    ExactDecimalField,
     IdField,
+    InCurrency,
+    MoneyField,
     QueryIntegerField,
     ReportedTextField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
+    UnixField,
 )
-from licensing.models import Activation, Batch, License
+from licensing.models import Batch, License
 from licensing.selectors import (
     EXPIRING_DAYS_DEFAULT,
     EXPIRING_DAYS_MAX,
@@ -22,7 +27,6 @@ from licensing.selectors import (
 )
 from svccore import money
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
-from svccore.timeunits import unix
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
 # home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days
@@ -31,52 +35,135 @@ from svccore.timeunits import unix
 # seconds 0..LAST_SECOND (9999-12-31T23:59:59Z).
 
 
-class UnixField(serializers.Field):
-    """Aware datetime out as Unix seconds; None (perpetual) as 0."""
-
-    def get_attribute(self, instance):
-        # DRF renders None without calling to_representation; perpetual must be 0.
-        value = super().get_attribute(instance)
-        return 0 if value is None else value
-
-    def to_representation(self, value) -> int:
-        return value if isinstance(value, int) else unix(value)
+# --- what a device gets ----------------------------------------------------------------
+# The activation, licence refresh and status answers render through these classes. The
+# revocation list goes out as bytes built once per change of the list
+# (licensing.revocations); its two classes state that shape, and
+# tests/test_answer_shapes.py holds the bytes to them, key for key.
 
 
-class MoneyField(serializers.DecimalField):
-    """An amount or price out as the exact JSON number with the decimals of the object's
-    ``currency`` (:func:`svccore.money.amount`: ``630.00`` EUR, ``630`` JPY); the
-    renderer writes its digits as they are (``config.renderers``)."""
-
-    def __init__(self, **kwargs) -> None:
-        kwargs.setdefault("max_digits", 12)
-        kwargs.setdefault("decimal_places", 2)
-        super().__init__(coerce_to_string=False, read_only=True, **kwargs)
-
-    def get_attribute(self, instance) -> Decimal | None:
-        value = super().get_attribute(instance)
-        return None if value is None else money.amount(value, instance.currency)
-
-    def to_representation(self, value: Decimal) -> Decimal:
-        return value
+def _certificates() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Key certificates (SVCK1) chaining the signing keys to the devices' roots.",
+    )
 
 
-def catalogue_entry_out(entry: dict) -> dict:
-    """A catalogue entry (contract §5) for the API: tier prices with the currency's
+class ActivateOut(serializers.Serializer):
+    unit_token = serializers.CharField(help_text="The unit licence, bound to device_id.")
+    license_id = serializers.CharField()
+    reactivated = serializers.BooleanField(
+        help_text="true: the device was on file; its licence again, no unit consumed."
+    )
+    batch_units_remaining = serializers.IntegerField(
+        required=False, help_text="Units left on the batch; only on a new activation."
+    )
+    revocations = serializers.CharField(
+        help_text="The signed revocation-list page at its head (SVCR1), for firmware "
+        "that walks the list."
+    )
+    status = serializers.CharField(
+        help_text="The signed status of the new licence for this device (SVCS1): not "
+        "revoked, at the list's head. The device module decides from it."
+    )
+    certificates = _certificates()
+
+    def to_representation(self, instance):
+        answer = super().to_representation(instance)
+        if answer.get("batch_units_remaining") is None:
+            answer.pop("batch_units_remaining", None)
+        return answer
+
+
+class RevocationPageOut(serializers.Serializer):
+    """``?since=N``: the signed page continuing a list held at N."""
+
+    revocations = serializers.CharField(help_text="The signed page (SVCR1).")
+    seq = serializers.IntegerField(min_value=0, help_text="Sequence number the page ends at.")
+    more = serializers.BooleanField(help_text="true: fetch again with since=seq.")
+    as_of = serializers.IntegerField(help_text="Unix seconds the page was built.")
+    certificates = _certificates()
+
+
+class RevocationFullOut(serializers.Serializer):
+    """No ``since`` (older firmware): every listed licence id, and the signed first page."""
+
+    revoked = serializers.ListField(child=serializers.CharField())
+    as_of = serializers.IntegerField()
+    seq = serializers.IntegerField(min_value=0)
+    revocations = serializers.CharField(help_text="The signed first page (SVCR1).")
+    certificates = _certificates()
+
+
+RevocationListOut = PolymorphicProxySerializer(
+    component_name="RevocationList",
+    serializers=[RevocationPageOut, RevocationFullOut],
+    resource_type_field_name=None,
+)
+
+
+class LicenseStatusOut(serializers.Serializer):
+    """``GET /v1/revocations/status``: the signed status and, for display only, what it
+    says."""
+
+    status = serializers.CharField(
+        help_text="The signed status (SVCS1: lic, dev, revoked, revoked_at, seq, iat, "
+        "keys_revoked, kid); the only part a device believes."
+    )
+    license_id = serializers.CharField()
+    device_id = serializers.CharField()
+    revoked = serializers.BooleanField()
+    revoked_at = serializers.IntegerField(help_text="Unix seconds; 0 when not revoked.")
+    seq = serializers.IntegerField(help_text="The list's sequence number it was read at.")
+    as_of = serializers.IntegerField(help_text="Unix seconds it was signed.")
+    certificates = _certificates()
+
+
+class LicenseRefreshOut(serializers.Serializer):
+    license_id = serializers.CharField()
+    token = serializers.CharField(help_text="The licence's current token (renewed).")
+    expires_at = serializers.IntegerField(help_text="Its end, Unix seconds (0: perpetual).")
+    certificates = _certificates()
+
+
+# --- the catalogue ----------------------------------------------------------------------
+
+
+class UnitPriceTierOut(serializers.Serializer):
+    from_units = serializers.IntegerField()
+    unit_price = MoneyField()
+
+
+class OverageTierOut(serializers.Serializer):
+    from_inferences = serializers.IntegerField()
+    price_per_1000 = MoneyField(decimal_places=4)
+
+
+class SkuOut(InCurrency):
+    """A catalogue entry (contract §5; ``Sku.entry()``): tier prices with the currency's
     decimals and any more they carry (``90.00``, ``0.35``, ``0.0125``), the maintenance
     rate exact (``0.2``)."""
-    currency = entry["currency"]
-    return entry | {
-        "unit_price_tiers": [
-            tier | {"unit_price": money.amount(tier["unit_price"], currency)}
-            for tier in entry["unit_price_tiers"]
-        ],
-        "overage_tiers": [
-            tier | {"price_per_1000": money.amount(tier["price_per_1000"], currency)}
-            for tier in entry["overage_tiers"]
-        ],
-        "maintenance_rate": money.exact(entry["maintenance_rate"], 0),
-    }
+
+    sku = serializers.CharField()
+    name = serializers.CharField()
+    modules = serializers.ListField(child=serializers.CharField())
+    max_streams = serializers.IntegerField()
+    max_fps = serializers.IntegerField()
+    api_calls = serializers.IntegerField(help_text="Device quota; 0 = unmetered.")
+    term_days = serializers.IntegerField(help_text="Default term; 0 = perpetual.")
+    grace_days = serializers.IntegerField()
+    allowance_per_unit = serializers.IntegerField()
+    currency = serializers.CharField()
+    unit_price_tiers = UnitPriceTierOut(many=True)
+    overage_tiers = OverageTierOut(many=True)
+    maintenance_rate = ExactDecimalField(max_digits=6, decimal_places=4)
+
+
+class CatalogueOut(serializers.Serializer):
+    skus = SkuOut(many=True)
+
+
+# --- activation -------------------------------------------------------------------------
 
 
 class ActivateIn(serializers.Serializer):
@@ -294,49 +381,42 @@ class FleetExportQuery(serializers.Serializer):
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
 
 
-class ActivationRecordOut(serializers.ModelSerializer):
-    license_id = serializers.CharField(source="license.id")
-    weak_binding = serializers.SerializerMethodField()
-    activated_at = UnixField()
-    sku = serializers.CharField(source="batch.sku")
-    customer_id = serializers.CharField(source="batch.customer_id")
-    revoked = serializers.SerializerMethodField()
-    seat_released = serializers.SerializerMethodField(
-        help_text="1 when an operator released this unit's seat (its licence is revoked)."
-    )
+def _flag(help_text: str) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=1, help_text=help_text)
+
+
+class FleetUnitOut(serializers.Serializer):
+    """An activated unit as ``licensing.selectors.fleet_page`` reads it (its fields are
+    ``FLEET_UNIT``'s, in order: the CSV export's columns)."""
+
+    device_id = serializers.CharField()
+    license_id = serializers.CharField()
+    batch_id = serializers.CharField()
+    fingerprint_source = serializers.CharField(allow_blank=True)
+    weak_binding = _flag("1 when the device reported a weak hardware binding.")
+    sdk_version = serializers.CharField(allow_blank=True)
+    activated_at = serializers.IntegerField(help_text="Unix seconds.")
+    sku = serializers.CharField()
+    customer_id = serializers.CharField()
+    revoked = _flag("1 when the unit's licence is revoked.")
+    seat_released = _flag("1 when an operator released this unit's seat (its licence is revoked).")
     transfer_of = serializers.CharField(
-        source="transfer_of.license_id",
         allow_null=True,
-        default=None,
         help_text="The released unit licence whose seat this activation took (a transfer, "
         "not billed), or null.",
     )
 
-    class Meta:
-        model = Activation
-        fields = [
-            "device_id",
-            "license_id",
-            "batch_id",
-            "fingerprint_source",
-            "weak_binding",
-            "sdk_version",
-            "activated_at",
-            "sku",
-            "customer_id",
-            "revoked",
-            "seat_released",
-            "transfer_of",
-        ]
 
-    def get_weak_binding(self, record: Activation) -> int:
-        return int(record.weak_binding)
-
-    def get_revoked(self, record: Activation) -> int:
-        return int(record.license.revoked)
-
-    def get_seat_released(self, record: Activation) -> int:
-        return int(hasattr(record.license, "seat_release"))
+class FleetOut(serializers.Serializer):
+    units = FleetUnitOut(
+        many=True, help_text="Most recent first (activated_at, then activation id), at most limit."
+    )
+    count = serializers.IntegerField(help_text="Units in this answer.")
+    next_cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Pass as cursor for the next page; null: no unit after this answer's last.",
+    )
+    as_of = serializers.IntegerField(help_text="Unix seconds of the answer.")
 
 
 # --- renewals (issue 16) ---------------------------------------------------------------

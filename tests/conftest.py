@@ -3,6 +3,8 @@ the seeded catalogue, and a real gunicorn server on the test database."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import os
 import shutil
@@ -184,15 +186,27 @@ def make_batch(customer):
 @pytest.fixture
 def server_clock(settings, tmp_path):
     """Move the server's clock (``config.clock``): ``server_clock(seconds)`` sets its
-    offset from the real time; ``server_clock.path`` is the file a live server is given
-    as ``SVC_TEST_CLOCK_FILE`` to follow the same offset."""
+    offset from the real time; ``with server_clock.at(moment):`` stops it at ``moment``
+    for what the block does (an activation ten days ago, an invoice last month) and puts
+    it back; ``server_clock.path`` is the file a live server is given as
+    ``SVC_TEST_CLOCK_FILE`` to follow the same clock."""
     path = tmp_path / "server-clock"
     settings.SVC_TEST_CLOCK_FILE = str(path)
 
     def move(seconds: float) -> None:
         clock.shift_to(path, seconds)
 
+    @contextlib.contextmanager
+    def at(moment: dt.datetime):
+        before = path.read_text()
+        clock.stop_at(path, moment)
+        try:
+            yield
+        finally:
+            path.write_text(before)
+
     move.path = path
+    move.at = at
     move(0)
     return move
 

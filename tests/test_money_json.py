@@ -18,12 +18,11 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.renderers import JSONRenderer
 
 from config.renderers import ExactJSONRenderer
-from licensing.models import License, Sku
+from licensing.models import Sku
 from licensing.services import license_issue
 from licensing.services.activation import unit_activate
 from svccore import money
 from tests.factories import CustomerFactory
-from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
@@ -144,14 +143,14 @@ def test_a_currency_without_decimals_sends_whole_numbers(admin_api):
     assert b'"unit_price":630,' in content and content.endswith(b'"total":630}')
 
 
-def test_issued_invoice_and_credit_note_send_exact_money(admin_api, customer, device_api):
+def test_issued_invoice_and_credit_note_send_exact_money(
+    admin_api, customer, device_api, server_clock
+):
     """A direct licence of 15.00 issued in January, and 22 678 inferences: the allowance
     of 31 days is 10 333.33, so 12.345 thousand over it at 1.20 = 14.81. Quantities go
     out with their three decimals, prices and amounts with two."""
-    lic = license_issue(customer_id=customer.id, sku="API-METERED", device_id="m-1")
-    issued = JAN + dt.timedelta(days=4)
-    with rewritten():
-        License.objects.filter(pk=lic.pk).update(issued_at=issued)
+    with server_clock.at(JAN + dt.timedelta(days=4)):
+        lic = license_issue(customer_id=customer.id, sku="API-METERED", device_id="m-1")
     start = int((JAN + dt.timedelta(days=9)).timestamp())
     record = {"period_start": start, "period_end": start + 3600, "inferences": 22_678}
     record |= {"frames": 0, "stream_seconds": 0, "events": 0}

@@ -209,3 +209,19 @@ def test_every_home_the_development_guide_names_exists():
             break
         else:
             pytest.fail(f"{name} names no module")
+
+
+def test_the_server_clock_moves_and_stops_for_tests(server_clock):
+    """config.clock.now() is the one server clock: a test moves it by an offset, or stops
+    it at a moment (an activation ten days ago happens ten days ago, nothing rewritten)."""
+    import datetime as dt
+
+    from config import clock
+
+    server_clock(-86_400)
+    assert abs((dt.datetime.now(dt.UTC) - clock.now()).total_seconds() - 86_400) < 5
+    moment = dt.datetime(2026, 1, 5, 12, 30, 15, 250_000, tzinfo=dt.UTC)
+    with server_clock.at(moment):
+        assert clock.now() == moment
+        assert abs(clock.offset_seconds() - (moment - dt.datetime.now(dt.UTC)).total_seconds()) < 5
+    assert abs((dt.datetime.now(dt.UTC) - clock.now()).total_seconds() - 86_400) < 5

@@ -142,7 +142,9 @@ def test_rating_counts_activations_exactly_to_the_second(customer, make_batch, a
         )
 
 
-def test_allowance_units_equal_the_row_by_row_count(customer, make_batch, activate, direct):
+def test_allowance_units_equal_the_row_by_row_count(
+    customer, make_batch, activate, direct, server_clock
+):
     end = NOW.replace(microsecond=0) + dt.timedelta(seconds=1)
     start = end - dt.timedelta(days=30)
     batch = make_batch(units=20, sku="API-METERED")
@@ -153,10 +155,8 @@ def test_allowance_units_equal_the_row_by_row_count(customer, make_batch, activa
     direct("API-METERED", "*", at=NOW - dt.timedelta(days=3), activation="required")
     # Revoked before the window (left out), inside it (counted), a direct one before it.
     for device, days in (("cam-0", -50), ("cam-4", -3), ("direct-0", -35)):
-        lic = License.objects.get(device_id=device)
-        license_revoke(license_id=lic.id, reason="test")
-        with rewritten():
-            License.objects.filter(pk=lic.pk).update(revoked_at=NOW + dt.timedelta(days=days))
+        with server_clock.at(NOW + dt.timedelta(days=days)):
+            license_revoke(license_id=License.objects.get(device_id=device).id, reason="test")
     got = selectors.billable_units_by_sku(customer_id=customer.id, start=start, end=end)
     assert got == naive_allowance_units(customer.id, start, end) == {"API-METERED": 6}
 

@@ -27,7 +27,7 @@ import pytest
 
 from billing.services import invoice_rate
 from licensing.services.activation import unit_activate
-from tests.billing.conftest import hour, record, revoke_at
+from tests.billing.conftest import hour, record
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def amounts(rated):
 
 
 @pytest.fixture
-def scenario(customer, make_batch, activate, direct, upload):
+def scenario(customer, make_batch, activate, direct, upload, revoke_at):
     b1 = make_batch(units=10, sku="VISION-PRO")
     b2 = make_batch(units=150, sku="VISION-PRO")
     assert (b1.unit_price, b2.unit_price) == (D("240.00"), D("210.00"))
@@ -226,7 +226,7 @@ class TestMaintenance:
     """
 
     @pytest.fixture
-    def fleet(self, customer, make_batch, activate, direct, upload):
+    def fleet(self, customer, make_batch, activate, direct, upload, revoke_at):
         batch_a = make_batch(units=3, sku="ANPR-PERPETUAL")
         batch_b = make_batch(units=50, sku="ANPR-PERPETUAL")
         assert batch_a.expires_at is None and batch_b.unit_price == D("540.00")

@@ -14,12 +14,11 @@ from rest_framework.views import APIView
 
 from config.api import DeviceApi
 from devices.token import verify_token
-from licensing.models import Activation, Batch, License
+from licensing.models import Batch, License
 from licensing.services.activation import unit_activate
 from operators.authentication import OperatorKeyAuthentication
 from operators.permissions import IsOperator
 from tests.factories import CustomerFactory
-from tests.history import rewritten
 
 pytestmark = pytest.mark.django_db
 
@@ -307,24 +306,25 @@ def test_revocation_list_needs_no_credentials(device_api):
 # --- fleet --------------------------------------------------------------------------
 
 
-def test_fleet_lists_activation_records_most_recent_first(admin_api, device_api, make_batch):
-    batch = make_batch()
-    other = make_batch(owner=CustomerFactory(), sku="DETECT-STD")
+def test_fleet_lists_activation_records_most_recent_first(
+    admin_api, device_api, make_batch, server_clock
+):
+    now = timezone.now()
+    with server_clock.at(now - dt.timedelta(minutes=40)):
+        batch = make_batch()
+        other = make_batch(owner=CustomerFactory(), sku="DETECT-STD")
     for minutes_ago, token, device, weak in (
         (30, batch.license.token, "cam-old", False),
         (20, other.license.token, "cam-mac", True),
         (10, batch.license.token, "cam-new", False),
     ):
-        device_api.post(
-            "/v1/activate",
-            {"batch_token": token, "device_id": device, "weak_binding": weak,
-             "fingerprint_source": "mac" if weak else "env", "sdk_version": "1.0.0"},
-            format="json",
-        )  # fmt: skip
-        with rewritten():
-            Activation.objects.filter(device_id=device).update(
-                activated_at=timezone.now() - dt.timedelta(minutes=minutes_ago)
-            )
+        with server_clock.at(now - dt.timedelta(minutes=minutes_ago)):
+            device_api.post(
+                "/v1/activate",
+                {"batch_token": token, "device_id": device, "weak_binding": weak,
+                 "fingerprint_source": "mac" if weak else "env", "sdk_version": "1.0.0"},
+                format="json",
+            )  # fmt: skip
     body = admin_api.get("/v1/admin/fleet").json()
     assert [u["device_id"] for u in body["units"]] == ["cam-new", "cam-mac", "cam-old"]
     assert body["count"] == 3
