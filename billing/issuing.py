@@ -32,7 +32,11 @@ from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage,
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
 from customers.services import customer_get
+from events.models import Event
+from events.services import event_emit
 from licensing.models import Activation, License
+from svccore import money
+from svccore.timeunits import unix
 
 SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
 
@@ -285,7 +289,26 @@ def invoice_issue(
         )
         for meter in taken.meters.values()
     )
+    _document_event(Event.Type.INVOICE_ISSUED, invoice)
     return invoice
+
+
+def _document_event(type: str, document: Invoice) -> None:
+    """``invoice.issued`` / ``credit_note.issued``, in the issuing transaction."""
+    event_emit(
+        type,
+        customer_id=document.customer_id,
+        data={
+            "invoice_number": document.number,
+            "customer_id": document.customer_id,
+            "total": str(money.amount(document.total, document.currency)),
+            "currency": document.currency,
+            "period_start": unix(document.period_start),
+            "period_end": unix(document.period_end),
+        }
+        | ({"credits": document.credits.number} if document.credits_id else {})
+        | ({"reason": document.reason} if document.reason else {}),
+    )
 
 
 class IssueResult(NamedTuple):
@@ -410,4 +433,5 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
         )
         for usage in invoice.usage.all()
     )
+    _document_event(Event.Type.CREDIT_NOTE_ISSUED, note)
     return note

@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "audit",
     "operators",
     "ratelimits",
+    "events",
     "axes",
 ]
 
@@ -381,6 +382,17 @@ SVC_TRUSTED_PROXIES = _cidrs("SVC_TRUSTED_PROXIES")
 SVC_ADMIN_KEY_FAILURES = _number("SVC_ADMIN_KEY_FAILURES", 10, low=1, high=1_000_000)
 # How long a process reuses the revocation list's head it read (seconds; 0: every
 # request reads it). A revocation reaches devices polling other processes this late.
+# Webhooks (events app, contract §9): endpoints are https:// and public unless allowed
+# (development, tests, a receiver on the private network); an endpoint failing for
+# SVC_WEBHOOK_RETRY_HOURS is disabled; each attempt waits SVC_WEBHOOK_TIMEOUT seconds.
+SVC_WEBHOOK_ALLOW_HTTP = _flag("SVC_WEBHOOK_ALLOW_HTTP", default=False)
+SVC_WEBHOOK_ALLOW_PRIVATE = _flag("SVC_WEBHOOK_ALLOW_PRIVATE", default=False)
+SVC_WEBHOOK_RETRY_HOURS = _number("SVC_WEBHOOK_RETRY_HOURS", 72, low=0.001, high=720, whole=False)
+SVC_WEBHOOK_TIMEOUT = _number("SVC_WEBHOOK_TIMEOUT", 10.0, low=0.1, high=60, whole=False)
+SVC_WEBHOOK_SECRET_OVERLAP_HOURS = _number(
+    "SVC_WEBHOOK_SECRET_OVERLAP_HOURS", 24, low=0, high=720, whole=False
+)
+
 SVC_LIST_HEAD_SECONDS = _number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:
     raise ImproperlyConfigured(

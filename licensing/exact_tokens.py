@@ -15,6 +15,8 @@ from django.db import transaction
 from audit.models import AuditEntry
 from audit.services import audit_record
 from config.errors import Forbidden
+from events.models import Event
+from events.services import event_emit
 from licensing.models import License, SupersededToken
 from signing import keyring
 
@@ -50,6 +52,20 @@ class TokenNotIssued(Forbidden):
                     target=self.license_id,
                     detail=self.audit_detail,
                     message=self.detail,
+                )
+                customer_id = (
+                    License.objects.filter(pk=self.license_id)
+                    .values_list("customer_id", flat=True)
+                    .first()
+                )
+                event_emit(
+                    Event.Type.TOKEN_COMPROMISE_SUSPECTED,
+                    customer_id=customer_id or "",
+                    data={
+                        "license_id": self.license_id,
+                        "customer_id": customer_id or "",
+                        "reason": str(self.detail)[:500],
+                    },
                 )
         except Exception:
             log.exception("could not record %s for %s", COMPROMISE_ACTION, self.license_id)

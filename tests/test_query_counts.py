@@ -47,12 +47,12 @@ def test_reactivation_is_one_query(device_api, warm_batch, django_assert_num_que
 def test_new_activation_is_the_lookup_then_seat_license_activation(
     device_api, warm_batch, django_assert_num_queries
 ):
-    # lookup; UPDATE (seat); INSERT licence; INSERT activation
-    with django_assert_num_queries(4 + SAVEPOINT) as captured:
+    # lookup; UPDATE (seat); INSERT licence; INSERT activation; INSERT its event (outbox)
+    with django_assert_num_queries(5 + SAVEPOINT) as captured:
         response = activate(device_api, warm_batch.license.token, "cam-new")
     assert response.status_code == 200 and response.json()["batch_units_remaining"] == 98
     statements = [q["sql"].split()[0].upper() for q in captured.captured_queries]
-    assert statements.count("UPDATE") == 1 and statements.count("INSERT") == 2
+    assert statements.count("UPDATE") == 1 and statements.count("INSERT") == 3
 
 
 def test_a_transfer_onto_a_released_seat_costs_two_more_statements(
@@ -63,12 +63,12 @@ def test_a_transfer_onto_a_released_seat_costs_two_more_statements(
     on_file = warm_batch.activations.get(device_id="warm-up").license_id
     seat_release(license_id=on_file, reason="camera replaced")
     revocations.head_document()  # the list moved: its new head, built once for everyone
-    # lookup; UPDATE (seat); SELECT the release; UPDATE (released seats); two INSERTs
-    with django_assert_num_queries(6 + SAVEPOINT):
+    # lookup; UPDATE (seat); SELECT the release; UPDATE (released seats); three INSERTs
+    with django_assert_num_queries(7 + SAVEPOINT):
         response = activate(device_api, warm_batch.license.token, "cam-replacement")
     assert response.status_code == 200
-    # With no released seat left, a new activation is back to four statements.
-    with django_assert_num_queries(4 + SAVEPOINT):
+    # With no released seat left, a new activation is back to five statements.
+    with django_assert_num_queries(5 + SAVEPOINT):
         assert activate(device_api, warm_batch.license.token, "cam-next").status_code == 200
 
 
@@ -79,9 +79,9 @@ def test_a_batch_key_is_verified_once_per_process(
     keyring.registry()
     revocations.head_document()  # the list's head, built once for every activation
     # First sight: the batch row with its key, and the SKU still in the catalogue.
-    with django_assert_num_queries(2 + 4 + SAVEPOINT):
+    with django_assert_num_queries(2 + 5 + SAVEPOINT):
         assert activate(device_api, batch.license.token, "cam-1").status_code == 200
-    with django_assert_num_queries(4 + SAVEPOINT):
+    with django_assert_num_queries(5 + SAVEPOINT):
         assert activate(device_api, batch.license.token, "cam-2").status_code == 200
 
 

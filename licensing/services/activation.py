@@ -27,18 +27,19 @@ activates at once.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Model
 
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
+from config.rows import insert_row
 from devices.errors import BadSignature
+from events.models import Event
+from events.services import event_emit
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.services import renewals, seats
@@ -280,7 +281,7 @@ def _unit_create(
     """Write the signed unit licence with its activation record: (licence id, token)."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
-    _insert(
+    insert_row(
         License,
         id=signed["lic"],
         kind=License.Kind.UNIT,
@@ -300,7 +301,7 @@ def _unit_create(
         revoked_at=None,
         revoke_reason="",
     )
-    _insert(
+    insert_row(
         Activation,
         batch_id=key.batch_id,
         device_id=device_id,
@@ -313,28 +314,6 @@ def _unit_create(
         transfer_of_id=transfer_of,
     )
     return signed["lic"], token
-
-
-def _insert(model: type[Model], **values: Any) -> None:
-    """INSERT one row of ``model`` from its field values, every column given, without
-    building an instance: on the hot path, an instance and its save() cost more than
-    the statement. Values are adapted by their fields, as the ORM adapts them."""
-    fields = [model._meta.get_field(name) for name in values]
-    params = [
-        field.get_db_prep_save(v, connection)
-        for field, v in zip(fields, values.values(), strict=True)
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(model, tuple(values)), params)
-
-
-@functools.cache
-def _insert_sql(model: type[Model], names: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(model._meta.get_field(name).column) for name in names)
-    marks = ", ".join(["%s"] * len(names))
-    # Names from the model's metadata only; every value is bound.
-    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"  # noqa: S608
 
 
 def unit_activate(
@@ -389,6 +368,21 @@ def unit_activate(
                 client_ip=client_ip,
                 transfer_of=transfer_of,
                 signed_unit=signed_unit,
+            )
+            # In the activation's transaction (an outbox): reported only if it happened.
+            event_emit(
+                Event.Type.LICENSE_ACTIVATED,
+                customer_id=key.customer_id,
+                data={
+                    "license_id": license_id,
+                    "customer_id": key.customer_id,
+                    "batch_id": key.batch_id,
+                    "device_id": device_id,
+                    "sku": key.sku,
+                    "expires_at": signed_unit[2]["exp"],
+                    "units_remaining": seat[0],
+                    "transfer": transfer_of is not None,
+                },
             )
     except IntegrityError:
         _, existing = _lookup(key, device_id, now)

@@ -19,6 +19,8 @@ from config.errors import (
 )
 from devices import token as codec
 from devices.keys import CERT_PREFIX, KeyCertificate, KeyNotTrusted, parse_certificate
+from events.models import Event
+from events.services import event_emit
 from licensing.services.licenses import head_bump, revocation_append
 from signing import keyring
 from signing.models import SigningKey
@@ -133,4 +135,7 @@ def signing_key_revoke(*, kid: str, reason: str = "") -> SigningKey:
         key.save(update_fields=["revoked_at", "revoke_reason"])
         revocation_append(entry=f"KEY-{key.kid}", revoked_at=key.revoked_at, until=0)
         _keys_changed()
+        event_emit(
+            Event.Type.SIGNING_KEY_REVOKED, data={"kid": key.kid, "reason": key.revoke_reason}
+        )
     return key

@@ -24,6 +24,8 @@ from config.errors import (
 from customers.services import customer_get
 from devices import token as codec
 from devices.errors import BadSignature
+from events.models import Event
+from events.services import event_emit
 from licensing import revocations
 from licensing.models import (
     Batch,
@@ -233,7 +235,26 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
         revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
+        event_emit(
+            Event.Type.LICENSE_REVOKED,
+            customer_id=lic.customer_id,
+            data=license_data(lic) | {"reason": lic.revoke_reason},
+        )
     return lic
+
+
+def license_data(lic: License) -> dict[str, Any]:
+    """The ids an event about ``lic`` carries (contract §9)."""
+    data: dict[str, Any] = {
+        "license_id": lic.id,
+        "customer_id": lic.customer_id,
+        "sku": lic.sku,
+        "device_id": lic.device_id,
+        "expires_at": unix(lic.expires_at),
+    }
+    if lic.batch_id:
+        data["batch_id"] = lic.batch_id
+    return data
 
 
 def usable_until(lic: License) -> int:

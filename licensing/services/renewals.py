@@ -39,6 +39,8 @@ from config import clock
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices import states
 from devices.errors import BadSignature
+from events.models import Event
+from events.services import event_emit
 from licensing.held import license_held
 from licensing.models import (
     Activation,
@@ -48,7 +50,7 @@ from licensing.models import (
     SupersededToken,
     token_digest,
 )
-from licensing.services.licenses import sku_get
+from licensing.services.licenses import license_data, sku_get
 from signing import keyring
 from svccore.claims import LAST_SECOND, TERM_DAYS_MAX
 from svccore.timeunits import term_state_at, unix
@@ -224,6 +226,11 @@ def _renew(
     _replace_token(lic, expires_at=expires_at, now=now)
     if batch is not None:
         Batch.objects.filter(pk=batch.pk).update(expires_at=expires_at)
+    event_emit(
+        Event.Type.LICENSE_RENEWED,
+        customer_id=lic.customer_id,
+        data=license_data(lic) | {"expires_at": unix(expires_at), "term_days": term_days},
+    )
     return RenewalResult(
         Renewal.objects.create(
             idempotency_key=key,

@@ -28,8 +28,10 @@ from django.db.models import F
 from audit.services import audited
 from config import clock
 from config.errors import Conflict, InvalidInput, NotFound
+from events.models import Event
+from events.services import event_emit
 from licensing.models import Activation, Batch, License, SeatRelease
-from licensing.services.licenses import license_revoke
+from licensing.services.licenses import license_data, license_revoke
 from svccore.timeunits import unix
 
 # The release a transfer takes: the oldest of the batch's releases that no activation
@@ -165,6 +167,11 @@ def seat_release(
     )
     release = SeatRelease.objects.create(
         batch=batch, license=lic, device_id=lic.device_id, released_at=now, reason=reason[:500]
+    )
+    event_emit(
+        Event.Type.SEAT_RELEASED,
+        customer_id=lic.customer_id,
+        data=license_data(lic) | {"reason": release.reason},
     )
     return ReleaseResult(release, False, batch.units_remaining + 1, count + 1, limit, policy.days)
 

@@ -1,0 +1,104 @@
+"""The event log (an outbox: each event is written in the transaction of the change it
+reports) and the webhook endpoints that receive it, with every delivery attempt."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from config import clock
+
+
+class Event(models.Model):
+    class Type(models.TextChoices):
+        LICENSE_ACTIVATED = "license.activated"
+        LICENSE_REVOKED = "license.revoked"
+        LICENSE_RENEWED = "license.renewed"
+        LICENSE_EXPIRING = "license.expiring"
+        LICENSE_GRACE_STARTED = "license.grace_started"
+        BATCH_THRESHOLD = "batch.threshold"
+        SEAT_RELEASED = "seat.released"
+        USAGE_QUOTA_THRESHOLD = "usage.quota_threshold"
+        INVOICE_ISSUED = "invoice.issued"
+        CREDIT_NOTE_ISSUED = "credit_note.issued"
+        SIGNING_KEY_REVOKED = "signing_key.revoked"
+        TOKEN_COMPROMISE_SUSPECTED = "token.compromise_suspected"  # noqa: S105 - a name
+        WEBHOOK_DISABLED = "webhook.disabled"
+
+    # The position in the log: deliveries and cursors follow it.
+    id = models.BigAutoField(primary_key=True)
+    event_id = models.CharField(
+        max_length=40, unique=True, verbose_name="event id", help_text="The webhook-id."
+    )
+    type = models.CharField(max_length=64, choices=Type.choices, db_index=True)
+    customer_id = models.CharField(max_length=64, blank=True, db_index=True)
+    data = models.JSONField()
+    created_at = models.DateTimeField(default=clock.now, db_index=True)
+    once_key = models.CharField(
+        max_length=200,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text="Set on events that happen once (a threshold, a reminder): a second "
+        "scan, on this node or another, writes nothing.",
+    )
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} {self.type}"
+
+
+class Webhook(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, verbose_name="webhook id")
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(help_text='Event types, or ["*"] for every type.')
+    customer = models.ForeignKey(
+        "customers.Customer",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="webhooks",
+        help_text="Only this customer's events; empty: every customer's.",
+    )
+    # Kept to sign; shown once, when made or rotated (contract §9).
+    secret = models.CharField(max_length=100)
+    previous_secret = models.CharField(max_length=100, blank=True)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(default=clock.now)
+    # Delivery state: in order per endpoint, so one position and one head attempt.
+    position = models.BigIntegerField(
+        default=0, help_text="Id of the last event this endpoint is done with."
+    )
+    next_attempt_at = models.DateTimeField(default=clock.now, db_index=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Failed attempts of the event at the head."
+    )
+    failing_since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.url}"
+
+
+class DeliveryAttempt(models.Model):
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="attempts_made")
+    event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attempts")
+    attempt = models.PositiveIntegerField()
+    at = models.DateTimeField(default=clock.now, db_index=True)
+    ok = models.BooleanField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField()
+    response_excerpt = models.CharField(max_length=500, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} {self.attempt} {'ok' if self.ok else 'failed'}"
