@@ -13,6 +13,7 @@ from billing import selectors, serializers, services
 from config import schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
+from config.fields import rendered
 from signing import keyring
 from svccore.claims import device_id_problem
 
@@ -65,7 +66,7 @@ class UsageUploadApi(DeviceApi):
         # The receipt's signing key, for devices that have not seen its certificate yet.
         certificate = keyring.active_certificate()
         answer = {**result, "certificates": [certificate] if certificate else []}
-        return Response(serializers.UsageUploadOut(answer).data)
+        return Response(rendered(serializers.UsageUploadOut, answer))
 
 
 class LicenseUsageApi(APIView):
@@ -79,7 +80,7 @@ class LicenseUsageApi(APIView):
     )
     def get(self, request, license_id: str):
         usage = selectors.license_usage(license_id=license_id)
-        return Response(serializers.LicenseUsageOut(usage).data)
+        return Response(rendered(serializers.LicenseUsageOut, usage))
 
 
 class InvoiceApi(APIView):
@@ -110,7 +111,7 @@ class InvoiceApi(APIView):
         rated = services.invoice_rate(
             customer_id=customer_id, period_days=query.validated_data["period_days"]
         )
-        return Response(serializers.InvoicePreviewOut(rated).data)
+        return Response(rendered(serializers.InvoicePreviewOut, rated))
 
 
 class InvoiceIssueApi(APIView):
@@ -144,7 +145,7 @@ class InvoiceIssueApi(APIView):
             period_days=data["period_days"],
             end=data.get("period_end"),
         )
-        return Response(serializers.InvoiceOut(invoice).data, status=status.HTTP_201_CREATED)
+        return Response(rendered(serializers.InvoiceOut, invoice), status=status.HTTP_201_CREATED)
 
 
 class CreditNoteApi(APIView):
@@ -172,4 +173,4 @@ class CreditNoteApi(APIView):
         query = serializers.CreditNoteIn(data=request.data)
         query.is_valid(raise_exception=True)
         note = services.credit_note_issue(number=number, reason=query.validated_data["reason"])
-        return Response(serializers.InvoiceOut(note).data, status=status.HTTP_201_CREATED)
+        return Response(rendered(serializers.InvoiceOut, note), status=status.HTTP_201_CREATED)

@@ -6,6 +6,7 @@ digit (``config.renderers``)."""
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 from collections.abc import Mapping
@@ -24,6 +25,23 @@ _prototypes: dict[type[serializers.Serializer], serializers.Serializer] = {}
 _prototypes_lock = threading.Lock()
 
 
+def _prototype(serializer_class: type[serializers.Serializer]) -> serializers.Serializer:
+    prototype = _prototypes.get(serializer_class)
+    if prototype is None:
+        with _prototypes_lock:
+            prototype = _prototypes.setdefault(serializer_class, serializer_class())
+            prototype.fields  # noqa: B018 - build the bound fields once, under the lock
+    return prototype
+
+
+def rendered(serializer_class: type[serializers.Serializer], instance: Any) -> Any:
+    """``instance`` as ``serializer_class`` renders it (``Serializer(instance).data``
+    without its cost): making a serializer deep-copies its fields, 110-150 µs for an
+    activation's answer against 7 µs to render through one shared instance, which keeps
+    no state while it renders (a price's currency travels in a context variable)."""
+    return _prototype(serializer_class).to_representation(instance)
+
+
 def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
     """``data`` checked by ``serializer_class``: its validated data, or the
     ValidationError (400) of ``is_valid(raise_exception=True)``.
@@ -32,11 +50,7 @@ def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict
     than validating a small body, so one instance per class validates every request.
     Validation keeps no state on the instance (``run_validation`` only reads its fields),
     so sharing it across threads is safe."""
-    prototype = _prototypes.get(serializer_class)
-    if prototype is None:
-        with _prototypes_lock:
-            prototype = _prototypes.setdefault(serializer_class, serializer_class())
-            prototype.fields  # noqa: B018 - build the bound fields once, under the lock
+    prototype = _prototype(serializer_class)
     try:
         return prototype.run_validation(data)
     except ValidationError:
@@ -203,7 +217,7 @@ class MoneyField(ExactDecimalField):
         value = super().get_attribute(instance)
         if value is None:
             return None
-        currency = _currency_of(instance) or self.context.get("currency")
+        currency = _currency_of(instance) or _currency.get()
         if not currency:
             raise LookupError(f"{self.field_name}: no currency on the object or around it")
         return money.amount(value, currency)
@@ -212,11 +226,18 @@ class MoneyField(ExactDecimalField):
         return value
 
 
+_currency: contextvars.ContextVar[str | None] = contextvars.ContextVar("currency", default=None)
+
+
 class InCurrency(serializers.Serializer):
     """An object with a ``currency`` whose nested prices are in it (a catalogue entry and
     its tiers, an invoice and its lines): the :class:`MoneyField` of a serializer nested in
-    it reads the currency from here."""
+    it reads the currency from here, through a context variable (per thread, so one
+    shared serializer renders for every request)."""
 
     def to_representation(self, instance):
-        self.context["currency"] = _currency_of(instance)
-        return super().to_representation(instance)
+        token = _currency.set(_currency_of(instance))
+        try:
+            return super().to_representation(instance)
+        finally:
+            _currency.reset(token)

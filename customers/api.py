@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import schema
+from config.fields import rendered
 from customers.serializers import CustomerIn, CustomerOut
 from customers.services import customer_create, customer_get
 
@@ -34,7 +35,7 @@ class CustomerCreateApi(APIView):
         serializer = CustomerIn(data=request.data)
         serializer.is_valid(raise_exception=True)
         customer = customer_create(**serializer.validated_data)
-        return Response(CustomerOut(customer).data, status=status.HTTP_201_CREATED)
+        return Response(rendered(CustomerOut, customer), status=status.HTTP_201_CREATED)
 
 
 class CustomerDetailApi(APIView):
@@ -52,4 +53,4 @@ class CustomerDetailApi(APIView):
         description="A customer by id.",
     )
     def get(self, request, customer_id: str):
-        return Response(CustomerOut(customer_get(customer_id=customer_id)).data)
+        return Response(rendered(CustomerOut, customer_get(customer_id=customer_id)))

@@ -20,7 +20,7 @@ from config import clock, schema
 from config.api import DeviceApi
 from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited
-from config.fields import validated
+from config.fields import rendered, validated
 from licensing import exports, revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
 from signing import keyring
@@ -85,7 +85,7 @@ class ActivateApi(DeviceApi):
             "status": signed_status,
             "certificates": keyring.certificates(),
         }
-        return Response(serializers.ActivateOut(answer).data)
+        return Response(rendered(serializers.ActivateOut, answer))
 
 
 _SINCE = re.compile(r"[0-9]{1,19}")
@@ -230,7 +230,9 @@ class RevocationStatusApi(DeviceApi):
     )
     def get(self, request):
         query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
-        response = Response(serializers.LicenseStatusOut(revocations.license_status(**query)).data)
+        response = Response(
+            rendered(serializers.LicenseStatusOut, revocations.license_status(**query))
+        )
         response["Cache-Control"] = "no-store"
         return response
 
@@ -242,7 +244,7 @@ class CatalogueApi(APIView):
     )
     def get(self, request):
         skus = [sku.entry() for sku in selectors.catalogue_list()]
-        return Response(serializers.CatalogueOut({"skus": skus}).data)
+        return Response(rendered(serializers.CatalogueOut, {"skus": skus}))
 
 
 class BatchCreateApi(APIView):
@@ -266,7 +268,7 @@ class BatchCreateApi(APIView):
     def post(self, request):
         data = validated(serializers.BatchIn, request.data)
         batch = services.batch_issue(**data)
-        return Response(serializers.BatchOut(batch).data, status=status.HTTP_201_CREATED)
+        return Response(rendered(serializers.BatchOut, batch), status=status.HTTP_201_CREATED)
 
 
 class BatchDetailApi(APIView):
@@ -280,7 +282,7 @@ class BatchDetailApi(APIView):
     )
     def get(self, request, batch_id: str):
         batch = selectors.batch_get(batch_id=batch_id)
-        return Response(serializers.BatchStatusOut(batch).data)
+        return Response(rendered(serializers.BatchStatusOut, batch))
 
 
 class LicenseCreateApi(APIView):
@@ -304,7 +306,7 @@ class LicenseCreateApi(APIView):
     def post(self, request):
         data = validated(serializers.LicenseIn, request.data)
         lic = services.license_issue(**data)
-        return Response(serializers.LicenseOut(lic).data, status=status.HTTP_201_CREATED)
+        return Response(rendered(serializers.LicenseOut, lic), status=status.HTTP_201_CREATED)
 
 
 class LicenseRegisterApi(APIView):
@@ -332,7 +334,9 @@ class LicenseRegisterApi(APIView):
     def post(self, request):
         data = validated(serializers.LicenseRegisterIn, request.data)
         lic = services.license_register(**data)
-        return Response(serializers.LicenseRegisterOut(lic).data, status=status.HTTP_201_CREATED)
+        return Response(
+            rendered(serializers.LicenseRegisterOut, lic), status=status.HTTP_201_CREATED
+        )
 
 
 class RevokeApi(APIView):
@@ -348,7 +352,7 @@ class RevokeApi(APIView):
     def post(self, request):
         data = validated(serializers.RevokeIn, request.data)
         lic = services.license_revoke(**data)
-        return Response(serializers.RevokeOut(lic).data)
+        return Response(rendered(serializers.RevokeOut, lic))
 
 
 class SeatReleaseApi(APIView):
@@ -377,7 +381,7 @@ class SeatReleaseApi(APIView):
     def post(self, request):
         data = validated(serializers.SeatReleaseIn, request.data)
         result = services.seat_release(**data)
-        return Response(serializers.SeatReleaseOut(result).data)
+        return Response(rendered(serializers.SeatReleaseOut, result))
 
 
 class FleetApi(APIView):
@@ -415,7 +419,7 @@ class FleetApi(APIView):
             "next_cursor": page.next_cursor,
             "as_of": unix(clock.now()),
         }
-        return Response(serializers.FleetOut(answer).data)
+        return Response(rendered(serializers.FleetOut, answer))
 
 
 class _JsonErrors(BaseContentNegotiation):
@@ -520,7 +524,7 @@ class LicenseRefreshApi(DeviceApi):
             "expires_at": unix(result.expires_at),
             "certificates": keyring.certificates(),
         }
-        return Response(serializers.LicenseRefreshOut(answer).data)
+        return Response(rendered(serializers.LicenseRefreshOut, answer))
 
 
 def _idempotency_key(request, data: dict) -> str | None:
@@ -580,7 +584,7 @@ class RenewApi(APIView):
         key = _idempotency_key(request, data)
         result = services.license_renew(idempotency_key=key, **data)
         code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
-        return Response(serializers.RenewalOut(result).data, status=code)
+        return Response(rendered(serializers.RenewalOut, result), status=code)
 
 
 class ExpiringApi(APIView):
@@ -603,4 +607,4 @@ class ExpiringApi(APIView):
             "count": len(items),
             "items": items,
         }
-        return Response(serializers.ExpiringListOut(listing).data)
+        return Response(rendered(serializers.ExpiringListOut, listing))
