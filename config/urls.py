@@ -18,6 +18,7 @@ urlpatterns = [
     path("v1/", include("licensing.urls")),
     path("v1/", include("customers.urls")),
     path("v1/", include("billing.urls")),
+    path("v1/", include("events.urls")),
     # [\s\S], not ".": a path holding a newline (%0A) is an unknown route too.
     re_path(r"^v1(/[\s\S]*)?$", views.api_not_found),
     path(

@@ -42,7 +42,6 @@ from events.services import event_emit
 
 log = logging.getLogger(__name__)
 
-LEASE = dt.timedelta(seconds=60)
 IDLE = dt.timedelta(seconds=1)  # an endpoint with nothing to send looks again after this
 BACKOFF_FIRST = 5.0
 BACKOFF_MAX = 3600.0
@@ -143,6 +142,13 @@ def send(hook: Webhook, event: Event) -> Outcome:
         connection.close()
 
 
+def lease() -> dt.timedelta:
+    """How long a claimed endpoint stays this worker's: twice the attempt's time-out and
+    5 s more, so a live worker always finishes first, and a dead one's endpoint is
+    taken over soon after."""
+    return dt.timedelta(seconds=2 * settings.SVC_WEBHOOK_TIMEOUT + 5)
+
+
 def _claim(now: dt.datetime) -> Webhook | None:
     """An endpoint that is due and not leased, leased to this worker; None when none."""
     free = Q(lease_until__isnull=True) | Q(lease_until__lt=now)
@@ -151,8 +157,8 @@ def _claim(now: dt.datetime) -> Webhook | None:
         .order_by("next_attempt_at")
         .values_list("pk", flat=True)[:16]
     ):
-        lease = now + LEASE
-        taken = Webhook.objects.filter(free, pk=candidate, enabled=True).update(lease_until=lease)
+        until = now + lease()
+        taken = Webhook.objects.filter(free, pk=candidate, enabled=True).update(lease_until=until)
         if taken:
             return Webhook.objects.get(pk=candidate)
     return None
@@ -175,9 +181,14 @@ def _release(hook: Webhook, **changes) -> None:
     )
 
 
+# deliver_one's answer when the endpoint it claimed had nothing to send.
+NOTHING_TO_SEND = Outcome(ok=True, status_code=None, latency_ms=0, excerpt="", error="")
+
+
 def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
     """Claim one due endpoint and send it its next event. Returns the attempt's outcome,
-    or None when no endpoint was due or the one claimed had nothing to send."""
+    NOTHING_TO_SEND when the endpoint claimed had no event waiting, or None when no
+    endpoint was due."""
     now = now or clock.now()
     hook = _claim(now)
     if hook is None:
@@ -185,7 +196,7 @@ def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
     event = next_event(hook)
     if event is None:
         _release(hook, next_attempt_at=now + IDLE)
-        return None
+        return NOTHING_TO_SEND
     result = send(hook, event)
     done = clock.now()
     attempt = hook.attempts + 1

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from audit.services import audited
 from config import clock
 from config.errors import InvalidInput, NotFound
 from config.rows import insert_row
@@ -62,6 +63,11 @@ def _types(events: Any) -> list[str]:
     return ["*"] if "*" in events else sorted(set(events))
 
 
+def _hook_target(result: Webhook | None, arguments: dict[str, Any]) -> str:
+    return result.pk if result is not None else arguments.get("webhook_id", "")
+
+
+@audited("webhook.create", target=_hook_target)
 def webhook_create(*, url: str, events: Any, customer_id: str | None = None) -> Webhook:
     """Register an endpoint; its ``secret`` (whsec_...) is on the returned object only."""
     urlcheck.check(url)
@@ -91,10 +97,12 @@ def webhook_get(webhook_id: str) -> Webhook:
         raise NotFound(f"no webhook {webhook_id}") from None
 
 
+@audited("webhook.delete", target=_hook_target)
 def webhook_delete(*, webhook_id: str) -> None:
     webhook_get(webhook_id).delete()
 
 
+@audited("webhook.rotate_secret", target=_hook_target)
 def webhook_rotate_secret(*, webhook_id: str) -> Webhook:
     """A new secret; deliveries are signed with the old one too for
     SVC_WEBHOOK_SECRET_OVERLAP_HOURS, while receivers move to the new one."""
@@ -111,6 +119,7 @@ def webhook_rotate_secret(*, webhook_id: str) -> Webhook:
     return hook
 
 
+@audited("webhook.enable", target=_hook_target)
 def webhook_enable(*, webhook_id: str) -> Webhook:
     """Enable a disabled endpoint again; it resumes at the event it stopped at."""
     hook = webhook_get(webhook_id)
@@ -125,6 +134,7 @@ def webhook_enable(*, webhook_id: str) -> Webhook:
     return hook
 
 
+@audited("webhook.redeliver", target=_hook_target)
 def webhook_redeliver(*, webhook_id: str, event_id: str) -> Webhook:
     """Send ``event`` and every later one again: the endpoint's position moves back to
     just before it (at least once, in order)."""

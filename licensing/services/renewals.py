@@ -229,7 +229,9 @@ def _renew(
     event_emit(
         Event.Type.LICENSE_RENEWED,
         customer_id=lic.customer_id,
-        data=license_data(lic) | {"expires_at": unix(expires_at), "term_days": term_days},
+        data=license_data(lic)
+        | {"expires_at": unix(expires_at), "term_days": term_days}
+        | ({"batch_id": batch.id} if batch is not None else {}),
     )
     return RenewalResult(
         Renewal.objects.create(

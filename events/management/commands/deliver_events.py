@@ -1,0 +1,81 @@
+"""The webhook worker: ``python manage.py deliver_events``.
+
+Runs until stopped (SIGTERM or SIGINT end it after the attempt in hand), delivering
+every due endpoint's next event and, every ``--scan-every`` seconds, running the
+scheduled pass (expiry, grace, batch and quota events). Start one or more on each node:
+they share the work through the database (a lease per endpoint), and one killed
+mid-delivery loses nothing (the lease ends and another sends the event again)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+
+from events import delivery
+from events.scan import events_scan
+
+
+class Command(BaseCommand):
+    help = (
+        "Deliver webhook events (in order per endpoint, at least once) and run the "
+        "scheduled event pass; runs until stopped, or once with --once."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="Run one scan, deliver what is due now, and exit (cron, tests).",
+        )
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=1.0,
+            help="Seconds to wait when nothing is due (default 1).",
+        )
+        parser.add_argument(
+            "--scan-every",
+            type=float,
+            default=60.0,
+            help="Seconds between scheduled passes (default 60; 0: never).",
+        )
+
+    def handle(self, *args, once: bool, poll: float, scan_every: float, **options):
+        self.stopping = False
+
+        def stop(signum, frame):
+            self.stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        last_scan = float("-inf")
+        delivered = failed = 0
+        while not self.stopping:
+            close_old_connections()  # a connection the database dropped is replaced
+            if scan_every and time.monotonic() - last_scan >= scan_every:
+                written = events_scan().written
+                last_scan = time.monotonic()
+                if written:
+                    self.stdout.write(
+                        "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
+                    )
+            worked = False
+            while not self.stopping:
+                outcome = delivery.deliver_one()
+                if outcome is None:
+                    break
+                if outcome is delivery.NOTHING_TO_SEND:
+                    continue
+                worked = True
+                if outcome.ok:
+                    delivered += 1
+                else:
+                    failed += 1
+            if once:
+                break
+            if not worked:
+                time.sleep(poll)
+        self.stdout.write(f"deliver_events: {delivered} delivered, {failed} failed attempts")

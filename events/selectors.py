@@ -1,0 +1,40 @@
+"""Reads of the event log and the webhook endpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.errors import InvalidInput
+from events.models import Event, Webhook
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[Event]
+    next_cursor: str | None
+
+
+def events_page(
+    *, type: str | None = None, customer_id: str | None = None, cursor: str | None = None,
+    limit: int = 100,
+) -> EventPage:  # fmt: skip
+    """Events newest first, ``limit`` at most; ``next_cursor`` continues with the older
+    ones (the position of the page's last event: none skipped, none repeated, whatever
+    is written meanwhile)."""
+    events = Event.objects.order_by("-id")
+    if type:
+        events = events.filter(type=type)
+    if customer_id:
+        events = events.filter(customer_id=customer_id)
+    if cursor is not None:
+        if not cursor.isascii() or not cursor.isdigit():
+            raise InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
+        events = events.filter(id__lt=int(cursor))
+    rows = list(events[: limit + 1])
+    page = rows[:limit]
+    more = len(rows) > limit
+    return EventPage(page, str(page[-1].id) if more else None)
+
+
+def webhooks_list() -> list[Webhook]:
+    return list(Webhook.objects.order_by("created_at", "id"))

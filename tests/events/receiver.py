@@ -1,0 +1,86 @@
+"""A webhook receiver for the tests: a real HTTP server on loopback that verifies every
+delivery with the ``standardwebhooks`` package (as a customer's receiver would) and
+answers as the test tells it (fail the first N, be slow, be down)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks.webhooks import Webhook as Verifier
+from standardwebhooks.webhooks import WebhookVerificationError
+
+
+@dataclass
+class Delivery:
+    headers: dict[str, str]
+    body: dict
+    verified: bool
+
+
+@dataclass
+class Receiver:
+    secrets: list[str] = field(default_factory=list)
+    fail_first: int = 0
+    delay: float = 0.0
+    status: int = 200
+    deliveries: list[Delivery] = field(default_factory=list)
+    requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/hooks/svc?tenant=1"
+
+    def accepted(self) -> list[Delivery]:
+        with self.lock:
+            return [d for d in self.deliveries if d.verified]
+
+    def verify(self, raw: bytes, headers: dict[str, str]) -> bool:
+        for secret in self.secrets:
+            try:
+                Verifier(secret).verify(raw, headers)
+                return True
+            except WebhookVerificationError:
+                continue
+        return False
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - the http.server name
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with receiver.lock:
+                    receiver.requests += 1
+                    failing = receiver.requests <= receiver.fail_first
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                if failing or receiver.status >= 300:
+                    self.send_response(500 if failing else receiver.status)
+                    self.end_headers()
+                    self.wfile.write(b"receiver is down for maintenance")
+                    return
+                verified = receiver.verify(raw, headers)
+                with receiver.lock:
+                    receiver.deliveries.append(Delivery(headers, json.loads(raw), verified))
+                self.send_response(204 if verified else 401)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
