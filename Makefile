@@ -22,11 +22,17 @@ install: $(BIN)/.installed
 # key) live in var/, created on first run; dev_setup writes what the server runs with to
 # var/dev.env, which config/settings.py reads (so do `python manage.py ...` commands run
 # by hand). Variables set in the environment win. A real root key lives offline.
+# The webhook worker (deliver_events) runs beside gunicorn and stops with it; in
+# development webhooks may point at http:// and local receivers.
 run: install
 	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py migrate --noinput -v 0
 	SVC_DEBUG=1 SVC_ROOT_KEYS= $(PY) manage.py dev_setup --url http://$(HOST):$(PORT)
 	SVC_DEBUG=1 $(PY) manage.py collectstatic --noinput -v 0
-	SVC_ENV_FILE=var/dev.env \
+	rm -rf var/metrics
+	export SVC_ENV_FILE=var/dev.env SVC_WEBHOOK_ALLOW_HTTP=1 SVC_WEBHOOK_ALLOW_PRIVATE=1 \
+	  SVC_METRICS_DIR=var/metrics; \
+	$(PY) manage.py deliver_events & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/gunicorn config.wsgi --bind $(HOST):$(PORT) --workers 2 --access-logfile -
 
 lint: install

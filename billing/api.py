@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing import selectors, serializers, services
-from config import schema
+from config import metrics, schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
 from config.fields import rendered
@@ -63,6 +63,10 @@ class UsageUploadApi(DeviceApi):
             records=body.get("records"),
             nonce=body.get("nonce"),
         )
+        for name, result_label in (("accepted", "accepted"), ("duplicates", "duplicate"),
+                                   ("deferred", "deferred")):  # fmt: skip
+            if result.get(name):
+                metrics.USAGE_RECORDS.labels(result_label).inc(result[name])
         # The receipt's signing key, for devices that have not seen its certificate yet.
         certificate = keyring.active_certificate()
         answer = {**result, "certificates": [certificate] if certificate else []}

@@ -111,6 +111,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.metrics.ResponseCountMiddleware",
     "config.middleware.NulByteMiddleware",
     "config.middleware.UntrustedForwardingMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -377,6 +378,15 @@ def _cidrs(name: str) -> list[str]:
 
 
 SVC_ACTIVATION_ALLOWLIST = _cidrs("SVC_ACTIVATION_ALLOWLIST")
+# GET /metrics answers these addresses (the monitoring network) without a key.
+SVC_METRICS_ALLOWLIST = _cidrs("SVC_METRICS_ALLOWLIST")
+# Several worker processes (gunicorn): their metrics meet in this directory, emptied when
+# the server starts (deploy/gunicorn.conf.py, make run). prometheus-client reads
+# PROMETHEUS_MULTIPROC_DIR when it is first imported, which is after the settings.
+SVC_METRICS_DIR = os.environ.get("SVC_METRICS_DIR", "").strip()
+if SVC_METRICS_DIR:
+    os.makedirs(SVC_METRICS_DIR, exist_ok=True)
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", SVC_METRICS_DIR)
 SVC_TRUSTED_PROXIES = _cidrs("SVC_TRUSTED_PROXIES")
 # Wrong X-Admin-Key requests one address may make in 60 s before it gets 429.
 SVC_ADMIN_KEY_FAILURES = _number("SVC_ADMIN_KEY_FAILURES", 10, low=1, high=1_000_000)

@@ -8,12 +8,14 @@ from config import (
     converters,  # noqa: F401 - registers <id:...>
     views,
 )
+from console import metrics
 from console import views as console_views
 from licensing import health
 
 urlpatterns = [
     path("", views.index, name="index"),
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.MetricsApi.as_view(), name="metrics"),
     # Each app's /v1 routes live in its urls.py.
     path("v1/", include("licensing.urls")),
     path("v1/", include("customers.urls")),

@@ -28,3 +28,22 @@ graceful_timeout = 20
 # The edge logs every request with the node that served it; the node logs errors.
 accesslog = None
 errorlog = "-"
+
+# Metrics of every worker meet in one directory (prometheus-client's multiprocess mode;
+# GET /metrics adds them up). systemd gives each node its own /tmp (PrivateTmp), so the
+# default is the node's own; it is emptied when the node starts.
+os.environ.setdefault("SVC_METRICS_DIR", "/tmp/svc-metrics")  # noqa: S108 - private per node
+
+
+def on_starting(server):
+    import shutil
+
+    shutil.rmtree(os.environ["SVC_METRICS_DIR"], ignore_errors=True)
+    os.makedirs(os.environ["SVC_METRICS_DIR"], exist_ok=True)
+
+
+def child_exit(server, worker):
+    # A worker that exits: its gauges stop counting (counters and histograms stay).
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

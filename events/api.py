@@ -45,6 +45,7 @@ class WebhooksApi(APIView):
         )
 
     @extend_schema(
+        operation_id="v1_admin_webhooks_list",
         responses={200: serializers.WebhookListOut, **schema.errors(schema.ADMIN_ERRORS)},
         parameters=[schema.retry_after(429, 503)],
         description="Every webhook endpoint, oldest first (no secrets).",

@@ -16,16 +16,20 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import clock, schema
+from config import clock, metrics, schema
 from config.api import DeviceApi
 from config.clientip import client_ip
-from config.errors import InvalidInput, RateLimited
+from config.errors import InvalidInput, RateLimited, ServiceError
 from config.fields import rendered, validated
 from licensing import exports, revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
 from signing import keyring
 from svccore.rates import parse_rate
 from svccore.timeunits import unix
+
+_NEW, _REACTIVATED, _REFUSED = (
+    metrics.ACTIVATIONS.labels(r) for r in ("new", "reactivated", "refused")
+)
 
 
 class ActivateApi(DeviceApi):
@@ -69,7 +73,12 @@ class ActivateApi(DeviceApi):
     )
     def post(self, request):
         data = validated(serializers.ActivateIn, request.data)
-        result = services.unit_activate(**data, client_ip=client_ip(request) or None)
+        try:
+            result = services.unit_activate(**data, client_ip=client_ip(request) or None)
+        except ServiceError:
+            _REFUSED.inc()
+            raise
+        (_REACTIVATED if result.reactivated else _NEW).inc()
         # A freshly activated device holds a verified list position without a second call,
         # and the certificates that chain the authority's keys to its compiled-in roots.
         head = revocations.head_get()

@@ -42,6 +42,7 @@ from django.db import transaction
 
 from config import clock
 from config.errors import SigningKeyUnusable
+from config.metrics import timed_signing
 from devices import documents
 from devices import token as codec
 from devices.errors import BadSignature
@@ -354,7 +355,9 @@ def sign_claims(claims: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     the key, ``kid``). SigningKeyUnusable (503) when the active key may not sign."""
     key = _usable().active.signer
     signed = codec.with_kid(claims, key)
-    return codec.encode_token(signed, key), signed
+    with timed_signing(key.kind):
+        token = codec.encode_token(signed, key)
+    return token, signed
 
 
 def sign(claims: dict[str, Any]) -> str:
@@ -363,7 +366,9 @@ def sign(claims: dict[str, Any]) -> str:
 
 def sign_document(prefix: str, payload: dict[str, Any]) -> str:
     """Sign a revocation-list page or usage receipt (``devices.documents``)."""
-    return documents.sign_document(prefix, payload, _usable().active.signer)
+    signer = _usable().active.signer
+    with timed_signing(signer.kind):
+        return documents.sign_document(prefix, payload, signer)
 
 
 def verify(token: str) -> dict[str, Any]:

@@ -272,6 +272,8 @@ def start_gunicorn(log_dir: Path, *, healthy: bool = True, **environment: str) -
         "SVC_SSL_REDIRECT": "0",
         "SVC_SECURE_COOKIES": "0",
         "SVC_LOG_LEVEL": "WARNING",
+        # Each server's workers meet in their own metrics directory (multiprocess mode).
+        "SVC_METRICS_DIR": str(log_dir / f"metrics-{port}"),
         **environment,
     }
     command = [

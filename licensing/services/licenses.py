@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Max
 
 from audit.services import audited
-from config import clock
+from config import clock, metrics
 from config.errors import (
     Conflict,
     Forbidden,
@@ -235,6 +235,7 @@ def license_revoke(*, license_id: str, reason: str = "") -> License:
         lic.revoke_reason = reason[:500]
         lic.save(update_fields=["revoked_at", "revoke_reason"])
         revocation_append(entry=lic.id, revoked_at=lic.revoked_at, until=usable_until(lic))
+        transaction.on_commit(metrics.REVOCATIONS.inc)
         event_emit(
             Event.Type.LICENSE_REVOKED,
             customer_id=lic.customer_id,

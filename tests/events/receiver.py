@@ -16,6 +16,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 @dataclass
 class Delivery:
+    path: str
     headers: dict[str, str]
     body: dict
     verified: bool
@@ -29,13 +30,18 @@ class Receiver:
     status: int = 200
     deliveries: list[Delivery] = field(default_factory=list)
     requests: int = 0
+    inflight: dict[str, int] = field(default_factory=dict)  # path -> requests in flight
+    most_inflight: int = 0  # the most in flight at once to one path
     lock: threading.Lock = field(default_factory=threading.Lock)
     server: ThreadingHTTPServer | None = None
 
     @property
     def url(self) -> str:
+        return self.url_for("svc")
+
+    def url_for(self, name: str) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/hooks/svc?tenant=1"
+        return f"http://{host}:{port}/hooks/{name}?tenant=1"
 
     def accepted(self) -> list[Delivery]:
         with self.lock:
@@ -60,6 +66,16 @@ class Receiver:
                 with receiver.lock:
                     receiver.requests += 1
                     failing = receiver.requests <= receiver.fail_first
+                    now_in = receiver.inflight.get(self.path, 0) + 1
+                    receiver.inflight[self.path] = now_in
+                    receiver.most_inflight = max(receiver.most_inflight, now_in)
+                try:
+                    self._answer(raw, headers, failing)
+                finally:
+                    with receiver.lock:
+                        receiver.inflight[self.path] -= 1
+
+            def _answer(self, raw: bytes, headers: dict[str, str], failing: bool) -> None:
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 if failing or receiver.status >= 300:
@@ -69,7 +85,9 @@ class Receiver:
                     return
                 verified = receiver.verify(raw, headers)
                 with receiver.lock:
-                    receiver.deliveries.append(Delivery(headers, json.loads(raw), verified))
+                    receiver.deliveries.append(
+                        Delivery(self.path, headers, json.loads(raw), verified)
+                    )
                 self.send_response(204 if verified else 401)
                 self.end_headers()
 
