@@ -378,6 +378,32 @@ def _cidrs(name: str) -> list[str]:
 
 
 SVC_ACTIVATION_ALLOWLIST = _cidrs("SVC_ACTIVATION_ALLOWLIST")
+# E-mail alerts (events.alerts): batch thresholds, terms ending, disabled webhooks, as one
+# digest per recipient per SVC_ALERT_INTERVAL_MINUTES at most, to SVC_ALERT_EMAILS and,
+# with SVC_ALERT_CUSTOMERS=1, to each customer's contact about its own. Sent by
+# SVC_EMAIL_URL (smtp://user:password@host:587, smtp+tls://, smtp+ssl://); without it
+# they are written to the log (Django's console backend), as in development.
+SVC_ALERT_EMAILS = [
+    a.strip() for a in os.environ.get("SVC_ALERT_EMAILS", "").split(",") if a.strip()
+]
+for _address in SVC_ALERT_EMAILS:
+    if not re.fullmatch(r"[^@\s,]+@[^@\s,]+\.[^@\s,]+", _address):
+        raise ImproperlyConfigured(f"SVC_ALERT_EMAILS holds {_address!r}, not an e-mail address")
+SVC_ALERT_CUSTOMERS = _flag("SVC_ALERT_CUSTOMERS", default=False)
+SVC_ALERT_INTERVAL_MINUTES = _number("SVC_ALERT_INTERVAL_MINUTES", 60, low=1, high=10_080)
+DEFAULT_FROM_EMAIL = os.environ.get("SVC_EMAIL_FROM", "").strip() or "licensing@localhost"
+if os.environ.get("SVC_EMAIL_URL", "").strip():
+    try:
+        globals().update(environ.Env.email_url_config(os.environ["SVC_EMAIL_URL"].strip()))
+    except Exception as exc:  # a malformed URL names the variable, never its password
+        raise ImproperlyConfigured(
+            "SVC_EMAIL_URL must be smtp://user:password@host:port (or smtp+tls://, "
+            f"smtp+ssl://): {type(exc).__name__}"
+        ) from None
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+EMAIL_TIMEOUT = 10
+
 # GET /metrics answers these addresses (the monitoring network) without a key.
 SVC_METRICS_ALLOWLIST = _cidrs("SVC_METRICS_ALLOWLIST")
 # Several worker processes (gunicorn): their metrics meet in this directory, emptied when

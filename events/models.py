@@ -102,3 +102,25 @@ class DeliveryAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.webhook_id} {self.attempt} {'ok' if self.ok else 'failed'}"
+
+
+class AlertMailbox(models.Model):
+    """Where the e-mail alerts to one address stand: the last event it was told about,
+    and when its last digest went (at most one per SVC_ALERT_INTERVAL_MINUTES)."""
+
+    address = models.EmailField(max_length=254)
+    customer_id = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A customer's contact: only its events. Empty: an operator.",
+    )
+    position = models.BigIntegerField(help_text="Id of the last event reported.")
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["address", "customer_id"], name="alert_mailbox_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.address} ({self.customer_id or 'operator'})"

@@ -2,7 +2,8 @@
 
 Runs until stopped (SIGTERM or SIGINT end it after the attempt in hand), delivering
 every due endpoint's next event and, every ``--scan-every`` seconds, running the
-scheduled pass (expiry, grace, batch and quota events). Start one or more on each node:
+scheduled pass (expiry, grace, batch and quota events) and sending the e-mail alerts
+that are due. Start one or more on each node:
 they share the work through the database (a lease per endpoint), and one killed
 mid-delivery loses nothing (the lease ends and another sends the event again)."""
 
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from events import delivery
+from events.alerts import alerts_send
 from events.scan import events_scan
 
 
@@ -57,11 +59,14 @@ class Command(BaseCommand):
             close_old_connections()  # a connection the database dropped is replaced
             if scan_every and time.monotonic() - last_scan >= scan_every:
                 written = events_scan().written
+                mailed = alerts_send()
                 last_scan = time.monotonic()
                 if written:
                     self.stdout.write(
                         "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
                     )
+                if mailed:
+                    self.stdout.write(f"alerts: {mailed} digest(s) sent")
             worked = False
             while not self.stopping:
                 outcome = delivery.deliver_one()
