@@ -18,7 +18,14 @@ class WebhookIn(serializers.Serializer):
         "SVC_WEBHOOK_ALLOW_HTTP / SVC_WEBHOOK_ALLOW_PRIVATE).",
     )
     events = serializers.ListField(
-        child=StrictCharField(max_length=64),
+        child=serializers.ChoiceField(
+            choices=["*", *Event.Type.values],
+            error_messages={
+                "invalid_choice": "unknown event type {input!r}; the types are: "
+                + ", ".join(sorted(Event.Type.values))
+                + ', or "*" for every one'
+            },
+        ),
         min_length=1,
         max_length=len(Event.Type.values) + 1,
         help_text='Event types to receive, or ["*"] for every type.',
@@ -69,8 +76,11 @@ class EventOut(serializers.Serializer):
 class EventQuery(serializers.Serializer):
     type = serializers.ChoiceField(choices=Event.Type.choices, required=False)
     customer_id = IdField(required=False)
-    cursor = StrictCharField(
-        required=False, max_length=20, help_text="next_cursor of the page before."
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,19}$",
+        required=False,
+        error_messages={"invalid": "cursor must be a next_cursor this API gave"},
+        help_text="next_cursor of the page before.",
     )
     limit = QueryIntegerField(required=False, default=100, min_value=1, max_value=EVENT_PAGE_MAX)
 

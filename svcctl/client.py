@@ -45,6 +45,9 @@ class AdminClient:
     def post(self, path: str, body: dict[str, Any]) -> Any:
         return self._send("POST", path, body)
 
+    def delete(self, path: str) -> Any:
+        return self._send("DELETE", path)
+
     def download(self, path: str, out: IO[bytes], **query: Any) -> int:
         """GET ``path`` and copy the answer to ``out`` as it arrives (a streamed export,
         never held whole in memory). Returns the bytes written."""

@@ -35,6 +35,8 @@ from billing.issuing import invoice_issue
 from billing.limits import start_of_day
 from config.schema import PRINTABLE
 from customers.services import customer_create
+from events.models import Event
+from events.services import webhook_create
 from licensing.models import License
 from licensing.revocations import answers_forget
 from licensing.selectors import fleet_page
@@ -51,6 +53,7 @@ pytestmark = [pytest.mark.live]
 MAX_EXAMPLES = int(os.environ.get("FUZZ_MAX_EXAMPLES", "50"))
 SEED = os.environ.get("FUZZ_SEED")
 DEVICE = "fuzz-cam-0001"
+ABSENT = object()  # a seeded value that removes the field from a valid request
 
 # A request the schema admits may still be refused for what it names, not for its shape:
 # a SKU missing from the catalogue (spec §7: 400), a token that is no licence, a record
@@ -70,6 +73,7 @@ REFUSED_BY_CONTENT = [
     # ending after 9999 once renewed again and again.
     "POST /v1/admin/renew",
     "GET /v1/license",  # a device id the bearer token is not bound to
+    "POST /v1/admin/webhooks",  # a host that does not resolve, or to a private address
 ]
 ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
@@ -113,7 +117,24 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
     # token it was activated with; another batch for the fuzzed renewals.
     license_renew(idempotency_key="fuzz-seed", batch_id=batch.id)
     renewable = batch_issue(customer_id=customer.id, sku="DETECT-STD", units=10)
+    # Webhook endpoints on loopback (the server allows it here); the activations above
+    # wrote events to send again. One endpoint to delete, one for the rest.
+    kept = webhook_create(url="http://127.0.0.1:9/kept", events=["*"])
+    doomed = webhook_create(url="http://127.0.0.1:9/doomed", events=["*"])
+    event = Event.objects.order_by("id").first()
+    hook_path = {"path_parameters": {"webhook_id": kept.pk}}
     values = {
+        "POST /v1/admin/webhooks": {
+            "body": {"url": "http://127.0.0.1:9/hook", "customer_id": customer.id}
+        },
+        "GET /v1/admin/webhooks/{webhook_id}": hook_path,
+        "DELETE /v1/admin/webhooks/{webhook_id}": {"path_parameters": {"webhook_id": doomed.pk}},
+        "POST /v1/admin/webhooks/{webhook_id}/rotate-secret": hook_path,
+        "POST /v1/admin/webhooks/{webhook_id}/enable": hook_path,
+        "POST /v1/admin/webhooks/{webhook_id}/redeliver": {
+            **hook_path,
+            "body": {"event_id": event.event_id},
+        },
         "POST /v1/activate": {"body": {"batch_token": batch.license.token}},
         "POST /v1/usage": {"body": {"device_id": DEVICE}},
         "POST /v1/admin/batches": {"body": {"customer_id": customer.id, "sku": "VISION-PRO"}},
@@ -122,7 +143,8 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/revoke": {"body": {"license_id": to_revoke.id}},
         "POST /v1/admin/seats/release": {"body": {"license_id": dead.license_id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
-        "POST /v1/admin/renew": {"body": {"batch_id": renewable.id}},
+        # One of batch_id and license_id: the seeded batch, and no licence beside it.
+        "POST /v1/admin/renew": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
         "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
         "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
@@ -144,7 +166,8 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
 
 
 @pytest.fixture
-def seeded(transactional_db, tmp_path):
+def seeded(transactional_db, tmp_path, settings):
+    settings.SVC_WEBHOOK_ALLOW_HTTP = settings.SVC_WEBHOOK_ALLOW_PRIVATE = True
     values, unit_token = _seed()
     answers_forget()
     service = start_gunicorn(
@@ -152,6 +175,8 @@ def seeded(transactional_db, tmp_path):
         SVC_PUBLIC_DOCS="1",
         # Every ignored_auth probe sends a wrong key; it must not lock loopback out.
         SVC_ADMIN_KEY_FAILURES="1000000",
+        SVC_WEBHOOK_ALLOW_HTTP="1",
+        SVC_WEBHOOK_ALLOW_PRIVATE="1",
     )
     target = Seeded(service=service, values=values, unit_token=unit_token)
     try:
@@ -227,7 +252,9 @@ def api_schema(seeded):
 
         def substitute(flags: list[bool]) -> Any:
             for (location, name), flag in zip(names, flags, strict=True):
-                if flag:
+                if flag and known[location][name] is ABSENT:
+                    getattr(case, location).pop(name, None)
+                elif flag:
                     getattr(case, location)[name] = known[location][name]
             return case
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from svcctl.commands import batches, billing, customers, fleet, keys, licenses
+from svcctl.commands import batches, billing, customers, fleet, keys, licenses, webhooks
 from svcctl.commands.base import Command
 
 ORDER = (
@@ -19,6 +19,8 @@ ORDER = (
     "usage",
     "invoice",
     "catalogue",
+    "webhooks",
+    "events",
     "mint",
     "inspect",
     "keygen",
@@ -26,7 +28,7 @@ ORDER = (
     "certify",
     "register",
 )
-MODULES = (customers, batches, licenses, fleet, billing, keys)
+MODULES = (customers, batches, licenses, fleet, billing, webhooks, keys)
 
 
 def ordered() -> list[Command]:

@@ -93,3 +93,39 @@ def test_two_workers_and_a_kill_deliver_everything_in_order(
         assert len(seen) - len(deduplicated) <= 1
     assert receiver.most_inflight == 1
     assert second.returncode == 0  # SIGTERM: it finished the attempt in hand and exited
+
+
+def test_the_scheduled_pass_on_two_nodes_at_once_writes_each_event_once(
+    transactional_db, make_batch, tmp_path
+):
+    """Two ``events_scan`` processes started together over 40 batches past every
+    threshold and terms about to end: each event is in the log once."""
+    from django.db.models import Count
+
+    from events.models import Event
+    from licensing.models import Batch
+
+    batches = [make_batch(units=1) for _ in range(40)]
+    Batch.objects.filter(pk__in=[b.pk for b in batches]).update(units_activated=1)
+    env = {
+        **os.environ,
+        "DATABASE_URL": conftest.test_database_url(),
+        "SVC_SECRET_KEY": settings.SECRET_KEY,
+        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
+        "SVC_DEBUG": "0",
+        "SVC_SSL_REDIRECT": "0",
+        "SVC_LOG_LEVEL": "WARNING",
+    }
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "events_scan"], cwd=conftest.REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for _ in range(2)
+    ]  # fmt: skip
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert all(run.returncode == 0 for run in runs), outputs
+    thresholds = Event.objects.filter(type="batch.threshold")
+    assert thresholds.count() == 40 * 3
+    twice = thresholds.values("once_key").annotate(n=Count("id")).filter(n__gt=1)
+    assert not twice.exists()

@@ -502,7 +502,7 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
 ONLINE = ["customer", "batch", "license", "revoke", "release", "renew", "expiring", "fleet"]
-ONLINE += ["batch-status", "usage", "invoice", "catalogue", "register"]
+ONLINE += ["batch-status", "usage", "invoice", "catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
 
@@ -874,3 +874,33 @@ def test_an_inline_key_that_begins_with_a_dash_is_a_value_not_an_option(tmp_path
     result = svcctl("inspect", str(out), "--pubkey", inline)
     assert result.returncode == 0, result.stderr
     assert "signature        valid" in result.stdout
+
+
+@pytest.mark.live
+def test_webhooks_and_events_from_svcctl(online, transactional_db, make_batch, settings):
+    """Register (refused where the server does not allow the address, naming the
+    setting), list, show, rotate, delete; the event log with a type filter."""
+    from events.services import event_emit, webhook_create
+
+    refused = svcctl("webhooks", "add", "http://127.0.0.1:9/hook", env=online)
+    assert refused.returncode == 1 and "SVC_WEBHOOK_ALLOW_HTTP" in refused.stderr
+    assert svcctl("webhooks", "show", env=online).returncode == 2  # no id given
+    settings.SVC_WEBHOOK_ALLOW_HTTP = settings.SVC_WEBHOOK_ALLOW_PRIVATE = True
+    hook = webhook_create(url="http://127.0.0.1:9/hook", events=["license.revoked"])
+    listed = svcctl("webhooks", "list", env=online)
+    assert listed.returncode == 0 and hook.pk in listed.stdout and "delivering" in listed.stdout
+    rotated = svcctl("webhooks", "rotate", hook.pk, env=online)
+    assert (
+        rotated.returncode == 0
+        and "whsec_" in rotated.stdout
+        and "shown only now" in rotated.stdout
+    )
+    shown = svcctl("webhooks", "show", hook.pk, "--json", env=online)
+    assert json.loads(shown.stdout)["webhook_id"] == hook.pk and "whsec_" not in shown.stdout
+    assert svcctl("webhooks", "delete", hook.pk, env=online).returncode == 0
+    gone = svcctl("webhooks", "delete", hook.pk, env=online)
+    assert gone.returncode == 1 and f"no webhook {hook.pk}" in gone.stderr
+    event_emit("license.revoked", customer_id="CUST-X", data={"license_id": "LIC-SVCCTL"})
+    event_emit("signing_key.revoked", data={"kid": "k"})
+    events = svcctl("events", "--type", "license.revoked", env=online)
+    assert events.returncode == 0 and "LIC-SVCCTL" in events.stdout and "kid" not in events.stdout
