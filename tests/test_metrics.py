@@ -79,3 +79,22 @@ def test_a_gunicorn_node_adds_up_its_workers(live_service, transactional_db, mak
     # Every scrape sees the same count, whichever worker answered it.
     counts = {_value(text, "svc_activations_total", '{result="new"}') for text in scrapes}
     assert len(counts) == 1, counts
+
+
+def test_the_shipped_prometheus_config_and_alert_rules_hold():
+    """deploy/prometheus: the scrape config is valid, and each alert rule fires on the
+    series that should raise it and stays quiet otherwise (promtool's rule tests)."""
+    import shutil
+    import subprocess
+
+    from tests.conftest import REPO, tool_missing
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        tool_missing("promtool (Debian package prometheus) is not installed")
+    directory = REPO / "deploy" / "prometheus"
+    for command in (["check", "config", "prometheus.yml"], ["test", "rules", "alerts_test.yml"]):
+        result = subprocess.run(
+            [promtool, *command], cwd=directory, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
