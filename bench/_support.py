@@ -43,6 +43,7 @@ def configure_django(tmp: Path, pg: str, name: str) -> None:
         SVC_DEBUG="0",
         SVC_SSL_REDIRECT="0",
         SVC_LOG_LEVEL="WARNING",
+        SVC_ENV_FILE="",  # never the development server's var/dev.env
         DJANGO_SETTINGS_MODULE="config.settings",
     )
     subprocess.run(

@@ -217,6 +217,7 @@ def environment(tmp: Path, cache_url: str) -> dict[str, str]:
         "SVC_DEBUG": "0",
         "SVC_SSL_REDIRECT": "0",
         "SVC_LOG_LEVEL": "WARNING",
+        "SVC_ENV_FILE": "",  # never the development server's var/dev.env
         "SVC_DB_CONN_MAX_AGE": "600",
         "DJANGO_SETTINGS_MODULE": "bench.floor_settings",
         "SVC_ADMIN_KEY": ADMIN_KEY,

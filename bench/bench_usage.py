@@ -65,6 +65,7 @@ def environment(tmp: Path) -> dict[str, str]:
         "SVC_DEBUG": "0",
         "SVC_SSL_REDIRECT": "0",
         "SVC_LOG_LEVEL": "WARNING",
+        "SVC_ENV_FILE": "",  # never the development server's var/dev.env
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
 

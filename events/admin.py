@@ -23,9 +23,8 @@ ATTEMPTS_SHOWN = 20
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "type", "customer_id", "event_id", "summary"]
-    list_filter = ["type", "created_at"]
-    search_fields = ["event_id", "customer_id"]
-    date_hierarchy = "created_at"
+    list_filter = ["type"]
+    search_fields = ["=event_id", "=customer_id"]
     list_per_page = 100
     fields = ["event_id", "type", "customer_id", "created_at", "data_shown", "once_key"]
     readonly_fields = fields

@@ -25,14 +25,13 @@ EVENT_TYPES = frozenset(Event.Type.values)
 SECRET_PREFIX = "whsec_"  # noqa: S105 - the prefix, not a secret
 
 
-def event_emit(
+def event_row(
     type: str, *, customer_id: str = "", data: dict[str, Any], once_key: str | None = None
-) -> None:
-    """Write one event. ``once_key`` names an event that happens once (a threshold
-    crossed, a reminder sent): a second write with the same key, from any node, writes
-    nothing. One INSERT, inside the caller's transaction."""
+) -> tuple[type[Event], dict[str, Any]]:
+    """An event as a row for ``config.rows.insert_rows``, for a hot path that writes it
+    in the same statement as the change it reports (a new activation)."""
     assert type in EVENT_TYPES, type
-    values = {
+    return Event, {
         "event_id": f"evt_{random_id(24)}",
         "type": type,
         "customer_id": customer_id or "",
@@ -40,10 +39,19 @@ def event_emit(
         "created_at": clock.now(),
         "once_key": once_key,
     }
+
+
+def event_emit(
+    type: str, *, customer_id: str = "", data: dict[str, Any], once_key: str | None = None
+) -> None:
+    """Write one event, inside the caller's transaction. ``once_key`` names an event
+    that happens once (a threshold crossed, a reminder sent): a second write with the
+    same key, from any node, writes nothing."""
+    model, values = event_row(type, customer_id=customer_id, data=data, once_key=once_key)
     if once_key is None:
-        insert_row(Event, **values)
+        insert_row(model, **values)
         return
-    Event.objects.bulk_create([Event(**values)], ignore_conflicts=True)
+    model.objects.bulk_create([model(**values)], ignore_conflicts=True)
 
 
 def _secret() -> str:

@@ -36,10 +36,10 @@ from django.db import IntegrityError, connection, transaction
 
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
-from config.rows import insert_row
+from config.rows import insert_rows
 from devices.errors import BadSignature
 from events.models import Event
-from events.services import event_emit
+from events.services import event_row
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.services import renewals, seats
@@ -277,12 +277,13 @@ def _unit_create(
     client_ip: str | None,
     transfer_of: int | None,
     signed_unit: tuple[dt.datetime, str, dict[str, Any]],
+    units_remaining: int,
 ) -> tuple[str, str]:
-    """Write the signed unit licence with its activation record: (licence id, token)."""
+    """Write the signed unit licence, its activation record and its event (the outbox:
+    reported only if it happened), in one statement: (licence id, token)."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
-    insert_row(
-        License,
+    license_row = dict(
         id=signed["lic"],
         kind=License.Kind.UNIT,
         customer_id=key.customer_id,
@@ -301,8 +302,7 @@ def _unit_create(
         revoked_at=None,
         revoke_reason="",
     )
-    insert_row(
-        Activation,
+    activation_row = dict(
         batch_id=key.batch_id,
         device_id=device_id,
         license_id=signed["lic"],
@@ -313,6 +313,21 @@ def _unit_create(
         client_ip=client_ip,
         transfer_of_id=transfer_of,
     )
+    event = event_row(
+        Event.Type.LICENSE_ACTIVATED,
+        customer_id=key.customer_id,
+        data={
+            "license_id": signed["lic"],
+            "customer_id": key.customer_id,
+            "batch_id": key.batch_id,
+            "device_id": device_id,
+            "sku": key.sku,
+            "expires_at": signed["exp"],
+            "units_remaining": units_remaining,
+            "transfer": transfer_of is not None,
+        },
+    )
+    insert_rows((License, license_row), (Activation, activation_row), event)
     return signed["lic"], token
 
 
@@ -368,21 +383,7 @@ def unit_activate(
                 client_ip=client_ip,
                 transfer_of=transfer_of,
                 signed_unit=signed_unit,
-            )
-            # In the activation's transaction (an outbox): reported only if it happened.
-            event_emit(
-                Event.Type.LICENSE_ACTIVATED,
-                customer_id=key.customer_id,
-                data={
-                    "license_id": license_id,
-                    "customer_id": key.customer_id,
-                    "batch_id": key.batch_id,
-                    "device_id": device_id,
-                    "sku": key.sku,
-                    "expires_at": signed_unit[2]["exp"],
-                    "units_remaining": seat[0],
-                    "transfer": transfer_of is not None,
-                },
+                units_remaining=seat[0],
             )
     except IntegrityError:
         _, existing = _lookup(key, device_id, now)
