@@ -42,6 +42,13 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         ("SVC_LOGIN_COOLOFF_MINUTES", "nan", "a number from"),
         ("SVC_LIST_HEAD_SECONDS", "61", "a number from 0 to 60"),
         ("SVC_DB_CONN_MAX_AGE", "1.5", "a whole number from 0 to"),
+        ("SVC_WEBHOOK_ALLOW_HTTP", "sure", "must be 1 or 0"),
+        ("SVC_WEBHOOK_TIMEOUT", "0", "a number from 0.1 to 60"),
+        ("SVC_WEBHOOK_RETRY_HOURS", "1000", "a number from"),
+        ("SVC_ALERT_INTERVAL_MINUTES", "0", "a whole number from 1 to"),
+        ("SVC_ALERT_EMAILS", "ops@example.com,nobody", "'nobody', not an e-mail address"),
+        ("SVC_EMAIL_URL", "smtp://user:hunter2@mail:notaport", "must be smtp://"),
+        ("SVC_METRICS_ALLOWLIST", "10.0.0.0/33", "SVC_METRICS_ALLOWLIST"),
     ],
 )
 def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
@@ -59,6 +66,11 @@ def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
     [
         {"SVC_ACTIVATION_RATE": "100/1m", "SVC_PUBLIC_DOCS": "1", "SVC_DEBUG": "true"},
         {"SVC_LOGIN_COOLOFF_MINUTES": "0.5", "SVC_HSTS_SECONDS": "0", "SVC_SSL_REDIRECT": "off"},
+        {
+            "SVC_EMAIL_URL": "smtp+tls://alerts:secret@mail.example.com:587",
+            "SVC_ALERT_EMAILS": "ops@example.com, oncall@example.com",
+            "SVC_ALERT_CUSTOMERS": "1",
+        },
     ],
 )
 def test_well_formed_settings_start(variables):
