@@ -233,6 +233,8 @@ http {{
 def edge(django_db_setup, signing_key_file, tmp_path_factory):
     """nginx -> two gunicorn nodes (3 workers x 4 threads each) -> the test database,
     the nodes sharing a private Redis."""
+    if NGINX is None:
+        tool_missing("nginx is not installed (apt-get install nginx; .ci/run does)")
     directory = tmp_path_factory.mktemp("edge")
     redis, cache_url = _start_redis(directory)
     environment = {
