@@ -34,6 +34,11 @@ def _when(seconds: int) -> str:
     return f"{dt.datetime.fromtimestamp(seconds, dt.UTC):%Y-%m-%d %H:%M} UTC"
 
 
+def _term_of(data: dict) -> str:
+    what = f"batch {data['batch_id']}" if data.get("batch_id") else f"licence {data['license_id']}"
+    return f"{what} of {data['customer_id']} ({data['sku']})"
+
+
 def line(event: Event) -> str:
     """One event as a sentence with the ids and numbers needed to act."""
     data = event.data
@@ -44,20 +49,14 @@ def line(event: Event) -> str:
             f"{data['units_purchased']:,}."
         )
     if event.type == Event.Type.LICENSE_EXPIRING:
-        what = (
-            f"batch {data['batch_id']}" if data.get("batch_id") else f"licence {data['license_id']}"
-        )
         return (
-            f"The term of {what} of {data['customer_id']} ({data['sku']}) ends "
+            f"The term of {_term_of(data)} ends "
             f"{_when(data['expires_at'])}, in {data['days']} day(s) or less; renew it to keep "
             "its cameras running."
         )
     if event.type == Event.Type.LICENSE_GRACE_STARTED:
-        what = (
-            f"batch {data['batch_id']}" if data.get("batch_id") else f"licence {data['license_id']}"
-        )
         return (
-            f"The term of {what} of {data['customer_id']} ({data['sku']}) ended "
+            f"The term of {_term_of(data)} ended "
             f"{_when(data['expires_at'])}; its cameras run on grace for {data['grace_days']} "
             "day(s)."
         )

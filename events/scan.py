@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import F, Sum
 
 from billing.models import UsageDaily
 from config import clock
@@ -87,31 +87,35 @@ def _terms(result: ScanResult, now: dt.datetime) -> None:
             )
 
 
+def _crossed(percents: tuple[int, ...], used: int, total: int) -> list[int]:
+    """The thresholds ``used`` of ``total`` has reached (whole-number maths)."""
+    return [percent for percent in percents if used * 100 >= total * percent]
+
+
 def _batches(result: ScanResult) -> None:
-    lowest = min(BATCH_PERCENTS)
-    for batch in Batch.objects.filter(units_purchased__gt=0).only(
+    # Only the batches past the lowest threshold are read (whole-number maths, as above).
+    filling = Batch.objects.alias(
+        used=F("units_activated") * 100, lowest=F("units_purchased") * min(BATCH_PERCENTS)
+    ).filter(units_purchased__gt=0, used__gte=F("lowest"))
+    for batch in filling.only(
         "id", "customer_id", "sku", "units_purchased", "units_activated", "license_id"
     ):
-        used = batch.units_activated * 100
-        if used < batch.units_purchased * lowest:
-            continue
-        for percent in BATCH_PERCENTS:
-            if used >= batch.units_purchased * percent:
-                _emit(
-                    result,
-                    Event.Type.BATCH_THRESHOLD,
-                    customer_id=batch.customer_id,
-                    data={
-                        "batch_id": batch.id,
-                        "license_id": batch.license_id,
-                        "customer_id": batch.customer_id,
-                        "sku": batch.sku,
-                        "percent": percent,
-                        "units_activated": batch.units_activated,
-                        "units_purchased": batch.units_purchased,
-                    },
-                    once_key=f"batch.threshold:{batch.id}:{percent}",
-                )
+        for percent in _crossed(BATCH_PERCENTS, batch.units_activated, batch.units_purchased):
+            _emit(
+                result,
+                Event.Type.BATCH_THRESHOLD,
+                customer_id=batch.customer_id,
+                data={
+                    "batch_id": batch.id,
+                    "license_id": batch.license_id,
+                    "customer_id": batch.customer_id,
+                    "sku": batch.sku,
+                    "percent": percent,
+                    "units_activated": batch.units_activated,
+                    "units_purchased": batch.units_purchased,
+                },
+                once_key=f"batch.threshold:{batch.id}:{percent}",
+            )
 
 
 def _quotas(result: ScanResult) -> None:
@@ -131,24 +135,23 @@ def _quotas(result: ScanResult) -> None:
     for row in used:
         lic = metered[row["license_id"]]
         quota = int(lic.claims["lim"]["api_calls"])
-        for percent in QUOTA_PERCENTS:
-            if row["inferences"] * 100 >= quota * percent:
-                _emit(
-                    result,
-                    Event.Type.USAGE_QUOTA_THRESHOLD,
-                    customer_id=lic.customer_id,
-                    data={
-                        "license_id": lic.id,
-                        "customer_id": lic.customer_id,
-                        "sku": lic.sku,
-                        "device_id": lic.device_id,
-                        "percent": percent,
-                        "inferences": row["inferences"],
-                        "api_calls": quota,
-                    }
-                    | ({"batch_id": lic.batch_id} if lic.batch_id else {}),
-                    once_key=f"usage.quota_threshold:{lic.id}:{quota}:{percent}",
-                )
+        for percent in _crossed(QUOTA_PERCENTS, row["inferences"], quota):
+            _emit(
+                result,
+                Event.Type.USAGE_QUOTA_THRESHOLD,
+                customer_id=lic.customer_id,
+                data={
+                    "license_id": lic.id,
+                    "customer_id": lic.customer_id,
+                    "sku": lic.sku,
+                    "device_id": lic.device_id,
+                    "percent": percent,
+                    "inferences": row["inferences"],
+                    "api_calls": quota,
+                }
+                | ({"batch_id": lic.batch_id} if lic.batch_id else {}),
+                once_key=f"usage.quota_threshold:{lic.id}:{quota}:{percent}",
+            )
 
 
 def events_scan(now: dt.datetime | None = None) -> ScanResult:
