@@ -19,9 +19,9 @@ from svccore.money import exact, minor_units
 TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
 
 
-# Keys whose integer values are Unix seconds, in licence claims and audit details.
+# Keys whose integer values are Unix seconds, in licence claims, audit details and events.
 TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
-             "usable_until")  # fmt: skip
+             "usable_until", "expires_at")  # fmt: skip
 _TIME_LINE = re.compile(rf'^(\s*"({"|".join(TIME_KEYS)})": )(\d+)(,?)$', re.MULTILINE)
 
 

@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from config.adminbase import NoEditAdmin, ReadOnlyAdmin, service_form_view
-from config.display import pretty_json
+from config.display import TIME_KEYS, pretty_json, utc_time
 from events import services
 from events.models import DeliveryAttempt, Event, Webhook
 
@@ -32,7 +32,12 @@ class EventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="data")
     def summary(self, event: Event) -> str:
-        text = ", ".join(f"{k}={v}" for k, v in event.data.items() if k != "customer_id")
+        def shown(key: str, value) -> str:
+            if key in TIME_KEYS and isinstance(value, int):
+                return utc_time(value) or "never"
+            return str(value)
+
+        text = ", ".join(f"{k}={shown(k, v)}" for k, v in event.data.items() if k != "customer_id")
         return text if len(text) <= 100 else text[:99] + "\u2026"
 
     @admin.display(description="data")
@@ -60,8 +65,10 @@ class RedeliverForm(forms.Form):
 
 @admin.register(Webhook)
 class WebhookAdmin(NoEditAdmin):
-    list_display = ["id", "url", "event_types", "customer", "state", "created_at"]
-    list_filter = ["enabled"]
+    empty_times = {"failing_since": "not failing"}
+    # Few columns: a URL and a list of event types are long already (no filter sidebar;
+    # the state column says which endpoints are disabled).
+    list_display = ["id", "url", "event_types", "customer_id", "state"]
     search_fields = ["id", "url"]
     fields = [
         "id", "url", "event_types", "customer", "state", "disabled_reason", "failing_since",

@@ -11,19 +11,19 @@ from config import clock
 
 class Event(models.Model):
     class Type(models.TextChoices):
-        LICENSE_ACTIVATED = "license.activated"
-        LICENSE_REVOKED = "license.revoked"
-        LICENSE_RENEWED = "license.renewed"
-        LICENSE_EXPIRING = "license.expiring"
-        LICENSE_GRACE_STARTED = "license.grace_started"
-        BATCH_THRESHOLD = "batch.threshold"
-        SEAT_RELEASED = "seat.released"
-        USAGE_QUOTA_THRESHOLD = "usage.quota_threshold"
-        INVOICE_ISSUED = "invoice.issued"
-        CREDIT_NOTE_ISSUED = "credit_note.issued"
-        SIGNING_KEY_REVOKED = "signing_key.revoked"
-        TOKEN_COMPROMISE_SUSPECTED = "token.compromise_suspected"  # noqa: S105 - a name
-        WEBHOOK_DISABLED = "webhook.disabled"
+        LICENSE_ACTIVATED = "license.activated", "license.activated"
+        LICENSE_REVOKED = "license.revoked", "license.revoked"
+        LICENSE_RENEWED = "license.renewed", "license.renewed"
+        LICENSE_EXPIRING = "license.expiring", "license.expiring"
+        LICENSE_GRACE_STARTED = "license.grace_started", "license.grace_started"
+        BATCH_THRESHOLD = "batch.threshold", "batch.threshold"
+        SEAT_RELEASED = "seat.released", "seat.released"
+        USAGE_QUOTA_THRESHOLD = "usage.quota_threshold", "usage.quota_threshold"
+        INVOICE_ISSUED = "invoice.issued", "invoice.issued"
+        CREDIT_NOTE_ISSUED = "credit_note.issued", "credit_note.issued"
+        SIGNING_KEY_REVOKED = "signing_key.revoked", "signing_key.revoked"
+        TOKEN_COMPROMISE_SUSPECTED = "token.compromise_suspected", "token.compromise_suspected"  # noqa: S105 - a name
+        WEBHOOK_DISABLED = "webhook.disabled", "webhook.disabled"
 
     # The position in the log: deliveries and cursors follow it.
     id = models.BigAutoField(primary_key=True)
@@ -93,7 +93,7 @@ class Webhook(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.id} {self.url}"
+        return self.id
 
 
 class DeliveryAttempt(models.Model):

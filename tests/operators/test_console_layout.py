@@ -27,6 +27,7 @@ from billing.limits import start_of_day
 from billing.services import invoice_issue
 from config.errors import ServiceError
 from customers.services import customer_create
+from events.models import DeliveryAttempt, Event, Webhook
 from licensing.models import Activation, License
 from licensing.services import batch_issue, license_issue, license_register, license_revoke
 from licensing.services.seats import seat_release
@@ -196,7 +197,27 @@ def _seed(url: str) -> dict[str, str]:
     ):
         with contextlib.suppress(ServiceError):
             attempt()
+    # A customer's webhook endpoint (made as the service would, without resolving its
+    # example name) that failed twice on an event, then took it.
+    hook = Webhook.objects.create(
+        id="wh_7Q2M9XK4PD3TR8VB1ZNC",
+        url="https://hooks.nordlicht-sicherheitstechnik.example/licensing/v2/events?tenant=hamburg-nord",
+        events=["license.activated", "license.revoked", "batch.threshold", "seat.released"],
+        customer_id=nordlicht.id,
+        secret="whsec_" + "A" * 44,
+    )
+    revoked_event = Event.objects.filter(type="license.revoked").order_by("id").first()
+    for attempt, (ok, status, excerpt) in enumerate(
+        [(False, 503, "upstream connect error or disconnect/reset before headers. reset reason: "
+          "connection termination"), (False, None, ""), (True, 204, "")], start=1
+    ):  # fmt: skip
+        DeliveryAttempt.objects.create(
+            webhook=hook, event=revoked_event, attempt=attempt, ok=ok, status_code=status,
+            latency_ms=[10_012, 3, 87][attempt - 1], response_excerpt=excerpt,
+            error="" if status else "ConnectionRefusedError: [Errno 111] Connection refused",
+        )  # fmt: skip
     return {
+        "webhook": hook.pk,
         "customer": nordlicht.id,
         "batch": vision.id,
         "revoked_licence": revoked.license_id,
@@ -248,6 +269,9 @@ def test_console_pages_fit_the_window(width, live_service, transactional_db, tmp
         ("usage-daily-list", "/admin/billing/usagedaily/", "#result_list"),
         ("usage-record-list", "/admin/billing/usagerecord/", "#result_list"),
         ("revocation-list", "/admin/licensing/revocation/", "#result_list"),
+        ("event-list", "/admin/events/event/", "#result_list"),
+        ("webhook-list", "/admin/events/webhook/", "#result_list"),
+        ("webhook-page", f"/admin/events/webhook/{seeded['webhook']}/change/", "#content-main"),
     ]
     problems: dict[str, list[str]] = {}
     texts: dict[str, str] = {}  # each page's text
