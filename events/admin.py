@@ -102,7 +102,7 @@ class WebhookAdmin(NoEditAdmin):
     @admin.display(description=f"last {ATTEMPTS_SHOWN} attempts")
     def recent_attempts(self, hook: Webhook):
         attempts = (
-            DeliveryAttempt.objects.filter(webhook=hook)
+            DeliveryAttempt.objects.filter(webhook_id=hook.pk)
             .select_related("event")
             .order_by("-at", "-id")[:ATTEMPTS_SHOWN]
         )

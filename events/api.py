@@ -70,7 +70,7 @@ class WebhookDetailApi(APIView):
     @extend_schema(
         parameters=[_WEBHOOK_PATH, schema.retry_after(429, 503)],
         responses={204: OpenApiResponse(description="Deleted."), **schema.errors(_NOT_FOUND)},
-        description="Delete an endpoint and its attempt log.",
+        description="Delete an endpoint (its past attempts stay in the log).",
     )
     def delete(self, request, webhook_id: str):
         services.webhook_delete(webhook_id=webhook_id)

@@ -97,7 +97,11 @@ class Webhook(models.Model):
 
 
 class DeliveryAttempt(models.Model):
-    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="attempts_made")
+    # Kept when its endpoint is deleted: svc_event_deliveries_total counts this log and
+    # must never go down.
+    webhook = models.ForeignKey(
+        Webhook, on_delete=models.SET_NULL, null=True, related_name="attempts_made"
+    )
     event = models.ForeignKey(Event, on_delete=models.PROTECT, related_name="attempts")
     attempt = models.PositiveIntegerField()
     at = models.DateTimeField(default=clock.now, db_index=True)
@@ -111,7 +115,7 @@ class DeliveryAttempt(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.webhook_id} {self.attempt} {'ok' if self.ok else 'failed'}"
+        return f"{self.webhook_id or 'deleted'} {self.attempt} {'ok' if self.ok else 'failed'}"
 
 
 class AlertMailbox(models.Model):

@@ -271,3 +271,16 @@ def test_events_page_newest_first_with_filters_and_a_cursor(admin_api, customer)
     assert len(mine) == 5 and set(mine[0]) == {"id", "type", "customer_id", "created_at", "data"}
     assert admin_api.get("/v1/admin/events", {"cursor": "abc"}).status_code == 400
     assert admin_api.get("/v1/admin/events", {"type": "nope"}).status_code == 400
+
+
+def test_deleting_an_endpoint_keeps_its_attempts(
+    admin_api, device_api, make_batch, local_hooks, receiver
+):
+    """The attempt log is what svc_event_deliveries_total counts: it never goes down."""
+    hook = _register(admin_api, receiver.url).json()
+    receiver.secrets = [hook["secret"]]
+    _activate(device_api, make_batch(units=2), "cam-0")
+    assert [o.ok for o in _drain()] == [True]
+    assert admin_api.delete(f"/v1/admin/webhooks/{hook['webhook_id']}").status_code == 204
+    kept = DeliveryAttempt.objects.get()
+    assert kept.ok and kept.webhook_id is None
