@@ -41,8 +41,11 @@ lint: install
 	$(BIN)/lint-imports --no-cache
 	SVC_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 
+# Everything: the quick tests on every core, then the slow ones (real servers, kill -9,
+# timing) one at a time, as they are written to run.
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not slow" -n auto
+	$(BIN)/pytest -q -m slow
 
 # The suite without the slow tests (real servers, fuzzing, scale, README), on every
 # core: under a minute, for the edit-test loop. `make test` runs everything.
@@ -52,7 +55,8 @@ test-fast: install
 # The suite's database tests on PostgreSQL (the production database); the tests that
 # touch no database ran in `make test` (tests/conftest.py, SVC_TEST_DATABASE_ONLY).
 test-pg: install
-	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m "not slow" -n auto
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m slow
 
 # docs/ as a site (MkDocs Material) in site/; --strict: a broken link or anchor fails.
 docs: install
