@@ -51,14 +51,16 @@ def write_private_key(path: Path | str, *, force: bool = False) -> Ed25519Privat
     return key
 
 
-def read_private_key(path: Path | str) -> Ed25519PrivateKey:
+def read_private_key(
+    path: Path | str, *, what: str = "signing key", create: str = "python manage.py keygen"
+) -> Ed25519PrivateKey:
+    """The Ed25519 key in ``path``; a missing file names ``what`` it should be and the
+    command that ``create``s one (the server's by default; ``svcctl`` names its own)."""
     path = Path(path)
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise KeyFileError(
-            f"no signing key at {path}; create one with `python manage.py keygen`"
-        ) from None
+        raise KeyFileError(f"no {what} at {path}; create one with `{create}`") from None
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         raise KeyFileError(

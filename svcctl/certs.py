@@ -50,10 +50,15 @@ def read_public_key(value: str) -> Ed25519PublicKey:
         ) from None
 
 
-def read_signing_key(path: Path | str):
-    """A private key file, refused when readable by group or others (svccore.keyfile)."""
+def read_signing_key(path: Path | str, *, root: bool = False):
+    """A private key file, refused when readable by group or others (svccore.keyfile); a
+    missing one names the svcctl command that makes it."""
+    if root:
+        what, create = "root key", f"svcctl root-keygen --out {path}"
+    else:
+        what, create = "signing key", f"svcctl keygen --out {path}"
     try:
-        return read_private_key(path)
+        return read_private_key(path, what=what, create=create)
     except KeyFileError as exc:
         raise OfflineError(str(exc)) from None
 
@@ -197,7 +202,7 @@ def certify(
 ) -> CertInfo:
     """Endorse the key in ``key_file`` with the root in ``root_file``: write a one-line
     ``SVCK1`` certificate to ``out`` (never over an existing file without ``force``)."""
-    root = read_signing_key(root_file)
+    root = read_signing_key(root_file, root=True)
     public = read_key_to_certify(key_file)
     if codec.key_id(public) == codec.key_id(root.public_key()):
         raise OfflineError(

@@ -305,7 +305,7 @@ COMMANDS = [
             "is revoked with the reason, and the next camera activated on the batch takes "
             "the seat as a transfer, not billed again. Name the camera by its licence id, "
             "or by --batch and --device. A policy bounds releases per batch (the service's "
-            "SVC_SEAT_RELEASE_POLICY, 5%% of its units per 30 days by default); a refusal "
+            "SVC_SEAT_RELEASE_POLICY, 5% of its units per 30 days by default); a refusal "
             "says when the next release is possible. Idempotent: again prints the first "
             "release."
         ),

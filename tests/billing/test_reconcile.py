@@ -157,3 +157,8 @@ def test_a_planted_double_bill_shows_on_the_dashboard_after_the_next_run(ledger,
     admin_client.post("/admin/dashboard/reconcile/")
     page = admin_client.get("/admin/dashboard/").content.decode()
     assert 'id="ledger-problems"' in page and "is billed 2 times" in page
+
+
+def test_reconcile_of_an_unknown_customer_is_an_error(db):
+    out, err = reconcile("--customer", "CUST-NOPE")
+    assert out == "" and "ERROR no customer CUST-NOPE" in err

@@ -904,3 +904,23 @@ def test_webhooks_and_events_from_svcctl(online, transactional_db, make_batch, s
     event_emit("signing_key.revoked", data={"kid": "k"})
     events = svcctl("events", "--type", "license.revoked", env=online)
     assert events.returncode == 0 and "LIC-SVCCTL" in events.stdout and "kid" not in events.stdout
+
+
+def test_a_missing_key_file_names_the_svcctl_command_that_makes_it(tmp_path):
+    mint = ["mint", "--sku", "DETECT-STD", "--customer", "C", "--device", "d", "--days", "1"]
+    minted = svcctl(*mint, "--key", "missing.pem", "--out", "x.lic", cwd=tmp_path)
+    assert minted.returncode == 1
+    assert "no signing key at missing.pem; create one with `svcctl keygen --out missing.pem`" in (
+        minted.stderr
+    )
+    certified = svcctl("certify", "--root", "root.pem", "--key", "k.pub", "--use", "offline",
+                       "--out", "c.cert", cwd=tmp_path)  # fmt: skip
+    assert certified.returncode == 1
+    assert "no root key at root.pem; create one with `svcctl root-keygen --out root.pem`" in (
+        certified.stderr
+    )
+
+
+def test_release_help_reads_its_policy_as_written():
+    text = " ".join(svcctl("release", "--help").stdout.split())
+    assert "5% of its units per 30 days" in text and "%%" not in text

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing.reconciliation import ledger_check_result, ledger_reconcile
 from billing.services import ledger_check_run
+from customers.models import Customer
 
 _COLUMNS = (
     ("customer", 18), ("SKU", 15), ("stored", 14), ("billed", 14), ("waiting", 12),
@@ -41,6 +42,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, customer: str | None, deep: bool, **options):
+        if customer is not None and not Customer.objects.filter(pk=customer).exists():
+            raise CommandError(
+                f"no customer {customer}: give a customer id as the admin API lists it (CUST-...)"
+            )
         if customer is None and not deep:
             # Every customer: stored, the run the operator dashboard shows.
             result = ledger_check_result(ledger_check_run())
