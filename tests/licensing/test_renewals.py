@@ -435,3 +435,13 @@ def test_what_a_refresh_and_a_reactivation_cost_the_database(
         assert refresh(device_api, renewed, "cam-1").status_code == 304
     with django_assert_num_queries(1):
         assert activate(device_api, batch.license.token, "cam-1")["unit_token"] == renewed
+
+
+def test_an_expiring_window_out_of_bounds_says_the_bounds_in_words(admin_api, db):
+    for days, says in (
+        ("99999", "days: must be at most 3660 days (ten years)"),
+        ("0", "days: must be at least 1 day"),
+        ("ten", "days: must be a whole number of days, 1 to 3660"),
+    ):
+        answer = admin_api.get("/v1/admin/expiring", {"days": days})
+        assert answer.status_code == 400 and answer.json()["detail"] == says, answer.json()
