@@ -486,7 +486,6 @@ class ExpiringQuery(serializers.Serializer):
         error_messages={
             "min_value": "must be at least {min_value} day",
             "max_value": "must be at most {max_value} days (ten years)",
-            "invalid": f"must be a whole number of days, 1 to {EXPIRING_DAYS_MAX}",
         },
         help_text=f"Ending within this many days, 1..{EXPIRING_DAYS_MAX} (default "
         f"{EXPIRING_DAYS_DEFAULT}); those in their grace period are listed too.",
