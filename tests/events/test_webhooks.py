@@ -284,3 +284,22 @@ def test_deleting_an_endpoint_keeps_its_attempts(
     assert admin_api.delete(f"/v1/admin/webhooks/{hook['webhook_id']}").status_code == 204
     kept = DeliveryAttempt.objects.get()
     assert kept.ok and kept.webhook_id is None
+
+
+def test_the_worker_waits_out_a_database_outage(monkeypatch):
+    """PostgreSQL restarting under the worker: it says so and carries on, never exits."""
+    import io
+
+    from django.core.management import call_command
+    from django.db import OperationalError
+
+    calls = []
+
+    def away():
+        calls.append(1)
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(delivery, "deliver_one", away)
+    err = io.StringIO()
+    call_command("deliver_events", "--once", "--scan-every", "0", stdout=io.StringIO(), stderr=err)
+    assert calls and "database unavailable (OperationalError); retrying" in err.getvalue()

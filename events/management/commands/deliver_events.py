@@ -13,7 +13,7 @@ import signal
 import time
 
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from events import delivery
 from events.alerts import alerts_send
@@ -57,30 +57,49 @@ class Command(BaseCommand):
         delivered = failed = 0
         while not self.stopping:
             close_old_connections()  # a connection the database dropped is replaced
-            if scan_every and time.monotonic() - last_scan >= scan_every:
-                written = events_scan().written
-                mailed = alerts_send()
-                last_scan = time.monotonic()
-                if written:
-                    self.stdout.write(
-                        "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
-                    )
-                if mailed:
-                    self.stdout.write(f"alerts: {mailed} digest(s) sent")
-            worked = False
-            while not self.stopping:
-                outcome = delivery.deliver_one()
-                if outcome is None:
+            try:
+                delivered, failed, last_scan = self._round(
+                    once, poll, scan_every, delivered, failed, last_scan
+                )
+            except DatabaseError as problem:
+                # The database is away (restart, failover): nothing is lost, the leases
+                # and positions are in it. Wait and try again rather than exit.
+                name = type(problem).__name__
+                self.stderr.write(f"deliver_events: database unavailable ({name}); retrying")
+                connections.close_all()
+                if once:
                     break
-                if outcome is delivery.NOTHING_TO_SEND:
-                    continue
-                worked = True
-                if outcome.ok:
-                    delivered += 1
-                else:
-                    failed += 1
+                time.sleep(max(poll, 1.0))
+                continue
             if once:
                 break
-            if not worked:
-                time.sleep(poll)
         self.stdout.write(f"deliver_events: {delivered} delivered, {failed} failed attempts")
+
+    def _round(self, once, poll, scan_every, delivered, failed, last_scan):
+        """One pass: the scheduled pass when due, then every due delivery; sleeps when
+        there was nothing to send. Returns the updated counters."""
+        if scan_every and time.monotonic() - last_scan >= scan_every:
+            written = events_scan().written
+            mailed = alerts_send()
+            last_scan = time.monotonic()
+            if written:
+                self.stdout.write(
+                    "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
+                )
+            if mailed:
+                self.stdout.write(f"alerts: {mailed} digest(s) sent")
+        worked = False
+        while not self.stopping:
+            outcome = delivery.deliver_one()
+            if outcome is None:
+                break
+            if outcome is delivery.NOTHING_TO_SEND:
+                continue
+            worked = True
+            if outcome.ok:
+                delivered += 1
+            else:
+                failed += 1
+        if not worked and not once:
+            time.sleep(poll)
+        return delivered, failed, last_scan
