@@ -16,7 +16,12 @@ from config.adminbase import ReadOnlyAdmin
 from config.display import pretty_json
 
 SUMMARY_CHARS = 100  # of the message, and of the arguments, in the list
-ACTOR_KINDS = {"api_key": "API key", "staff": "console", "cli": "command line"}
+ACTOR_KINDS = {
+    "api_key": "API key",
+    "staff": "console",
+    "superuser": "console (superuser)",
+    "cli": "command line",
+}
 ARGUMENT_CHARS = 28  # of each argument's value in the summary
 
 

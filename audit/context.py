@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from config.clientip import client_ip
+
 
 @dataclass(frozen=True)
 class Actor:
@@ -55,16 +57,21 @@ def acting_from_cli() -> Iterator[None]:
         yield
 
 
-def request_actor(request, ip: str | None) -> Callable[[], Actor]:
-    """The actor behind an HTTP request: its operator API key, else its staff user."""
+def request_actor(request) -> Callable[[], Actor]:
+    """The actor behind an HTTP request: its operator API key, else its staff user; with
+    the request's client address. Both are worked out only when an action is recorded."""
 
     def resolve() -> Actor:
+        ip = client_ip(request) or None
         key_name = getattr(request, "admin_key_name", None)
         if key_name:
             return Actor(name=key_name, kind="api_key", ip=ip)
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
-            return Actor(name=user.get_username(), kind="staff", ip=ip)
+            # A superuser holds every permission whatever its roles (break-glass): the
+            # log says so on each of its actions.
+            kind = "superuser" if user.is_superuser else "staff"
+            return Actor(name=user.get_username(), kind=kind, ip=ip)
         return Actor(name="anonymous", kind="system", ip=ip)
 
     return resolve

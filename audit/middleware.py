@@ -7,7 +7,6 @@ decided by the views' DRF authentication and permissions, not here: this app rec
 from __future__ import annotations
 
 from audit.context import acting_as, request_actor
-from config.clientip import client_ip
 
 
 class AuditActorMiddleware:
@@ -15,5 +14,5 @@ class AuditActorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        with acting_as(request_actor(request, client_ip(request) or None)):
+        with acting_as(request_actor(request)):
             return self.get_response(request)

@@ -14,6 +14,7 @@ class AuditEntry(models.Model):
     class ActorKind(models.TextChoices):
         API_KEY = "api_key", "API key"
         STAFF = "staff", "Staff (admin console)"
+        SUPERUSER = "superuser", "Superuser (admin console, every permission)"
         CLI = "cli", "Command line (manage.py)"
         SYSTEM = "system", "System"
 

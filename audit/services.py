@@ -123,13 +123,18 @@ def audit_count_safely(*, action: str, target: str = "", message: str = "") -> N
 
 
 def audited(
-    action: str, *, target: Callable[[Any, dict[str, Any]], str] | None = None
+    action: str,
+    *,
+    target: Callable[[Any, dict[str, Any]], str] | None = None,
+    detail: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[F], F]:
     """Record every call of a service as an audit entry named ``action``.
 
     Put it above ``@transaction.atomic``: the service's transaction has then committed
     (or rolled back) before the entry is written, so a failed action is still recorded
     with the error message the operator saw, and a successful one only once it stuck.
+    ``detail`` makes a successful entry's detail from the result and the arguments
+    (default: the arguments), e.g. an edit's values before and after.
     """
 
     def decorate(func: F) -> F:
@@ -160,7 +165,10 @@ def audited(
                 raise
             name = target(result, arguments) if target else _target_of(result, arguments)
             audit_record_safely(
-                action=action, result=AuditEntry.Result.OK, target=name, detail=arguments
+                action=action,
+                result=AuditEntry.Result.OK,
+                target=name,
+                detail=detail(result, arguments) if detail else arguments,
             )
             return result
 

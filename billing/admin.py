@@ -1,11 +1,14 @@
 """Issued invoices and credit notes, their lines, usage meters and ledger entries, and
-usage in the Django admin: read-only views, plus the finance CSV of selected documents
-as an action. Corrections are credit notes (``manage.py credit_note``), never edits."""
+usage in the Django admin: read-only lists, plus the finance CSV of selected documents
+as an action. A document opens as the customer gets it (``console.views.document``),
+with its PDF and the credit-note action; corrections are credit notes, never edits."""
 
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpResponse
+from django.contrib.admin.utils import unquote
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 
 from billing import exports
 from billing.models import (
@@ -18,8 +21,14 @@ from billing.models import (
     UsageRecord,
 )
 from config import clock
-from config.adminbase import IndexedSearchMixin, ReadOnlyAdmin, choices_filter
-from config.display import money
+from config.adminbase import (
+    IndexedSearchMixin,
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    choices_filter,
+    may,
+)
+from config.display import customer_link, money
 from licensing.selectors import catalogue_list
 
 
@@ -35,42 +44,28 @@ class LineMoney:
         return money(line.amount, line.invoice.currency)
 
 
-class InvoiceLineInline(LineMoney, admin.TabularInline):
+class InvoiceLineInline(LineMoney, ReadOnlyInline):
     model = InvoiceLine
     fields = ("position", "kind", "sku", "batch_id", "description", "quantity", "unit",
               "unit_price_shown", "amount_shown")  # fmt: skip
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     ordering = ("position",)
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("invoice")
 
-    def has_add_permission(self, request, obj=None):
-        return False
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-class InvoiceUsageInline(admin.TabularInline):
+class InvoiceUsageInline(ReadOnlyInline):
     model = InvoiceUsage
     fields = ("sku", "units", "allowance", "inferences", "records", "late_inferences",
               "late_records")  # fmt: skip
     readonly_fields = fields
-    extra = 0
-    can_delete = False
     verbose_name_plural = "metered usage billed (basis of the overage lines)"
 
-    def has_add_permission(self, request, obj=None):
-        return False
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
-@admin.action(description="Download selected invoices as CSV (one row per line)")
+@admin.action(
+    description="Download selected invoices as CSV (one row per line)", permissions=["export"]
+)
 def download_csv(modeladmin, request, queryset):
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     stamp = clock.now().strftime("%Y%m%d-%H%M%S")
@@ -83,7 +78,7 @@ def download_csv(modeladmin, request, queryset):
 class InvoiceAdmin(ReadOnlyAdmin):
     # Narrow enough for a 1000 px window: the number says the kind (INV-/CN-), the period
     # its length; issue dates are the date hierarchy and on the invoice's page.
-    list_display = ("number", "customer", "period_start", "period_end", "total_shown",
+    list_display = ("number", "customer_shown", "period_start", "period_end", "total_shown",
                     "credits", "credited_by")  # fmt: skip
     list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
@@ -92,9 +87,24 @@ class InvoiceAdmin(ReadOnlyAdmin):
     inlines = [InvoiceLineInline, InvoiceUsageInline]
     actions = [download_csv]
 
+    def has_export_permission(self, request) -> bool:
+        return may(request, "manage_billing")
+
     @admin.display(description="total", ordering="total")
     def total_shown(self, obj: Invoice) -> str:
         return money(obj.total, obj.currency)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_shown(self, obj: Invoice):
+        return customer_link(obj.customer)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """An invoice is read as its document (console.views.document), with its PDF
+        and the credit-note action, not as a database row."""
+        invoice = self.get_object(request, unquote(object_id))  # None: no such invoice
+        if invoice is None or not self.has_view_permission(request, invoice):
+            return super().change_view(request, object_id, form_url, extra_context)
+        return HttpResponseRedirect(reverse("console-document", args=[invoice.number]))
 
     @admin.display(description="credited by")
     def credited_by(self, obj: Invoice) -> str:
@@ -120,7 +130,7 @@ UsageSkuFilter = choices_filter(
 class UsageDailyAdmin(IndexedSearchMixin, ReadOnlyAdmin):
     # What is billed (inferences) per licence and day; the other counters are on the
     # row's page.
-    list_display = ("day", "license", "customer", "sku", "records", "inferences")
+    list_display = ("day", "license", "customer_shown", "sku", "records", "inferences")
     # Fleet scale (issue 15): SKUs from the catalogue, not a SELECT DISTINCT over every
     # rollup; the day as a date filter, not a date hierarchy (whose links read every
     # row); a licence or customer id whole or part of a customer's name, by index.
@@ -128,6 +138,10 @@ class UsageDailyAdmin(IndexedSearchMixin, ReadOnlyAdmin):
     search_exact = ("license_id",)
     search_related = {"customer": ("=id", "name")}
     list_select_related = ("customer", "license")
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_shown(self, row: UsageDaily):
+        return customer_link(row.customer)
 
 
 @admin.register(UsageRecord)
@@ -148,14 +162,25 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 class LedgerEntryAdmin(ReadOnlyAdmin):
     """Which document billed (or, negative, returned) which bucket or event."""
 
-    list_display = ("document", "kind", "customer_id", "sku", "license_id", "day", "batch_id",
-                    "late", "records", "quantity")  # fmt: skip
+    list_display = ("document", "kind", "customer_shown", "sku", "billed", "day", "late",
+                    "records", "quantity")  # fmt: skip
+    list_select_related = ("document", "customer")
     # SKUs from the catalogue: a SELECT DISTINCT over millions of entries took 150 ms at
     # 10^6 (issue 15).
     list_filter = ("kind", "late", UsageSkuFilter)
     search_fields = ("=document__number", "=license__id", "=customer__id")
     show_full_result_count = False
     ordering = ("-id",)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_shown(self, entry: LedgerEntry):
+        return customer_link(entry.customer)
+
+    @admin.display(description="licence", ordering="license_id")
+    def billed(self, entry: LedgerEntry) -> str:
+        """The licence whose usage, activation, direct sale or renewal the entry bills
+        (a unit's batch is on the entry's page)."""
+        return entry.license_id
 
 
 @admin.register(PrunedUsageMonth)

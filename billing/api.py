@@ -4,16 +4,19 @@ the next invoice (409 naming the invoice a period conflicts with) and credit not
 
 from __future__ import annotations
 
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import selectors, serializers, services
+from billing import documents, selectors, serializers, services
 from config import metrics, schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
-from config.fields import rendered
+from config.fields import rendered, validated
+from operators.permissions import requires
 from signing import keyring
 from svccore.claims import device_id_problem
 
@@ -82,6 +85,7 @@ class LicenseUsageApi(APIView):
         },
         description="Usage totals of a licence and its record count.",
     )
+    @requires("view_service")
     def get(self, request, license_id: str):
         usage = selectors.license_usage(license_id=license_id)
         return Response(rendered(serializers.LicenseUsageOut, usage))
@@ -109,6 +113,7 @@ class InvoiceApi(APIView):
         description="Rate the invoice of the period_days before now (a preview; nothing is "
         "stored).",
     )
+    @requires("view_service")
     def get(self, request, customer_id: str):
         query = serializers.InvoiceQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -118,7 +123,29 @@ class InvoiceApi(APIView):
         return Response(rendered(serializers.InvoicePreviewOut, rated))
 
 
-class InvoiceIssueApi(APIView):
+class InvoicesApi(APIView):
+    @extend_schema(
+        parameters=[serializers.InvoiceListQuery, schema.retry_after(429, 503)],
+        responses={
+            200: serializers.InvoicePageOut,
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
+                }
+            ),
+        },
+        operation_id="v1_admin_invoices_list",
+        description="Issued invoices and credit notes, newest first; next_cursor pages to "
+        "older ones.",
+    )
+    @requires("view_service")
+    def get(self, request):
+        query = validated(serializers.InvoiceListQuery, request.query_params.dict())
+        page = selectors.invoices_page(**query)
+        answer = {"invoices": page.invoices, "next_cursor": page.next_cursor}
+        return Response(rendered(serializers.InvoicePageOut, answer))
+
     @extend_schema(
         request=serializers.InvoiceIssueIn,
         responses={
@@ -140,10 +167,9 @@ class InvoiceIssueApi(APIView):
         parameters=[schema.retry_after(429, 503)],
         description="Issue the next contiguous invoice of a customer.",
     )
+    @requires("manage_billing")
     def post(self, request):
-        query = serializers.InvoiceIssueIn(data=request.data)
-        query.is_valid(raise_exception=True)
-        data = query.validated_data
+        data = validated(serializers.InvoiceIssueIn, request.data)
         invoice = services.invoice_issue(
             customer_id=data["customer_id"],
             period_days=data["period_days"],
@@ -173,8 +199,52 @@ class CreditNoteApi(APIView):
         },
         description="Credit an issued invoice in full.",
     )
+    @requires("manage_billing")
     def post(self, request, number: str):
-        query = serializers.CreditNoteIn(data=request.data)
-        query.is_valid(raise_exception=True)
-        note = services.credit_note_issue(number=number, reason=query.validated_data["reason"])
+        data = validated(serializers.CreditNoteIn, request.data)
+        note = services.credit_note_issue(number=number, reason=data["reason"])
         return Response(rendered(serializers.InvoiceOut, note), status=status.HTTP_201_CREATED)
+
+
+class InvoiceDetailApi(APIView):
+    @extend_schema(
+        parameters=[
+            schema.id_path("number", "The invoice or credit note (INV-... or CN-...)."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: serializers.InvoiceOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such invoice."}),
+        },
+        description="An issued invoice or credit note with its lines.",
+    )
+    @requires("view_service")
+    def get(self, request, number: str):
+        document = selectors.invoice_get(number=number)
+        return Response(rendered(serializers.InvoiceOut, document))
+
+
+class InvoicePdfApi(APIView):
+    @extend_schema(
+        parameters=[
+            schema.id_path("number", "The invoice or credit note (INV-... or CN-...)."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            (200, "application/pdf"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The document as sent to the customer: seller and buyer, "
+                "dates, due date, lines and total.",
+            ),
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such invoice."}),
+        },
+        description="An issued invoice or credit note as PDF.",
+    )
+    @requires("view_service")
+    def get(self, request, number: str):
+        document = selectors.invoice_get(number=number)
+        response = HttpResponse(documents.document_pdf(document), content_type="application/pdf")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{documents.pdf_filename(document)}"'
+        )
+        return response

@@ -28,16 +28,19 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
     """One dict per invoice line (keys = COLUMNS, numbers as Decimal), invoices in the
     order given, lines in invoice order."""
     if isinstance(invoices, QuerySet):
-        invoices = invoices.select_related("customer").prefetch_related("lines")
+        invoices = invoices.select_related("customer", "credits").prefetch_related("lines")
     for invoice in invoices:
         header = {
             "invoice_number": invoice.number,
+            "document_type": invoice.kind,
+            "credits": invoice.credits.number if invoice.credits_id else "",
             "issued_at": iso(invoice.issued_at),
             "customer_id": invoice.customer_id,
             "customer_name": invoice.customer.name,
             "period_start": iso(invoice.period_start),
             "period_end": iso(invoice.period_end),
             "currency": invoice.currency,
+            "document_total": invoice.total,
         }
         for line in invoice.lines.all():
             yield line_row(
@@ -46,6 +49,7 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
                     "kind": line.kind,
                     "sku": line.sku,
                     "batch_id": line.batch_id,
+                    "license_id": line.license_id,
                     "description": line.description,
                     "quantity": line.quantity,
                     "unit": line.unit,

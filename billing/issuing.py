@@ -20,6 +20,7 @@ Credit notes
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from django.db import transaction
@@ -29,6 +30,7 @@ from audit.services import audited
 from billing import ledger, limits, rating
 from billing.limits import is_midnight, start_of_day
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, UsageDaily
+from config.drafts import drafted
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
 from customers.services import customer_get
@@ -65,6 +67,10 @@ class NothingToInvoice(InvalidInput):
 
 class AlreadyCredited(Conflict):
     pass
+
+
+class TotalChanged(Conflict):
+    """The invoice would not total what the operator confirmed (usage arrived since)."""
 
 
 def _day(moment: dt.datetime) -> str:
@@ -228,6 +234,7 @@ def invoice_issue(
     period_days: int = 30,
     end: dt.datetime | None = None,
     now: dt.datetime | None = None,
+    expected_total: Decimal | None = None,
 ) -> Invoice:
     """Issue the customer's next invoice: the period from where the last one ended (the
     first: ``period_days`` before ``end``) to ``end`` (default: today 00:00 UTC, once
@@ -236,7 +243,9 @@ def invoice_issue(
 
     Refused: an end that is not 00:00 UTC (InvalidInput), after today (PeriodNotOver),
     not after the last invoice's end (InvoiceAlreadyIssued), a scheduled period not yet
-    due (InvoiceNotDue), a zero total (NothingToInvoice; the events keep waiting).
+    due (InvoiceNotDue), a zero total (NothingToInvoice; the events keep waiting), a
+    total other than ``expected_total`` when given (TotalChanged: what the operator
+    confirmed is what is issued, or nothing).
     """
     now = now or limits.now()
     period_days = rating.check_period_days(period_days)
@@ -261,6 +270,14 @@ def invoice_issue(
     )
     if not rated["total"]:
         raise NothingToInvoice(_nothing_owed(customer.id, start, end, taken))
+    if expected_total is not None and rated["total"] != expected_total:
+        currency = rated["currency"]
+        raise TotalChanged(
+            f"the invoice of {customer.id} for {_day(start)} to {_day(end)} now totals "
+            f"{money.amount(rated['total'], currency)} {currency}, not the "
+            f"{money.amount(expected_total, currency)} {currency} confirmed (usage or "
+            "activations arrived since the preview); nothing was issued: review it again"
+        )
     invoice = Invoice.objects.create(
         kind=Invoice.Kind.INVOICE,
         number=number,
@@ -291,6 +308,46 @@ def invoice_issue(
     )
     _document_event(Event.Type.INVOICE_ISSUED, invoice)
     return invoice
+
+
+def invoice_draft(
+    *, customer_id: str, period_days: int = 30, end: dt.datetime | None = None
+) -> dict[str, Any]:
+    """What :func:`invoice_issue` would issue now for the customer, with the same
+    arguments: the period and every line, computed by issuing it and rolling back
+    (:func:`config.drafts.drafted`: its number, ledger entries, event and audit entry go
+    with it). Raises what issuing would (nothing owed, not due, an overlap).
+
+    ``{customer_id, period_start, period_end, period_days, currency, total, lines}``, as
+    :func:`billing.rating.rated` shapes a preview (Unix seconds)."""
+
+    def read(invoice: Invoice) -> dict[str, Any]:
+        return {
+            "customer_id": invoice.customer_id,
+            "period_start": unix(invoice.period_start),
+            "period_end": unix(invoice.period_end),
+            "period_days": invoice.period_days,
+            "currency": invoice.currency,
+            "total": invoice.total,
+            "lines": [
+                {
+                    "kind": line.kind,
+                    "sku": line.sku,
+                    "batch_id": line.batch_id,
+                    "license_id": line.license_id,
+                    "description": line.description,
+                    "quantity": line.quantity,
+                    "unit": line.unit,
+                    "unit_price": line.unit_price,
+                    "amount": line.amount,
+                }
+                for line in invoice.lines.order_by("position")
+            ],
+        }
+
+    return drafted(
+        lambda: invoice_issue(customer_id=customer_id, period_days=period_days, end=end), read
+    )
 
 
 def _document_event(type: str, document: Invoice) -> None:

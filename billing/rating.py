@@ -228,9 +228,9 @@ def meter_lines(
                     kind=InvoiceLine.Kind.METERED_OVERAGE.value,
                     sku=sku,
                     description=(
-                        f"{sku} inferences over the pooled allowance ({meter.inferences} used, "
-                        f"{included} included for {meter.units} units over {period_days} "
-                        f"days), tier from {tier['from_inferences']} inferences"
+                        f"{sku} inferences over the pooled allowance ({meter.inferences:,} used, "
+                        f"{included:,} included for {meter.units:,} units over {period_days} "
+                        f"days), tier from {tier['from_inferences']:,} inferences"
                     ),
                     quantity=pricing.thousands(inferences),
                     unit="1000 inferences",
@@ -245,8 +245,8 @@ def meter_lines(
                     sku=sku,
                     description=(
                         f"{sku} inferences of earlier periods uploaded after they were "
-                        f"invoiced ({meter.late_inferences} in {meter.late_records} records), "
-                        f"priced in this period's tier from {tier['from_inferences']} inferences"
+                        f"invoiced ({meter.late_inferences:,} in {meter.late_records:,} records), "
+                        f"priced in this period's tier from {tier['from_inferences']:,} inferences"
                     ),
                     quantity=pricing.thousands(inferences),
                     unit="1000 inferences",

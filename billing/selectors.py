@@ -17,9 +17,9 @@ from django.db.models.functions import Coalesce
 
 from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
-from billing.models import PrunedUsageMonth, UsageDaily, UsageRecord
+from billing.models import Invoice, PrunedUsageMonth, UsageDaily, UsageRecord
 from config import clock
-from config.errors import NotFound
+from config.errors import InvalidInput, NotFound
 from licensing.models import Activation, ActivationDaily, Batch, License
 
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
@@ -301,3 +301,69 @@ def top_customers_by_usage(*, days: int = 30, limit: int = 10) -> list[tuple[str
         .order_by("-n", "customer_id")[:limit]
     )
     return [(row["customer_id"], row["customer__name"], row["n"]) for row in rows]
+
+
+# --- issued documents ------------------------------------------------------------------
+
+INVOICE_PAGE_MAX = 500
+
+
+@dataclass(frozen=True)
+class InvoicePage:
+    invoices: list[Invoice]
+    next_cursor: str | None
+
+
+def _documents():
+    return Invoice.objects.select_related("customer", "credits", "credit_note").prefetch_related(
+        "lines"
+    )
+
+
+def invoices_page(
+    *,
+    customer_id: str | None = None,
+    kind: str | None = None,
+    issued_after: dt.datetime | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> InvoicePage:
+    """Issued invoices and credit notes, newest first, ``limit`` at most; ``next_cursor``
+    continues with older ones (the position of the page's last document: none skipped,
+    none repeated, whatever is issued meanwhile)."""
+    documents = _documents().order_by("-id")
+    if customer_id:
+        documents = documents.filter(customer_id=customer_id)
+    if kind:
+        documents = documents.filter(kind=kind)
+    if issued_after is not None:
+        documents = documents.filter(issued_at__gt=issued_after)
+    if cursor is not None:
+        if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 19:
+            raise InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
+        documents = documents.filter(id__lt=int(cursor))
+    rows = list(documents[: limit + 1])
+    page = rows[:limit]
+    return InvoicePage(page, str(page[-1].id) if len(rows) > limit else None)
+
+
+def invoice_get(*, number: str):
+    """One issued invoice or credit note by its number, with its lines and customer."""
+    document = _documents().filter(number=number).first()
+    if document is None:
+        raise NotFound(f"invoice {number} does not exist")
+    return document
+
+
+def invoice_is_latest(invoice: Invoice) -> bool:
+    """Whether ``invoice`` is its customer's latest invoice no credit note reverses (a
+    credit note of it makes the next invoice start where it started)."""
+    latest = (
+        Invoice.objects.filter(
+            customer_id=invoice.customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
+        )
+        .order_by("-period_end", "-issued_at")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    return latest == invoice.pk

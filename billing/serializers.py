@@ -6,21 +6,27 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from billing.documents import due_date
 from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
 from billing.models import Invoice, InvoiceLine
+from billing.selectors import INVOICE_PAGE_MAX
 from config.fields import (
+    BodyIn,
     DeviceIdField,
     ExactDecimalField,
     IdField,
     InCurrency,
     MoneyField,
+    QueryIntegerField,
     StrictCharField,
     StrictIntegerField,
     UnixField,
 )
 from devices.documents import NONCE_MAX_CHARS
+from svccore.timeunits import unix
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -49,7 +55,7 @@ class InvoiceQuery(serializers.Serializer):
     period_days = PeriodDaysField(required=False, default=30)
 
 
-class InvoiceIssueIn(serializers.Serializer):
+class InvoiceIssueIn(BodyIn):
     customer_id = IdField()
     period_days = StrictIntegerField(
         required=False, default=30, min_value=1, max_value=PERIOD_DAYS_MAX
@@ -68,7 +74,7 @@ class InvoiceIssueIn(serializers.Serializer):
             raise serializers.ValidationError(f"{value} is not a time") from None
 
 
-class CreditNoteIn(serializers.Serializer):
+class CreditNoteIn(BodyIn):
     reason = StrictCharField(max_length=500)
 
 
@@ -174,25 +180,84 @@ class InvoicePreviewOut(InCurrency):
     total = MoneyField(max_digits=16, decimal_places=2)
 
 
-class InvoiceOut(InCurrency):
-    """An issued invoice or credit note: spec §2.7 plus its number and ledger facts."""
+def _credited_by(document) -> str | None:
+    note = getattr(document, "credit_note", None)  # the reverse one-to-one, if any
+    return note.number if note else None
+
+
+class _DocumentOut(InCurrency):
+    """What every answer about an issued invoice or credit note holds, before its total."""
 
     number = serializers.CharField()
     kind = serializers.ChoiceField(choices=Invoice.Kind.choices)
     customer_id = serializers.CharField()
+    customer_name = serializers.CharField(source="customer.name")
     period_start = UnixField(help_text="Unix seconds.")
     period_end = UnixField(help_text="Unix seconds.")
     period_days = serializers.IntegerField()
     issued_at = UnixField(help_text="Unix seconds.")
+    due_at = serializers.SerializerMethodField(
+        help_text="Unix seconds: issued_at plus the payment terms; null on a credit note."
+    )
     credits = serializers.CharField(
         source="credits.number",
         allow_null=True,
         help_text="The invoice a credit note credits; null on an invoice.",
     )
-    reason = serializers.CharField(allow_blank=True)
+    credited_by = serializers.SerializerMethodField(
+        help_text="The credit note that reverses this invoice; null if none."
+    )
+    reason = serializers.CharField(allow_blank=True, help_text="A credit note's reason.")
     currency = serializers.CharField()
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_due_at(self, document) -> int | None:
+        due = due_date(document)
+        return unix(due) if due else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_credited_by(self, document) -> str | None:
+        return _credited_by(document)
+
+
+class InvoiceSummaryOut(_DocumentOut):
+    """An issued invoice or credit note without its lines (the list)."""
+
+    total = MoneyField(max_digits=16, decimal_places=2)
+
+
+class InvoiceOut(_DocumentOut):
+    """An issued invoice or credit note with its lines: spec §2.7 plus its number and
+    ledger facts."""
+
     lines = InvoiceLineOut(many=True, source="lines.all")
     total = MoneyField(max_digits=16, decimal_places=2)
+
+
+class InvoiceListQuery(serializers.Serializer):
+    customer_id = IdField(required=False)
+    kind = serializers.ChoiceField(choices=Invoice.Kind.choices, required=False)
+    issued_after = QueryIntegerField(
+        required=False, min_value=0, max_value=MAX_TIMESTAMP,
+        help_text="Unix seconds: only documents issued after it.",
+    )  # fmt: skip
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,19}$",
+        required=False,
+        error_messages={"invalid": "cursor must be a next_cursor this API gave"},
+        help_text="next_cursor of the page before.",
+    )
+    limit = QueryIntegerField(required=False, default=100, min_value=1, max_value=INVOICE_PAGE_MAX)
+
+    def validate_issued_after(self, value: int) -> dt.datetime:
+        return dt.datetime.fromtimestamp(value, tz=dt.UTC)
+
+
+class InvoicePageOut(serializers.Serializer):
+    invoices = InvoiceSummaryOut(many=True, help_text="Newest first.")
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Pass as cursor for older documents; null: none older."
+    )
 
 
 # The view renders through this class, which is also its OpenAPI schema.

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from billing import api
+from billing import api, device_urls
 from config import converters  # noqa: F401 - registers <id:...>
 
 urlpatterns = [
-    path("usage", api.UsageUploadApi.as_view(), name="usage"),
+    *device_urls.urlpatterns,  # the usage upload; the device application serves it alone
     path("admin/usage/<id:license_id>", api.LicenseUsageApi.as_view(), name="admin-license-usage"),
     path("admin/invoice/<id:customer_id>", api.InvoiceApi.as_view(), name="admin-invoice"),
-    path("admin/invoices", api.InvoiceIssueApi.as_view(), name="admin-invoices"),
+    path("admin/invoices", api.InvoicesApi.as_view(), name="admin-invoices"),
+    # .pdf before the detail: an id may hold a dot.
+    path("admin/invoices/<id:number>.pdf", api.InvoicePdfApi.as_view(), name="admin-invoice-pdf"),
+    path("admin/invoices/<id:number>", api.InvoiceDetailApi.as_view(), name="admin-invoice-detail"),
     path(
         "admin/invoices/<id:number>/credit-note",
         api.CreditNoteApi.as_view(),

@@ -14,6 +14,7 @@ failed attempt is still in the audit log. An action that needs input first shows
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,51 @@ from config.errors import ServiceError
 # The admin's navigation sidebar takes 300 px from every list, which then no longer fits
 # a laptop screen; the index lists every model and every page has breadcrumbs.
 admin.site.enable_nav_sidebar = False
+# The product, not "Django administration", in every page's header and title.
+admin.site.site_header = "Licensing authority · operator console"
+admin.site.site_title = "Licensing console"
+admin.site.index_title = "Operator console"
+
+# Tables an operator rarely opens: bookkeeping under the ledger and login lockouts. The
+# index lists them apart, below the rest ("Internal tables"); their pages stay where
+# they are, linked from where they matter.
+INTERNAL_TABLES = {
+    ("billing", "invoiceline"),
+    ("billing", "ledgerentry"),
+    ("billing", "prunedusagemonth"),
+    ("billing", "usagerecord"),
+    ("axes", "accessattempt"),
+    ("axes", "accesslog"),
+    ("axes", "accessfailurelog"),
+}
+
+
+def split_app_list(app_list: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The index's apps without the :data:`INTERNAL_TABLES`, and those tables' apps."""
+    main, internal = [], []
+    for app in app_list:
+        label = app["app_label"]
+        kept = [
+            m for m in app["models"] if (label, m["object_name"].lower()) not in INTERNAL_TABLES
+        ]
+        moved = [m for m in app["models"] if (label, m["object_name"].lower()) in INTERNAL_TABLES]
+        if kept:
+            main.append({**app, "models": kept})
+        if moved:
+            internal.append({**app, "models": moved})
+    return main, internal
+
+
+_index = admin.site.index
+
+
+def _index_split(request, extra_context=None):
+    app_list = admin.site.get_app_list(request)
+    main, internal = split_app_list(app_list)
+    return _index(request, {"app_list": main, "internal_list": internal, **(extra_context or {})})
+
+
+admin.site.index = _index_split
 
 
 def _time_column(field: models.Field, empty: str | None = None):
@@ -187,7 +233,71 @@ def choices_filter(parameter: str, title: str, choices: Callable[[], list[tuple[
     return ChoicesFilter
 
 
-class NoEditAdmin(admin.ModelAdmin):
+# --- who may: the roles' capabilities (operators.roles) --------------------------------
+
+
+def may(request: HttpRequest, capability: str | None) -> bool:
+    """Whether the console user holds ``capability`` (``operators.roles.CAPABILITIES``)
+    through a role (a Django group); a superuser holds every one."""
+    return bool(capability) and request.user.has_perm(f"operators.{capability}")
+
+
+def require(request: HttpRequest, capability: str) -> None:
+    """PermissionDenied (403) naming ``capability`` unless the user holds it."""
+    if not may(request, capability):
+        raise PermissionDenied(
+            f"your roles lack the permission {capability!r}; an administrator can add you "
+            "to a role that holds it (Authentication and authorization → Groups)"
+        )
+
+
+class CapabilityAdmin(admin.ModelAdmin):
+    """Who may see and write a model in the console, by capability instead of Django's
+    per-model permissions: reading takes ``view_capability``, the add form
+    ``add_capability``, editing ``change_capability`` (None: nobody). Nothing is deleted
+    here. An action names its capability in ``permissions=[...]`` through a
+    ``has_<name>_permission`` of its admin, which asks :func:`may`."""
+
+    view_capability: str | None = "view_service"
+    add_capability: str | None = None
+    change_capability: str | None = None
+
+    def has_module_permission(self, request):
+        return may(request, self.view_capability)
+
+    def has_view_permission(self, request, obj=None):
+        return may(request, self.view_capability) or self.has_change_permission(request, obj)
+
+    def has_add_permission(self, request, obj=None):
+        return may(request, self.add_capability)
+
+    def has_change_permission(self, request, obj=None):
+        return may(request, self.change_capability)
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    """Rows shown on their parent's page, seen by whoever may read it, never edited."""
+
+    extra = 0
+    can_delete = False
+
+    def has_view_permission(self, request, obj=None):
+        return may(request, "view_service")
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class NoEditAdmin(CapabilityAdmin):
     """Rows may be added (through a service-backed form), never changed or deleted.
 
     Lists stay fast however big the table (issue 15): counted by
@@ -251,6 +361,12 @@ class ReadOnlyAdmin(NoEditAdmin):
 # --- pages that write through a service ------------------------------------------------
 
 
+def _digest(data: dict[str, Any]) -> str:
+    """What a confirmation was shown for: the form's cleaned values."""
+    text = json.dumps({name: str(value) for name, value in data.items()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def service_form_view(
     model_admin: admin.ModelAdmin,
     request: HttpRequest,
@@ -260,14 +376,25 @@ def service_form_view(
     perform: Callable[[dict[str, Any]], HttpResponse],
     submit_label: str,
     intro: str = "",
+    confirm: Callable[[dict[str, Any]], tuple[Any, str]] | None = None,
 ) -> HttpResponse:
+    """A form whose valid data goes to ``perform`` (one service call). With ``confirm``,
+    valid data first shows the form again with what will happen above it (the amount,
+    the end; ``confirm(data)`` gives that and the button's label; a service refusal
+    shows as the form's error); only a post of the same values performs, so what was
+    confirmed is what is done."""
     if not model_admin.has_add_permission(request):
         raise PermissionDenied
+    confirmation = confirmed = None
+    label = submit_label
     if request.method == "POST":
         form = form_class(request.POST)
         if form.is_valid():
+            data = form.cleaned_data
             try:
-                return perform(form.cleaned_data)
+                if confirm is None or request.POST.get("_confirmed") == _digest(data):
+                    return perform(data)
+                (confirmation, label), confirmed = confirm(data), _digest(data)
             except ServiceError as exc:
                 form.add_error(None, exc.detail)
     else:
@@ -280,7 +407,9 @@ def service_form_view(
         "title": title,
         "intro": intro,
         "form": form,
-        "submit_label": submit_label,
+        "submit_label": label,
+        "confirmation": confirmation,
+        "confirmed": confirmed,
         "has_view_permission": model_admin.has_view_permission(request),
     }
     return TemplateResponse(request, "admin/service_form.html", context)

@@ -1,7 +1,10 @@
-"""How the console shows things, the same on every page: a moment as ``2026-11-23 18:40
-UTC`` (:func:`utc_time`, also for Unix seconds), money with its currency's decimals
-(:func:`money`: ``630.00 EUR``, never ``630.0``), and JSON indented, wrapped and with its
-Unix times dated (:func:`pretty_json`)."""
+"""How the console and the invoice documents show things, the same on every page: a
+moment as ``2026-11-23 18:40 UTC`` (:func:`utc_time`, also for Unix seconds), money with
+its currency's decimals and thousands separators (:func:`money`: ``20,000.00 EUR``, never
+``20000.0``), quantities grouped and without trailing zeros (:func:`quantity`:
+``1,953,000``, ``12.345``), counts with their noun (:func:`counted`: ``1 licence``, ``2
+licences``), and JSON indented, wrapped and with its Unix times dated
+(:func:`pretty_json`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from django.contrib.admin.utils import quote
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -49,17 +54,44 @@ def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
 
 
 def amount(value: Decimal | int | float | str | None, currency: str) -> str:
-    """``value`` with its currency's decimals: ``630.00`` for EUR (never ``630.0``), more
-    only where the value has them (a price per 1000 inferences of 0.0125); "" for none."""
+    """``value`` with its currency's decimals and thousands separators: ``4,320.00`` for
+    EUR (never ``4320.0``), more decimals only where the value has them (a price per 1000
+    inferences of 0.0125); "" for none."""
     if value is None or value == "":
         return ""
-    return f"{exact(value, minor_units(currency)):f}"
+    return f"{exact(value, minor_units(currency)):,f}"
+
+
+def quantity(value: Decimal | int | str | None) -> str:
+    """A quantity grouped, without trailing zeros: ``1,953,000``, ``12.345``, ``-3``."""
+    if value is None or value == "":
+        return ""
+    return f"{exact(value, 0):,f}"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 licence``, ``2 licences``, ``1,250 lines``: the count grouped, the noun agreeing."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def money(value: Decimal | int | float | str | None, currency: str) -> str:
     """:func:`amount` and the currency: ``630.00 EUR``; "" for none."""
     shown = amount(value, currency)
     return f"{shown} {currency}".rstrip() if shown else ""
+
+
+def admin_url(name: str, object_id: Any) -> str:
+    """The console page ``admin:<name>`` of one object. Its id is quoted as the admin
+    quotes it: the admin reads ``_3A`` in a path as ``:``, so ``wh_3A9…`` reversed raw
+    opened no page at all."""
+    return reverse(f"admin:{name}", args=[quote(object_id)])
+
+
+def customer_link(customer: Any) -> SafeString:
+    """A customer in a list: its name, linked to its page, its id on hover. Names wrap
+    between words; ``Name (CUST-<16 characters>)`` took three lines of a column."""
+    url = admin_url("customers_customer_change", customer.pk)
+    return format_html('<a href="{}" title="{}">{}</a>', url, customer.pk, customer.name)
 
 
 def pretty_json(value: Any) -> SafeString:

@@ -61,6 +61,26 @@ def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict
     return serializer.validated_data
 
 
+class BodyIn(serializers.Serializer):
+    """An operator's request body: a field the endpoint does not take is a 400 naming it
+    and the fields it does take, not silently dropped (``customer_id`` for ``id`` would
+    otherwise create a customer with a random id). Checked before the fields, so the
+    answer names the misspelling rather than the field it stood for."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = [str(name) for name in data if name not in self.fields]
+            if unknown:
+                names = ", ".join(repr(name[:40]) for name in sorted(unknown)[:10])
+                taken = ", ".join(name for name, field in self.fields.items()
+                                  if not field.read_only)  # fmt: skip
+                noun = "field" if len(unknown) == 1 else "fields"
+                raise ValidationError(
+                    {"non_field_errors": [f"unknown {noun} {names}: this endpoint takes {taken}"]}
+                )
+        return super().to_internal_value(data)
+
+
 class StrictIntegerField(serializers.IntegerField):
     default_error_messages = {"strict": "must be an integer, not {kind}."}
 

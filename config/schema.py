@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
@@ -231,6 +231,19 @@ def add_components(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     found.setdefault("schemas", {}).update(components())
     found.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
     return result
+
+
+class BodyInExtension(OpenApiSerializerExtension):
+    """An operator's request body (``config.fields.BodyIn``) takes no field it does not
+    name: ``additionalProperties: false``, as the service answers (400 naming them)."""
+
+    target_class = "config.fields.BodyIn"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        schema["additionalProperties"] = False
+        return schema
 
 
 # --- fields ------------------------------------------------------------------------------

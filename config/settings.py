@@ -107,7 +107,11 @@ INSTALLED_APPS = [
     "operators",
     "ratelimits",
     "events",
+    "portal",
     "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
 ]
 
 MIDDLEWARE = [
@@ -120,6 +124,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "console.second_factor.SecondFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "audit.middleware.AuditActorMiddleware",
@@ -139,7 +145,13 @@ AXES_COOLOFF_TIME = (
 )  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
-AXES_RESET_ON_SUCCESS = True
+# Console logins take a second factor (TOTP, console.second_factor) when this is on: the
+# production default; `make run` (SVC_DEBUG=1) leaves it off.
+SVC_REQUIRE_2FA = _flag("SVC_REQUIRE_2FA", default=not DEBUG)
+OTP_TOTP_ISSUER = "Licensing authority"
+# A right password alone must not wipe the wrong codes counted against an account: with
+# a second factor, failures are reset only once the code is right too.
+AXES_RESET_ON_SUCCESS = not SVC_REQUIRE_2FA
 AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
@@ -161,8 +173,8 @@ TEMPLATES = [
 ]
 
 
-def _prepare_threshold() -> int | None:
-    value = env.str("SVC_DB_PREPARE_THRESHOLD", default="5").strip().lower()
+def _prepare_threshold(pooled: bool) -> int | None:
+    value = env.str("SVC_DB_PREPARE_THRESHOLD", default="off" if pooled else "5").strip().lower()
     if value == "off":
         return None
     if not value.isdigit():
@@ -196,11 +208,19 @@ def _database(url: str) -> dict:
         if db["ENGINE"] == "django.db.backends.postgresql":
             db["ENGINE"] = "config.db.postgresql"
         # Parameters bound by the server, and a statement a connection runs again and
-        # again prepared (from its SVC_DB_PREPARE_THRESHOLD-th run; "off" behind a pooler
-        # that cannot keep prepared statements): the hot paths are planned once per
-        # connection, not once per request.
+        # again prepared (from its SVC_DB_PREPARE_THRESHOLD-th run): the hot paths are
+        # planned once per connection, not once per request.
+        # Behind a pooler in transaction mode (SVC_DB_TRANSACTION_POOLING, PgBouncer's
+        # pool_mode = transaction) consecutive transactions may run on different server
+        # connections: a statement prepared on one is unknown on the next ("prepared
+        # statement _pg3_0 does not exist"), and a cursor held open across transactions
+        # is lost. So no statement is prepared by name unless SVC_DB_PREPARE_THRESHOLD
+        # says so (PgBouncer 1.21+ with max_prepared_statements keeps them), and
+        # QuerySet.iterator() reads in chunks instead of through a server-side cursor.
+        pooled = _flag("SVC_DB_TRANSACTION_POOLING", False)
+        db["DISABLE_SERVER_SIDE_CURSORS"] = pooled
         db.setdefault("OPTIONS", {}).update(
-            server_side_binding=True, prepare_threshold=_prepare_threshold()
+            server_side_binding=True, prepare_threshold=_prepare_threshold(pooled)
         )
     return db
 
@@ -416,6 +436,8 @@ if SVC_METRICS_DIR:
 SVC_TRUSTED_PROXIES = _cidrs("SVC_TRUSTED_PROXIES")
 # Wrong X-Admin-Key requests one address may make in 60 s before it gets 429.
 SVC_ADMIN_KEY_FAILURES = _number("SVC_ADMIN_KEY_FAILURES", 10, low=1, high=1_000_000)
+# Requests one customer API key may make a minute (/v1/customer/*; its own limit).
+SVC_CUSTOMER_API_RATE = _number("SVC_CUSTOMER_API_RATE", 120, low=1, high=1_000_000)
 # How long a process reuses the revocation list's head it read (seconds; 0: every
 # request reads it). A revocation reaches devices polling other processes this late.
 # Webhooks (events app, contract §9): endpoints are https:// and public unless allowed
@@ -428,6 +450,20 @@ SVC_WEBHOOK_TIMEOUT = _number("SVC_WEBHOOK_TIMEOUT", 10.0, low=0.1, high=60, who
 SVC_WEBHOOK_SECRET_OVERLAP_HOURS = _number(
     "SVC_WEBHOOK_SECRET_OVERLAP_HOURS", 24, low=0, high=720, whole=False
 )
+
+# Invoice documents (billing.documents): the seller block every invoice and credit note
+# prints, and the payment terms that set an invoice's due date.
+SVC_SELLER_NAME = os.environ.get("SVC_SELLER_NAME", "").strip() or "Licensing authority"
+# Lines separated by "\n" (written as \n in the environment value) or by " | ".
+SVC_SELLER_ADDRESS = [
+    line.strip()
+    for line in os.environ.get("SVC_SELLER_ADDRESS", "").replace("\\n", "\n").replace(" | ", "\n")
+    .splitlines()
+    if line.strip()
+]  # fmt: skip
+SVC_SELLER_TAX_ID = os.environ.get("SVC_SELLER_TAX_ID", "").strip()
+SVC_SELLER_EMAIL = os.environ.get("SVC_SELLER_EMAIL", "").strip()
+SVC_PAYMENT_TERMS_DAYS = _number("SVC_PAYMENT_TERMS_DAYS", 30, low=0, high=365)
 
 SVC_LIST_HEAD_SECONDS = _number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:

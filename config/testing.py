@@ -17,3 +17,6 @@ os.environ.setdefault("SVC_ISSUER", "svc-test")
 # does; tests/test_deploy_settings.py checks the production defaults.
 os.environ.setdefault("SVC_SSL_REDIRECT", "0")
 os.environ.setdefault("SVC_SECURE_COOKIES", "0")
+# Console tests log in without a second factor; tests/operators/test_second_factor.py
+# turns it on.
+os.environ.setdefault("SVC_REQUIRE_2FA", "0")

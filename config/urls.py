@@ -8,7 +8,7 @@ from config import (
     converters,  # noqa: F401 - registers <id:...>
     views,
 )
-from console import metrics
+from console import metrics, second_factor
 from console import views as console_views
 from licensing import health
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("v1/", include("customers.urls")),
     path("v1/", include("billing.urls")),
     path("v1/", include("events.urls")),
+    path("v1/", include("portal.api_urls")),
     # [\s\S], not ".": a path holding a newline (%0A) is an unknown route too.
     re_path(r"^v1(/[\s\S]*)?$", views.api_not_found),
     path(
@@ -38,7 +39,39 @@ urlpatterns = [
         admin.site.admin_view(console_views.invoice_preview),
         name="console-invoice-preview",
     ),
+    path(
+        "admin/invoice-issue/",
+        admin.site.admin_view(console_views.invoice_issue),
+        name="console-invoice-issue",
+    ),
+    path(
+        "admin/documents/<id:number>/",
+        admin.site.admin_view(console_views.document),
+        name="console-document",
+    ),
+    path(
+        "admin/documents/<id:number>/pdf/",
+        admin.site.admin_view(console_views.document_pdf),
+        name="console-document-pdf",
+    ),
+    path(
+        "admin/documents/<id:number>/print/",
+        admin.site.admin_view(console_views.document_print),
+        name="console-document-print",
+    ),
+    path(
+        "admin/documents/<id:number>/credit-note/",
+        admin.site.admin_view(console_views.credit_note),
+        name="console-credit-note",
+    ),
+    # Every staff user's, before any other page when SVC_REQUIRE_2FA is on.
+    path(
+        "admin/second-factor/",
+        admin.site.admin_view(second_factor.second_factor),
+        name="second-factor",
+    ),
     path("admin/", admin.site.urls),
+    path("portal/", include("portal.urls")),
 ]
 
 if settings.SVC_PUBLIC_DOCS:

@@ -72,3 +72,23 @@ def server_error(request: HttpRequest) -> HttpResponse:
             {"detail": "internal error; the service log has the details"}, status=500
         )
     return HttpResponse("Internal server error", status=500, content_type="text/plain")
+
+
+def device_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
+    """The device application's answer to anything but the device API: an unknown /v1
+    route as the full application answers it; the console, the admin API and the rest a
+    JSON 404 that says where they live (the full application, which the edge routes to
+    by path)."""
+    path = request.path_info
+    if path.startswith("/v1/") and not (
+        path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
+    ):
+        return _no_endpoint(request)
+    return JsonResponse(
+        {
+            "detail": f"no endpoint {request.method} {request.path} on this node: it serves "
+            "the device API (/v1/activate, /v1/usage, /v1/license, /v1/revocations, "
+            "/healthz); the console and admin API are served by the service's other pool"
+        },
+        status=404,
+    )

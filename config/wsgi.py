@@ -16,7 +16,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
 
-from signing.keyring import active_key_problem, signing_key  # noqa: E402 - after setup
+from operators.selectors import shared_key_warning  # noqa: E402 - after setup
+from signing.keyring import active_key_problem, signing_key  # noqa: E402
 
 signing_key()
 try:
@@ -28,3 +29,9 @@ if _problem:
         "this node answers 503 wherever a signature is needed, and /healthz fails: %s",
         _problem,
     )
+try:
+    _shared_key = shared_key_warning()
+except Exception:  # noqa: BLE001 - the database may be down at start-up
+    _shared_key = ""
+if _shared_key:
+    logging.getLogger("operators").warning(_shared_key)

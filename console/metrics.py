@@ -28,7 +28,7 @@ from events.delivery import backlog
 from events.models import DeliveryAttempt
 from licensing.models import RevocationHead
 from operators.authentication import HEADER, OperatorKeyAuthentication
-from operators.permissions import IsOperator
+from operators.permissions import IsOperator, requires
 
 
 class _ClusterCollector:
@@ -100,5 +100,6 @@ class MetricsApi(APIView):
     authentication_classes = [MonitoringNetwork, OperatorKeyAuthentication]
     permission_classes = [MonitoringOrOperator]
 
+    @requires("view_service")
     def get(self, request):
         return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

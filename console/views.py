@@ -8,28 +8,29 @@ the invoice from ``billing.services.invoice_rate``; issuing goes through
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
-from billing import limits
+from billing import documents, limits
 from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.exports import preview_csv
-from billing.models import InvoiceLine
+from billing.models import Invoice, InvoiceLine
 from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_check_result
-from config.display import amount, money, utc_time
+from config.adminbase import may, require
+from config.display import admin_url, amount, counted, money, quantity, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
 from licensing.models import NEAR_EXHAUSTION_PERCENT
-from svccore.money import exact
 
 DASHBOARD_DAYS = 30
 LEDGER_ROWS = 50
@@ -46,12 +47,16 @@ def _ledger_cells(row, *, label: str | None = None) -> list:
     numbers = (row.inferences, row.billed, row.waiting, row.unbillable, row.activations,
                row.activations_billed, row.licenses, row.licenses_billed)  # fmt: skip
     name = label or format_html(
-        '{} <span class="svc-nowrap">({})</span>', row.customer_name, row.customer_id
+        '<a href="{}" title="{}">{}</a>',
+        admin_url("customers_customer_change", row.customer_id),
+        row.customer_id,
+        row.customer_name,
     )
     return [name, row.sku, *(f"{n:,}" for n in numbers)]
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
+    require(request, "view_service")
     activations = selectors.activations_per_day(days=DASHBOARD_DAYS)
     inferences = billing_selectors.inferences_per_day(days=DASHBOARD_DAYS)
     top = billing_selectors.top_customers_by_usage(days=DASHBOARD_DAYS, limit=10)
@@ -89,7 +94,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "ledger_check": check,
         "ledger_rows": [_ledger_cells(row) for row in ledger.rows[:LEDGER_ROWS]],
         "ledger_total": _ledger_cells(ledger.totals(), label="All customers"),
-        "can_reconcile": request.user.has_perm("billing.add_ledgercheck"),
+        "can_reconcile": may(request, "manage_billing"),
     }
     return TemplateResponse(request, "console/dashboard.html", context)
 
@@ -97,40 +102,46 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 @require_POST
 def dashboard_reconcile(request: HttpRequest) -> HttpResponse:
     """Reconcile the ledger now and store it (the dashboard shows the latest run)."""
-    if not request.user.has_perm("billing.add_ledgercheck"):
-        raise PermissionDenied
+    require(request, "manage_billing")
     check = billing_services.ledger_check_run()
     found = len(check.problems)
     messages.add_message(
         request,
         messages.ERROR if found else messages.SUCCESS,
         f"Ledger reconciled in {check.seconds:.1f} s: "
-        + (f"{found} problem(s) found." if found else "no problems."),
+        + (f"{counted(found, 'problem')} found." if found else "no problems."),
     )
     return HttpResponseRedirect(reverse("console-dashboard") + "#ledger")
 
 
 class InvoicePreviewForm(forms.Form):
     customer = forms.ModelChoiceField(
-        queryset=Customer.objects.order_by("name"), to_field_name="id"
+        queryset=Customer.objects.order_by("name"), to_field_name="id", empty_label="Choose…"
     )
-    period_days = forms.IntegerField(min_value=1, max_value=3660, initial=30, label="Period (days)")
+    period_days = forms.IntegerField(
+        min_value=1,
+        max_value=3660,
+        initial=30,
+        label="Period (days)",
+        help_text="The first invoice's length; later ones start where the last one ended.",
+    )
 
 
-def _window(rated: dict) -> tuple[str, str]:
-    return utc_time(rated["period_start"]), utc_time(rated["period_end"])
+def _window(rated: dict) -> str:
+    return f"{utc_time(rated['period_start'])} to {utc_time(rated['period_end'])}"
 
 
 def _lines_shown(rated: dict) -> list[dict]:
-    """The rated lines as the preview table shows them: the kind's name, quantities
-    without trailing zeros, prices and amounts with the currency's decimals."""
+    """Rated or issued lines as the console's tables show them: the kind's name,
+    quantities grouped without trailing zeros, prices and amounts with the currency's
+    decimals and separators (config.display, the one formatting home)."""
     kinds = dict(InvoiceLine.Kind.choices)
     currency = rated["currency"]
     return [
         {
             **line,
             "kind_label": kinds.get(line["kind"], line["kind"]),
-            "quantity": f"{exact(line['quantity'], 0):f}",
+            "quantity": quantity(line["quantity"]),
             "unit_price": amount(line["unit_price"], currency),
             "amount": amount(line["amount"], currency),
         }
@@ -138,54 +149,252 @@ def _lines_shown(rated: dict) -> list[dict]:
     ]
 
 
+def _today() -> dt.datetime:
+    return limits.start_of_day(limits.now())
+
+
+@require_safe
 def invoice_preview(request: HttpRequest) -> HttpResponse:
-    """Rate a customer's invoice for a period (nothing stored); download it as CSV; or
-    issue it (stored, numbered, audited)."""
-    data = request.POST if request.method == "POST" else request.GET
-    form = InvoicePreviewForm(data if "customer" in data else None, initial={"period_days": 30})
-    rated = None
+    """A customer's next invoice exactly as "Issue" would issue it (a draft: issued and
+    rolled back), and a rolling-window estimate beside it (nothing stored); the estimate
+    downloads as CSV."""
+    require(request, "view_service")
+    form = InvoicePreviewForm(
+        request.GET if "customer" in request.GET else None, initial={"period_days": 30}
+    )
+    context = {**_context(request, "Invoice preview"), "form": form}
     if form.is_bound and form.is_valid():
-        customer_id = form.cleaned_data["customer"].pk
+        customer = form.cleaned_data["customer"]
         period_days = form.cleaned_data["period_days"]
-        if request.method == "POST":
-            if not request.user.has_perm("billing.add_invoice"):
-                raise PermissionDenied
-            try:
-                invoice = billing_services.invoice_issue(
-                    customer_id=customer_id, period_days=period_days
-                )
-            except ServiceError as exc:
-                messages.error(request, exc.detail)
-            else:
-                messages.success(
-                    request,
-                    f"Invoice {invoice.number} issued: {money(invoice.total, invoice.currency)}.",
-                )
-            return HttpResponseRedirect(
-                f"{reverse('console-invoice-preview')}?customer={customer_id}"
-                f"&period_days={period_days}"
-            )
         try:
-            rated = billing_services.invoice_rate(customer_id=customer_id, period_days=period_days)
+            rated = billing_services.invoice_rate(customer_id=customer.pk, period_days=period_days)
+        except ServiceError as exc:
+            form.add_error(None, exc.detail)
+            rated = None
+        if rated and request.GET.get("format") == "csv":
+            response = HttpResponse(
+                preview_csv(rated, customer_name=customer.name),
+                content_type="text/csv; charset=utf-8",
+            )
+            response["Content-Disposition"] = (
+                f'attachment; filename="invoice-estimate-{customer.pk}-{period_days}d.csv"'
+            )
+            return response
+        try:
+            draft = billing_services.invoice_draft(
+                customer_id=customer.pk, period_days=period_days, end=_today()
+            )
+        except ServiceError as exc:
+            draft, context["draft_refused"] = None, exc.detail
+        if draft:
+            context |= {
+                "draft": draft,
+                "draft_lines": _lines_shown(draft),
+                "draft_total": money(draft["total"], draft["currency"]),
+                "draft_caption": f"{customer} for {_window(draft)}, in {draft['currency']}",
+            }
+        if rated:
+            context |= {
+                "rated": rated,
+                "lines": _lines_shown(rated),
+                "total": money(rated["total"], rated["currency"]),
+                "estimate_caption": f"{customer}: {_window(rated)} (estimate), in "
+                f"{rated['currency']}",
+            }
+    context["can_issue"] = may(request, "manage_billing")
+    return TemplateResponse(request, "console/invoice_preview.html", context)
+
+
+class InvoiceIssueForm(forms.Form):
+    customer = forms.ModelChoiceField(queryset=Customer.objects.all(), to_field_name="id")
+    period_days = forms.IntegerField(min_value=1, max_value=3660)
+    period_end = forms.IntegerField(min_value=0)
+    expected_total = forms.DecimalField(max_digits=16, decimal_places=4)
+
+
+@require_POST
+def invoice_issue(request: HttpRequest) -> HttpResponse:
+    """Confirm, then issue, the draft the preview showed: the confirmation page shows its
+    lines and total again; the invoice is issued only if it still totals that
+    (``expected_total``), then its document is shown."""
+    require(request, "manage_billing")
+    form = InvoiceIssueForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The invoice to issue was not fully given; preview it again.")
+        return HttpResponseRedirect(reverse("console-invoice-preview"))
+    data = form.cleaned_data
+    customer, period_days = data["customer"], data["period_days"]
+    end = dt.datetime.fromtimestamp(data["period_end"], tz=dt.UTC)
+    back = f"{reverse('console-invoice-preview')}?customer={customer.pk}&period_days={period_days}"
+    refused = ""
+    if request.POST.get("confirmed") == "yes":
+        try:
+            invoice = billing_services.invoice_issue(
+                customer_id=customer.pk,
+                period_days=period_days,
+                end=end,
+                expected_total=data["expected_total"],
+            )
+        except ServiceError as exc:
+            refused = exc.detail
+        else:
+            messages.success(
+                request,
+                f"Invoice {invoice.number} issued to {customer.name}: "
+                f"{money(invoice.total, invoice.currency)}.",
+            )
+            return HttpResponseRedirect(reverse("console-document", args=[invoice.number]))
+    try:
+        draft = billing_services.invoice_draft(
+            customer_id=customer.pk, period_days=period_days, end=end
+        )
+    except ServiceError as exc:
+        messages.error(request, refused or exc.detail)
+        return HttpResponseRedirect(back)
+    total = money(draft["total"], draft["currency"])
+    context = {
+        **_context(request, "Issue invoice"),
+        "customer": customer,
+        "period": _window(draft),
+        "period_days": period_days,
+        "period_end": draft["period_end"],
+        # What the operator now confirms: a total that changed is shown, never issued.
+        "expected_total": draft["total"],
+        "total": total,
+        "lines": _lines_shown(draft),
+        "currency": draft["currency"],
+        "caption": f"{customer} for {_window(draft)}, in {draft['currency']}",
+        "year": limits.now().year,
+        "back": back,
+        "refused": refused,
+    }
+    return TemplateResponse(request, "console/invoice_confirm.html", context)
+
+
+def _document(number: str) -> Invoice:
+    try:
+        return billing_selectors.invoice_get(number=number)
+    except ServiceError:
+        raise Http404(f"no invoice or credit note {number}") from None
+
+
+def _require_view(request: HttpRequest) -> None:
+    require(request, "view_service")
+
+
+def document(request: HttpRequest, number: str) -> HttpResponse:
+    """An issued invoice or credit note as the customer gets it, with its PDF, its
+    printable page and (an invoice not yet credited) the credit-note action."""
+    _require_view(request)
+    issued = _document(number)
+    credited_by = getattr(issued, "credit_note", None)
+    usage = [
+        {
+            "sku": row.sku,
+            "numbers": [
+                f"{n:,}"
+                for n in (
+                    row.units,
+                    row.allowance,
+                    row.inferences,
+                    row.records,
+                    row.late_inferences,
+                    row.late_records,
+                )
+            ],
+        }  # fmt: skip
+        for row in issued.usage.order_by("sku")
+    ]
+    context = {
+        **documents.document_context(issued),
+        **_context(request, f"{'Credit note' if issued.credits_id else 'Invoice'} {number}"),
+        "credited_by": credited_by.number if credited_by else "",
+        "can_credit": issued.kind == Invoice.Kind.INVOICE
+        and credited_by is None
+        and may(request, "manage_billing"),
+        "usage": usage,
+    }
+    return TemplateResponse(request, "console/document.html", context)
+
+
+def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
+    _require_view(request)
+    issued = _document(number)
+    response = HttpResponse(documents.document_pdf(issued), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{documents.pdf_filename(issued)}"'
+    return response
+
+
+def document_print(request: HttpRequest, number: str) -> HttpResponse:
+    _require_view(request)
+    return HttpResponse(documents.document_html(_document(number)))
+
+
+class CreditNoteForm(forms.Form):
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text="Printed on the credit note and kept in the audit log.",
+    )
+
+
+def credit_note(request: HttpRequest, number: str) -> HttpResponse:
+    """Confirm a credit note showing what it reverses (every line, the total, what goes
+    back to waiting), then issue it and show it."""
+    require(request, "manage_billing")
+    invoice = _document(number)
+    credited_by = getattr(invoice, "credit_note", None)
+    if invoice.kind != Invoice.Kind.INVOICE or credited_by is not None:
+        why = (
+            f"{number} is a credit note; only invoices can be credited"
+            if credited_by is None
+            else f"invoice {number} was already credited by {credited_by.number}"
+        )
+        messages.error(request, why)
+        return HttpResponseRedirect(reverse("console-document", args=[number]))
+    form = CreditNoteForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        try:
+            note = billing_services.credit_note_issue(
+                number=number, reason=form.cleaned_data["reason"]
+            )
         except ServiceError as exc:
             form.add_error(None, exc.detail)
         else:
-            if request.GET.get("format") == "csv":
-                response = HttpResponse(
-                    preview_csv(rated, customer_name=form.cleaned_data["customer"].name),
-                    content_type="text/csv; charset=utf-8",
-                )
-                response["Content-Disposition"] = (
-                    f'attachment; filename="invoice-preview-{customer_id}-{period_days}d.csv"'
-                )
-                return response
-    context = {
-        **_context(request, "Invoice preview"),
-        "form": form,
-        "rated": rated,
-        "lines": _lines_shown(rated) if rated else [],
-        "total": money(rated["total"], rated["currency"]) if rated else "",
-        "period": _window(rated) if rated else None,
-        "can_issue": request.user.has_perm("billing.add_invoice"),
+            messages.success(
+                request,
+                f"Credit note {note.number} issued: {money(note.total, note.currency)}, "
+                f"reversing {invoice.number}.",
+            )
+            return HttpResponseRedirect(reverse("console-document", args=[note.number]))
+    shown = {
+        "currency": invoice.currency,
+        "lines": [
+            {
+                "kind": line.kind,
+                "sku": line.sku,
+                "description": line.description,
+                "quantity": -line.quantity,
+                "unit": line.unit,
+                "unit_price": line.unit_price,
+                "amount": -line.amount,
+            }
+            for line in invoice.lines.all()
+        ],
     }
-    return TemplateResponse(request, "console/invoice_preview.html", context)
+    latest = billing_selectors.invoice_is_latest(invoice)
+    context = {
+        **_context(request, f"Credit {invoice.number}"),
+        "invoice": invoice,
+        "form": form,
+        "period": f"{utc_time(invoice.period_start)} to {utc_time(invoice.period_end)}",
+        "reversed": money(-invoice.total, invoice.currency),
+        "lines": _lines_shown(shown),
+        "total": money(-invoice.total, invoice.currency),
+        "currency": invoice.currency,
+        "caption": f"The credit note's lines (those of {invoice.number}, negated)",
+        "latest": latest,
+        "invoice_start": utc_time(invoice.period_start),
+        "year": limits.now().year,
+    }
+    return TemplateResponse(request, "console/credit_note_confirm.html", context)

@@ -6,9 +6,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config import schema
-from config.fields import rendered
-from customers.serializers import CustomerIn, CustomerOut
-from customers.services import customer_create, customer_get
+from config.fields import rendered, validated
+from customers.serializers import CustomerIn, CustomerOut, CustomerPatchIn
+from customers.services import customer_create, customer_get, customer_update
+from operators.permissions import requires
 
 
 class CustomerCreateApi(APIView):
@@ -31,10 +32,9 @@ class CustomerCreateApi(APIView):
         description="Create a customer; an operator-chosen id is stored with the CUST- prefix. "
         "Names are unique, ignoring case and surrounding spaces.",
     )
+    @requires("manage_customers")
     def post(self, request):
-        serializer = CustomerIn(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        customer = customer_create(**serializer.validated_data)
+        customer = customer_create(**validated(CustomerIn, request.data))
         return Response(rendered(CustomerOut, customer), status=status.HTTP_201_CREATED)
 
 
@@ -52,5 +52,34 @@ class CustomerDetailApi(APIView):
         },
         description="A customer by id.",
     )
+    @requires("view_service")
     def get(self, request, customer_id: str):
         return Response(rendered(CustomerOut, customer_get(customer_id=customer_id)))
+
+    @extend_schema(
+        request=CustomerPatchIn,
+        parameters=[
+            schema.id_path("customer_id", "The customer."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: CustomerOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or a field that cannot be changed "
+                    "(kind, id), named.",
+                    404: "No such customer.",
+                    409: "Another customer has the new name; detail names its id.",
+                }
+            ),
+        },
+        description="Change a customer's name, contact, billing address or tax id; fields "
+        "left out keep their value. Audited with each field's value before and after.",
+    )
+    @requires("manage_customers")
+    def patch(self, request, customer_id: str):
+        values = validated(CustomerPatchIn, request.data)
+        customer = customer_update(customer_id=customer_id, **values)
+        return Response(rendered(CustomerOut, customer))

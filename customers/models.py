@@ -15,6 +15,13 @@ class Customer(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     contact = models.CharField(max_length=254, blank=True)
+    # The buyer block of its invoices and credit notes (billing.documents).
+    billing_address = models.TextField(
+        max_length=500, blank=True, help_text="Postal address printed on invoices."
+    )
+    tax_id = models.CharField(
+        max_length=64, blank=True, verbose_name="tax id", help_text="VAT or tax number."
+    )
     created_at = models.DateTimeField(default=clock.now, db_index=True)
 
     class Meta:

@@ -5,18 +5,40 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import StrictCharField
+from config.fields import BodyIn, StrictCharField
 from customers.models import Customer
 
 # The choices of ``kind`` as CustomerIn states them (values only), for ENUM_NAME_OVERRIDES.
 CUSTOMER_KINDS = Customer.Kind.values
 
 
-class CustomerIn(serializers.Serializer):
+class CustomerIn(BodyIn):
     name = StrictCharField(max_length=200)
     kind = serializers.ChoiceField(choices=CUSTOMER_KINDS)
     contact = StrictCharField(max_length=254, required=False, default="", allow_blank=True)
-    id = StrictCharField(max_length=64, required=False, allow_null=True)
+    billing_address = StrictCharField(
+        max_length=500, required=False, default="", allow_blank=True, trim_whitespace=False,
+        help_text="Postal address printed on invoices; lines separated by newlines.",
+    )  # fmt: skip
+    tax_id = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
+    id = StrictCharField(
+        max_length=64,
+        required=False,
+        allow_null=True,
+        help_text="Choose the id (1-59 of A-Z, 0-9, '-', '_'); stored with the CUST- prefix. "
+        "Default: generated.",
+    )
+
+
+class CustomerPatchIn(BodyIn):
+    """The fields an operator may change; those left out keep their value."""
+
+    name = StrictCharField(max_length=200, required=False)
+    contact = StrictCharField(max_length=254, required=False, allow_blank=True)
+    billing_address = StrictCharField(
+        max_length=500, required=False, allow_blank=True, trim_whitespace=False
+    )
+    tax_id = StrictCharField(max_length=64, required=False, allow_blank=True)
 
 
 class CustomerOut(serializers.ModelSerializer):
@@ -28,4 +50,4 @@ class CustomerOut(serializers.ModelSerializer):
 
     class Meta:
         model = Customer
-        fields = ["customer_id", "name", "kind", "contact"]
+        fields = ["customer_id", "name", "kind", "contact", "billing_address", "tax_id"]

@@ -40,7 +40,15 @@ def _name_taken(existing: Customer) -> Conflict:
 
 @audited("customer.create")
 @transaction.atomic
-def customer_create(*, name: str, kind: str, contact: str = "", id: str | None = None) -> Customer:
+def customer_create(
+    *,
+    name: str,
+    kind: str,
+    contact: str = "",
+    id: str | None = None,
+    billing_address: str = "",
+    tax_id: str = "",
+) -> Customer:
     """Create a customer; an operator-chosen ``id`` is stored with the ``CUST-`` prefix.
     The name is trimmed and must not be another customer's (ignoring case): Conflict
     naming that customer."""
@@ -64,9 +72,69 @@ def customer_create(*, name: str, kind: str, contact: str = "", id: str | None =
         raise _name_taken(existing)
     try:
         with transaction.atomic():
-            return Customer.objects.create(id=customer_id, name=name, kind=kind, contact=contact)
+            return Customer.objects.create(
+                id=customer_id,
+                name=name,
+                kind=kind,
+                contact=contact,
+                billing_address=_address(billing_address),
+                tax_id=tax_id.strip(),
+            )
     except IntegrityError:
         # A concurrent create won: the database's unique id or name said which.
         if existing := _customer_named(name):
             raise _name_taken(existing) from None
         raise Conflict(f"customer id {customer_id} is already taken") from None
+
+
+EDITABLE = ("name", "contact", "billing_address", "tax_id")
+
+
+def _address(text: str) -> str:
+    """An address as typed, its lines trimmed and blank lines dropped (a pasted address
+    keeps its line breaks; \\r\\n from a form becomes \\n)."""
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _changes_detail(customer: Customer, arguments: dict) -> dict:
+    return {"customer_id": customer.pk, "changes": getattr(customer, "changes", {})}
+
+
+@audited("customer.update", detail=_changes_detail)
+@transaction.atomic
+def customer_update(*, customer_id: str, **values: str) -> Customer:
+    """Change a customer's name, contact, billing address or tax id (the others keep
+    theirs). The audit entry holds each changed field's value before and after
+    (``customer.changes``); a new name must not be another customer's."""
+    unknown = sorted(set(values) - set(EDITABLE))
+    if unknown:
+        raise InvalidInput(f"not editable: {', '.join(unknown)} (editable: {', '.join(EDITABLE)})")
+    customer = Customer.objects.select_for_update().filter(pk=customer_id).first()
+    if customer is None:
+        raise NotFound(f"customer {customer_id} does not exist")
+    cleaned = {
+        name: _address(value) if name == "billing_address" else value.strip()
+        for name, value in values.items()
+    }
+    if "name" in cleaned:
+        if not cleaned["name"]:
+            raise InvalidInput("name must not be empty")
+        existing = _customer_named(cleaned["name"])
+        if existing is not None and existing.pk != customer.pk:
+            raise _name_taken(existing)
+    changes = {
+        name: {"before": getattr(customer, name), "after": value}
+        for name, value in cleaned.items()
+        if getattr(customer, name) != value
+    }
+    for name, change in changes.items():
+        setattr(customer, name, change["after"])
+    if changes:
+        try:
+            with transaction.atomic():
+                customer.save(update_fields=list(changes))
+        except IntegrityError:
+            existing = _customer_named(cleaned["name"])
+            raise _name_taken(existing) if existing else Conflict("name taken") from None
+    customer.changes = changes
+    return customer

@@ -8,13 +8,14 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.http import HttpResponseRedirect
-from django.urls import path, reverse
+from django.urls import path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from config.adminbase import NoEditAdmin, ReadOnlyAdmin, service_form_view
-from config.display import TIME_KEYS, pretty_json, utc_time
+from config.adminbase import NoEditAdmin, ReadOnlyAdmin, require, service_form_view
+from config.display import TIME_KEYS, admin_url, pretty_json, utc_time
 from events import services
 from events.models import DeliveryAttempt, Event, Webhook
 
@@ -65,6 +66,7 @@ class RedeliverForm(forms.Form):
 
 @admin.register(Webhook)
 class WebhookAdmin(NoEditAdmin):
+    add_capability = "manage_webhooks"
     empty_times = {"failing_since": "not failing"}
     # Few columns: a URL and a list of event types are long already (no filter sidebar;
     # the state column says which endpoints are disabled).
@@ -94,9 +96,9 @@ class WebhookAdmin(NoEditAdmin):
             '<a class="button" href="{}">Rotate secret</a> '
             '<a class="button" href="{}">Enable</a> '
             '<a class="button" href="{}">Send again from an event</a>',
-            reverse("admin:events_webhook_rotate", args=[hook.pk]),
-            reverse("admin:events_webhook_enable", args=[hook.pk]),
-            reverse("admin:events_webhook_redeliver", args=[hook.pk]),
+            admin_url("events_webhook_rotate", hook.pk),
+            admin_url("events_webhook_enable", hook.pk),
+            admin_url("events_webhook_redeliver", hook.pk),
         )
 
     @admin.display(description=f"last {ATTEMPTS_SHOWN} attempts")
@@ -140,9 +142,12 @@ class WebhookAdmin(NoEditAdmin):
         ] + super().get_urls()
 
     def _back(self, object_id: str) -> HttpResponseRedirect:
-        return HttpResponseRedirect(reverse("admin:events_webhook_change", args=[object_id]))
+        return HttpResponseRedirect(admin_url("events_webhook_change", object_id))
 
     def rotate_view(self, request, object_id):
+        require(request, "manage_webhooks")
+        object_id = unquote(object_id)
+
         def perform(data):
             hook = services.webhook_rotate_secret(webhook_id=object_id)
             self._show_secret(request, hook, "New secret")
@@ -157,6 +162,9 @@ class WebhookAdmin(NoEditAdmin):
         )  # fmt: skip
 
     def enable_view(self, request, object_id):
+        require(request, "manage_webhooks")
+        object_id = unquote(object_id)
+
         def perform(data):
             services.webhook_enable(webhook_id=object_id)
             self.message_user(request, f"Webhook {object_id} enabled.", messages.SUCCESS)
@@ -169,6 +177,9 @@ class WebhookAdmin(NoEditAdmin):
         )  # fmt: skip
 
     def redeliver_view(self, request, object_id):
+        require(request, "manage_webhooks")
+        object_id = unquote(object_id)
+
         def perform(data):
             event_id = data["event_id"].strip()
             services.webhook_redeliver(webhook_id=object_id, event_id=event_id)
@@ -205,7 +216,7 @@ class WebhookAdmin(NoEditAdmin):
                 customer_id=data["customer_id"].strip() or None,
             )
             self._show_secret(request, hook, "Secret")
-            return HttpResponseRedirect(reverse("admin:events_webhook_change", args=[hook.pk]))
+            return HttpResponseRedirect(admin_url("events_webhook_change", hook.pk))
 
         return service_form_view(
             self,

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from config import schema
 from config.fields import rendered, validated
 from events import selectors, serializers, services
+from operators.permissions import requires
 
 _WEBHOOK_PATH = schema.id_path("webhook_id", "The webhook endpoint.")
 _NOT_FOUND = {**schema.ADMIN_ERRORS, 404: "No such webhook."}
@@ -37,6 +38,7 @@ class WebhooksApi(APIView):
         description="Register a webhook endpoint. It receives the events written from now "
         "on, in order, signed as Standard Webhooks; the secret is shown only here.",
     )
+    @requires("manage_webhooks")
     def post(self, request):
         data = validated(serializers.WebhookIn, request.data)
         hook = services.webhook_create(**data)
@@ -50,6 +52,7 @@ class WebhooksApi(APIView):
         parameters=[schema.retry_after(429, 503)],
         description="Every webhook endpoint, oldest first (no secrets).",
     )
+    @requires("view_service")
     def get(self, request):
         return Response(
             rendered(serializers.WebhookListOut, {"webhooks": selectors.webhooks_list()})
@@ -62,6 +65,7 @@ class WebhookDetailApi(APIView):
         responses={200: serializers.WebhookDetailOut, **schema.errors(_NOT_FOUND)},
         description="One endpoint and its last 20 delivery attempts.",
     )
+    @requires("view_service")
     def get(self, request, webhook_id: str):
         hook = services.webhook_get(webhook_id)
         hook.recent_attempts = list(hook.attempts_made.select_related("event")[:20])
@@ -72,6 +76,7 @@ class WebhookDetailApi(APIView):
         responses={204: OpenApiResponse(description="Deleted."), **schema.errors(_NOT_FOUND)},
         description="Delete an endpoint (its past attempts stay in the log).",
     )
+    @requires("manage_webhooks")
     def delete(self, request, webhook_id: str):
         services.webhook_delete(webhook_id=webhook_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -85,6 +90,7 @@ class WebhookRotateApi(APIView):
         description="A new secret, shown only here. For SVC_WEBHOOK_SECRET_OVERLAP_HOURS "
         "(24 by default) deliveries carry a signature with the old secret too.",
     )
+    @requires("manage_webhooks")
     def post(self, request, webhook_id: str):
         hook = services.webhook_rotate_secret(webhook_id=webhook_id)
         return Response(rendered(serializers.WebhookCreatedOut, hook))
@@ -97,6 +103,7 @@ class WebhookEnableApi(APIView):
         responses={200: serializers.WebhookOut, **schema.errors(_NOT_FOUND)},
         description="Enable a disabled endpoint; it resumes at the event it stopped at.",
     )
+    @requires("manage_webhooks")
     def post(self, request, webhook_id: str):
         return Response(
             rendered(serializers.WebhookOut, services.webhook_enable(webhook_id=webhook_id))
@@ -113,6 +120,7 @@ class WebhookRedeliverApi(APIView):
         },
         description="Send an event, and every later one the endpoint takes, again.",
     )
+    @requires("manage_webhooks")
     def post(self, request, webhook_id: str):
         data = validated(serializers.RedeliverIn, request.data)
         hook = services.webhook_redeliver(webhook_id=webhook_id, event_id=data["event_id"])
@@ -133,6 +141,7 @@ class EventsApi(APIView):
         },
         description="The event log, newest first; next_cursor pages to older events.",
     )
+    @requires("view_service")
     def get(self, request):
         query = validated(serializers.EventQuery, request.query_params.dict())
         page = selectors.events_page(**query)

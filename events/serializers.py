@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import IdField, QueryIntegerField, StrictCharField, UnixField
+from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField
 from events.models import Event
 
 EVENT_PAGE_MAX = 500
 
 
-class WebhookIn(serializers.Serializer):
+class WebhookIn(BodyIn):
     url = StrictCharField(
         max_length=2000,
         help_text="https:// to a public address (http:// and private addresses only with "
@@ -59,7 +59,7 @@ class WebhookListOut(serializers.Serializer):
     webhooks = WebhookOut(many=True)
 
 
-class RedeliverIn(serializers.Serializer):
+class RedeliverIn(BodyIn):
     event_id = StrictCharField(
         max_length=40, help_text="Send this event and every later one again."
     )

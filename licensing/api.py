@@ -23,6 +23,7 @@ from config.errors import InvalidInput, RateLimited, ServiceError
 from config.fields import rendered, validated
 from licensing import exports, revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
+from operators.permissions import requires
 from signing import keyring
 from svccore.rates import parse_rate
 from svccore.timeunits import unix
@@ -251,6 +252,7 @@ class CatalogueApi(APIView):
         responses={200: serializers.CatalogueOut, **schema.errors(schema.ADMIN_ERRORS)},
         parameters=[schema.retry_after(429, 503)],
     )
+    @requires("view_service")
     def get(self, request):
         skus = [sku.entry() for sku in selectors.catalogue_list()]
         return Response(rendered(serializers.CatalogueOut, {"skus": skus}))
@@ -274,6 +276,7 @@ class BatchCreateApi(APIView):
         description="Sell units of a SKU: a batch and its batch key. term_days null: the "
         "SKU's default term.",
     )
+    @requires("issue_licences")
     def post(self, request):
         data = validated(serializers.BatchIn, request.data)
         batch = services.batch_issue(**data)
@@ -289,6 +292,7 @@ class BatchDetailApi(APIView):
         },
         description="Seat accounting of a batch.",
     )
+    @requires("view_service")
     def get(self, request, batch_id: str):
         batch = selectors.batch_get(batch_id=batch_id)
         return Response(rendered(serializers.BatchStatusOut, batch))
@@ -312,6 +316,7 @@ class LicenseCreateApi(APIView):
         parameters=[schema.retry_after(429, 503)],
         description="Issue a direct licence for one camera, priced at one unit.",
     )
+    @requires("issue_licences")
     def post(self, request):
         data = validated(serializers.LicenseIn, request.data)
         lic = services.license_issue(**data)
@@ -340,6 +345,7 @@ class LicenseRegisterApi(APIView):
         },
         parameters=[schema.retry_after(429, 503)],
     )
+    @requires("issue_licences")
     def post(self, request):
         data = validated(serializers.LicenseRegisterIn, request.data)
         lic = services.license_register(**data)
@@ -358,6 +364,7 @@ class RevokeApi(APIView):
         parameters=[schema.retry_after(429, 503)],
         description="Revoke a licence. Idempotent: again keeps the first time and reason.",
     )
+    @requires("revoke_licences")
     def post(self, request):
         data = validated(serializers.RevokeIn, request.data)
         lic = services.license_revoke(**data)
@@ -387,6 +394,7 @@ class SeatReleaseApi(APIView):
         "it as a transfer, not billed again. Name the seat by license_id, or by batch_id and "
         "device_id. Idempotent: again answers the first release (already_released).",
     )
+    @requires("release_seats")
     def post(self, request):
         data = validated(serializers.SeatReleaseIn, request.data)
         result = services.seat_release(**data)
@@ -413,6 +421,7 @@ class FleetApi(APIView):
         "back but skips the rest of a second a page ends in. A cursor that is not one "
         "next_cursor gave, or cursor with before, is 400.",
     )
+    @requires("view_service")
     def get(self, request):
         # A plain dict: a filter present but blank (``?customer_id=``) is refused like any
         # other bad value, not taken as absent (DRF's reading of a QueryDict), which would
@@ -462,6 +471,7 @@ class FleetCsvApi(APIView):
         "a page of 1000 at a time along the fleet's cursor, so it takes constant memory "
         "on the server whatever the size of the fleet.",
     )
+    @requires("view_service")
     def get(self, request):
         query = validated(serializers.FleetExportQuery, request.query_params.dict())
         weak = query.pop("weak_binding", None)
@@ -588,6 +598,7 @@ class RenewApi(APIView):
         "renewal line: units activated now x the batch's unit price (1 x the licence's). "
         "Idempotent per idempotency_key (body field or Idempotency-Key header).",
     )
+    @requires("renew_licences")
     def post(self, request):
         data = validated(serializers.RenewIn, request.data)
         key = _idempotency_key(request, data)
@@ -607,6 +618,7 @@ class ExpiringApi(APIView):
         "30) or ended and still in their grace period, soonest first, with their customer "
         "and activated units: what to renew.",
     )
+    @requires("view_service")
     def get(self, request):
         query = validated(serializers.ExpiringQuery, request.query_params.dict())
         items = selectors.expiring_list(days=query["days"])

@@ -50,10 +50,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "time": int(clock.now().timestamp()),
     }
     try:
-        body["public_key"] = keyring.public_key_fingerprint()
-        body["kid"] = keyring.active_kid()
-        body["signer"] = keyring.signer_kind()
-        keyring.signer_check()
+        active = keyring.active_key()
+        body["public_key"] = active.fingerprint
+        body["kid"] = active.kid
+        body["signer"] = active.signer.kind
+        active.signer.check()  # SignerUnavailable unless it can sign now
     except SignerUnavailable as exc:
         body["ok"] = False
         body["detail"] = exc.detail

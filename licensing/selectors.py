@@ -251,10 +251,14 @@ class Expiring:
 
 
 def expiring_list(
-    *, days: int = EXPIRING_DAYS_DEFAULT, now: dt.datetime | None = None
+    *,
+    days: int = EXPIRING_DAYS_DEFAULT,
+    now: dt.datetime | None = None,
+    customer_id: str | None = None,
 ) -> list[Expiring]:
     """Batches and direct licences, not revoked, ending within ``days`` of ``now`` or
-    ended and still in their grace period, soonest end first (then id). Read through
+    ended and still in their grace period (of one customer, if given), soonest end first
+    (then id). Read through
     the partial indexes on their ends (batch_expires, license_direct_expires): the rows
     ending in a window, not the licences of a fleet."""
     if type(days) is not int or not 1 <= days <= EXPIRING_DAYS_MAX:
@@ -270,6 +274,8 @@ def expiring_list(
         .filter(license__revoked_at__isnull=True)
         .select_related("customer", "license")
     )
+    if customer_id:
+        batches = batches.filter(customer_id=customer_id)
     for batch in batches:
         grace_days = batch.license.grace_days
         state = term_state_at(batch.expires_at, grace_days, now)
@@ -296,6 +302,8 @@ def expiring_list(
         expires_at__lte=until,
         revoked_at__isnull=True,
     ).select_related("customer")
+    if customer_id:
+        direct = direct.filter(customer_id=customer_id)
     for lic in direct:
         grace_days = lic.grace_days
         state = term_state_at(lic.expires_at, grace_days, now)

@@ -6,6 +6,7 @@ from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from config.fields import (
+    BodyIn,
     DeviceIdField,
     ExactDecimalField,
     IdField,
@@ -181,7 +182,7 @@ class ActivateIn(serializers.Serializer):
     sdk_version = ReportedTextField(required=False, default="", allow_blank=True, max_length=64)
 
 
-class BatchIn(serializers.Serializer):
+class BatchIn(BodyIn):
     customer_id = IdField()
     sku = IdField()
     units = StrictIntegerField(min_value=1, max_value=UNITS_MAX)
@@ -236,7 +237,7 @@ class BatchStatusOut(serializers.ModelSerializer):
         ]
 
 
-class LicenseIn(serializers.Serializer):
+class LicenseIn(BodyIn):
     customer_id = IdField()
     sku = IdField()
     device_id = DeviceIdField(trim_whitespace=True)
@@ -274,7 +275,7 @@ class LicenseOut(serializers.ModelSerializer):
         ]
 
 
-class LicenseRegisterIn(serializers.Serializer):
+class LicenseRegisterIn(BodyIn):
     token = StrictCharField(max_length=8192)
 
 
@@ -303,12 +304,12 @@ class LicenseRegisterOut(serializers.ModelSerializer):
         return True
 
 
-class RevokeIn(serializers.Serializer):
+class RevokeIn(BodyIn):
     license_id = IdField()
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
 
 
-class SeatReleaseIn(serializers.Serializer):
+class SeatReleaseIn(BodyIn):
     license_id = IdField(required=False)
     batch_id = IdField(required=False)
     device_id = DeviceIdField(required=False)
@@ -422,7 +423,7 @@ class FleetOut(serializers.Serializer):
 # --- renewals (issue 16) ---------------------------------------------------------------
 
 
-class RenewIn(serializers.Serializer):
+class RenewIn(BodyIn):
     batch_id = IdField(required=False, help_text="The batch to renew (its units follow).")
     license_id = IdField(
         required=False, help_text="A direct licence to renew (a batch key: its batch)."

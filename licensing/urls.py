@@ -5,13 +5,10 @@ from __future__ import annotations
 from django.urls import path
 
 from config import converters  # noqa: F401 - registers <id:...>
-from licensing import api
+from licensing import api, device_urls
 
 urlpatterns = [
-    path("activate", api.ActivateApi.as_view(), name="activate"),
-    path("revocations", api.RevocationListApi.as_view(), name="revocations"),
-    path("revocations/status", api.RevocationStatusApi.as_view(), name="revocations-status"),
-    path("license", api.LicenseRefreshApi.as_view(), name="license-refresh"),
+    *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
     path("admin/catalogue", api.CatalogueApi.as_view(), name="admin-catalogue"),
     path("admin/batches", api.BatchCreateApi.as_view(), name="admin-batches"),
     path("admin/batches/<id:batch_id>", api.BatchDetailApi.as_view(), name="admin-batch-detail"),

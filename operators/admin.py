@@ -1,29 +1,94 @@
-"""Named operator keys in the console: listed and revoked, never their key material."""
+"""Operator access in the console: named operator keys (listed and revoked, never their
+key material) and console users, whose second factor a key administrator may reset."""
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
+import datetime as dt
 
-from config.adminbase import ReadOnlyAdmin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.html import format_html
+
+from config import clock
+from config.adminbase import NoEditAdmin, may, service_form_view
 from config.errors import ServiceError
 from operators.models import OperatorKey
-from operators.services import operator_key_revoke
+from operators.roles import ROLES
+from operators.second_factor import has_second_factor, second_factor_reset
+from operators.services import operator_key_create, operator_key_revoke
+
+
+class OperatorKeyForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, help_text="Who or what uses the key, e.g. alice or billing-cron."
+    )
+    roles = forms.MultipleChoiceField(
+        choices=[(role, role) for role in ROLES],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="What the key may do (docs: Roles). Give it only what it needs.",
+    )
+    expires_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=3650,
+        label="Expires after (days)",
+        help_text="Empty: until revoked.",
+    )
 
 
 @admin.register(OperatorKey)
-class OperatorKeyAdmin(ReadOnlyAdmin):
-    """Keys are created with ``manage.py create_admin_key NAME`` (it prints the key once);
-    here they can be listed and revoked. Digests are never shown."""
+class OperatorKeyAdmin(NoEditAdmin):
+    """Keys are created here or with ``manage.py create_admin_key NAME --scope ROLES``;
+    the key is shown once, then only its keyed hash is stored. Listed and revoked here;
+    digests are never shown."""
 
-    list_display = ["name", "prefix", "created_at", "created_by", "revoked_at"]
+    add_capability = "manage_operator_access"
+
+    list_display = ["name", "roles_shown", "prefix", "created_at", "expires_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "prefix", "created_by"]
-    fields = ["name", "prefix", "created_at", "created_by", "revoked_at"]
+    fields = ["name", "roles_shown", "prefix", "created_at", "created_by", "expires_at",
+              "revoked_at"]  # fmt: skip
     readonly_fields = fields
     actions = ["revoke_keys"]
 
     def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("operators.change_operatorkey")
+        return may(request, "manage_operator_access")
+
+    @admin.display(description="roles")
+    def roles_shown(self, row: OperatorKey) -> str:
+        return ", ".join(row.roles) or "none"
+
+    def add_view(self, request, form_url="", extra_context=None):
+        def perform(data):
+            days = data["expires_days"]
+            row, key = operator_key_create(
+                name=data["name"].strip(),
+                roles=list(data["roles"]),
+                expires_at=clock.now() + dt.timedelta(days=days) if days else None,
+                created_by=request.user.get_username(),
+            )
+            self.message_user(
+                request,
+                format_html(
+                    'Operator key {} ({}): <code id="operator-key">{}</code> — shown only '
+                    "now; use it as X-Admin-Key (svcctl: SVC_ADMIN_KEY).",
+                    row.name,
+                    ", ".join(row.roles),
+                    key,
+                ),
+                messages.WARNING,
+            )
+            return HttpResponseRedirect(reverse("admin:operators_operatorkey_changelist"))
+
+        return service_form_view(
+            self, request, form_class=OperatorKeyForm, title="Create operator API key",
+            perform=perform, submit_label="Create key",
+        )  # fmt: skip
 
     @admin.action(description="Revoke selected operator keys", permissions=["revoke"])
     def revoke_keys(self, request, queryset):
@@ -33,3 +98,47 @@ class OperatorKeyAdmin(ReadOnlyAdmin):
             except ServiceError as exc:
                 self.message_user(request, exc.detail, messages.ERROR)
         self.message_user(request, f"revoked {queryset.count()} operator key(s)")
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class ConsoleUserAdmin(UserAdmin):
+    """Django's user admin (its own per-model permissions), with whether each user has a
+    second factor and the action that resets it (``reset_second_factors``)."""
+
+    list_display = [*UserAdmin.list_display, "second_factor"]
+    actions = ["reset_second_factor"]
+
+    @admin.display(description="second factor", boolean=True)
+    def second_factor(self, user) -> bool:
+        return has_second_factor(user)
+
+    def has_reset_permission(self, request) -> bool:
+        return may(request, "reset_second_factors")
+
+    # A key administrator sees the users whose second factor it may reset.
+    def has_module_permission(self, request):
+        return super().has_module_permission(request) or self.has_reset_permission(request)
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) or self.has_reset_permission(request)
+
+    @admin.action(
+        description="Reset the second factor of selected users (they enrol again)",
+        permissions=["reset"],
+    )
+    def reset_second_factor(self, request, queryset):
+        for user in queryset:
+            try:
+                removed = second_factor_reset(username=user.get_username())
+            except ServiceError as exc:
+                self.message_user(request, exc.detail, messages.ERROR)
+                continue
+            self.message_user(
+                request,
+                f"Second factor of {user.get_username()} reset: {removed} device(s) removed; "
+                "they set up an authenticator again at their next login.",
+            )

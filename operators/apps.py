@@ -7,4 +7,9 @@ class OperatorsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from operators import schema  # noqa: F401 - registers the AdminKey scheme
+        from operators.services import roles_ensure
+
+        post_migrate.connect(roles_ensure, sender=self)

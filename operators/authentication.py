@@ -29,7 +29,11 @@ class Operator:
     """Whoever presented a valid ``X-Admin-Key``: ``request.user`` of an admin view."""
 
     key_name: str
+    capabilities: frozenset[str] = frozenset()  # operators.roles.CAPABILITIES it holds
     is_authenticated = True
+
+    def may(self, capability: str) -> bool:
+        return capability in self.capabilities
 
     def __str__(self) -> str:
         return self.key_name

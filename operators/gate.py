@@ -13,7 +13,7 @@ from audit.services import audit_count_safely, audit_record_safely
 from config.clientip import client_ip
 from config.errors import RateLimited
 from operators.authentication import HEADER, Operator
-from operators.selectors import admin_api_enabled, admin_key_name
+from operators.selectors import admin_api_enabled, admin_key_operator
 from ratelimits import counters
 
 FAILURE_WINDOW_SECONDS = 60
@@ -33,7 +33,7 @@ def _refused(request, ip: str) -> None:
     counters.hit(
         "admin-key", ip, limit=settings.SVC_ADMIN_KEY_FAILURES, span=FAILURE_WINDOW_SECONDS
     )
-    with acting_as(request_actor(request, ip or None)):
+    with acting_as(request_actor(request)):
         audit_record_safely(
             action="admin_key.refused",
             result=AuditEntry.Result.FAILED,
@@ -44,7 +44,7 @@ def _refused(request, ip: str) -> None:
 
 
 def _throttled(request, ip: str, limit: int, retry_after: int) -> RateLimited:
-    with acting_as(request_actor(request, ip or None)):
+    with acting_as(request_actor(request)):
         audit_count_safely(
             action="admin_key.throttled",
             target=_target(request),
@@ -72,9 +72,9 @@ def authenticate_operator(request) -> Operator:
     state = counters.peek("admin-key", ip, limit=limit, span=FAILURE_WINDOW_SECONDS)
     if not state.allowed:
         raise _throttled(request, ip, limit, state.retry_after)
-    name = admin_key_name(presented)
-    if name is None:
+    operator = admin_key_operator(presented)
+    if operator is None:
         _refused(request, ip)
         raise exceptions.PermissionDenied(f"{HEADER} is not valid")
-    request.admin_key_name = name
-    return Operator(key_name=name)
+    request.admin_key_name = operator.key_name
+    return operator

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from config import clock
+from operators.roles import CAPABILITIES
 
 
 class OperatorKey(models.Model):
@@ -15,6 +16,9 @@ class OperatorKey(models.Model):
     created_at = models.DateTimeField(default=clock.now)
     created_by = models.CharField(max_length=150, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The roles (Django groups, operators.roles.ROLES) whose permissions the key holds.
+    roles = models.JSONField(default=list)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         # The table the audit app created before keys had their own app; kept, so the
@@ -28,4 +32,19 @@ class OperatorKey(models.Model):
 
     @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and (
+            self.expires_at is None or self.expires_at > clock.now()
+        )
+
+
+class Capability(models.Model):
+    """No table: the holder of the service's permissions (``operators.roles``), which
+    roles (Django groups) grant and ``User.has_perm("operators.<capability>")`` checks."""
+
+    class Meta:
+        managed = False
+        default_permissions = ()
+        permissions = list(CAPABILITIES.items())
+
+    def __str__(self) -> str:
+        return "capability"

@@ -7,8 +7,11 @@ import hmac
 import re
 
 from django.conf import settings
+from django.contrib.auth.models import Permission
 
+from operators.authentication import Operator
 from operators.models import OperatorKey
+from operators.roles import APP_LABEL, EVERY_CAPABILITY
 
 KEY_SCHEME = "svcop"
 BOOTSTRAP_KEY_NAME = "bootstrap"
@@ -23,16 +26,16 @@ def key_digest(key: str) -> str:
     ).hexdigest()
 
 
-def operator_key_match(presented: str) -> str | None:
-    """Name of the active operator key ``presented`` is, or None."""
+def operator_key_match(presented: str) -> OperatorKey | None:
+    """The active (not revoked, not expired) operator key ``presented`` is, or None."""
     match = PRESENTED.match(presented)
     if not match:
         return None
     row = OperatorKey.objects.filter(prefix=match.group(1), revoked_at__isnull=True).first()
-    if row is None:
+    if row is None or not row.active:
         return None
     if hmac.compare_digest(row.digest, key_digest(presented)):
-        return row.name
+        return row
     return None
 
 
@@ -40,15 +43,46 @@ def operator_keys_exist() -> bool:
     return OperatorKey.objects.filter(revoked_at__isnull=True).exists()
 
 
-def admin_key_name(presented: str) -> str | None:
-    """Name of the key ``presented`` is: ``bootstrap`` for ``SVC_ADMIN_KEY``, else a named
-    operator key's; None for neither. Compared in constant time."""
+def role_capabilities(roles: list[str]) -> frozenset[str]:
+    """The capabilities the roles (Django groups) ``roles`` hold, as the database has
+    them."""
+    if not roles:
+        return frozenset()
+    return frozenset(
+        Permission.objects.filter(
+            group__name__in=roles, content_type__app_label=APP_LABEL
+        ).values_list("codename", flat=True)
+    )
+
+
+def admin_key_operator(presented: str) -> Operator | None:
+    """The key ``presented`` is: ``bootstrap`` for ``SVC_ADMIN_KEY`` (every capability),
+    else a named operator key with its roles' capabilities; None for neither. Compared in
+    constant time."""
     configured = settings.SVC_ADMIN_KEY
     if configured and hmac.compare_digest(presented.encode(), configured.encode()):
-        return BOOTSTRAP_KEY_NAME
-    return operator_key_match(presented)
+        return Operator(BOOTSTRAP_KEY_NAME, EVERY_CAPABILITY)
+    row = operator_key_match(presented)
+    if row is None:
+        return None
+    return Operator(row.name, role_capabilities(row.roles))
 
 
 def admin_api_enabled() -> bool:
     """Whether any key can open the admin API: the bootstrap key or an active named one."""
     return bool(settings.SVC_ADMIN_KEY) or operator_keys_exist()
+
+
+def shared_key_warning() -> str:
+    """What start-up warns of (``config.wsgi``) in production: the shared bootstrap
+    ``SVC_ADMIN_KEY`` still set beside named keys. "" when there is nothing to say."""
+    if settings.DEBUG or not settings.SVC_ADMIN_KEY:
+        return ""
+    named = OperatorKey.objects.filter(revoked_at__isnull=True).count()
+    if not named:
+        return ""
+    return (
+        f"SVC_ADMIN_KEY is set beside {named} named operator key(s): the shared key holds "
+        "every role and the audit log names it only 'bootstrap'; unset it once the named "
+        "keys (manage.py create_admin_key NAME --scope ROLES) are in use"
+    )

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import secrets
 
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 
 from audit.services import audited
 from config import clock
 from config.errors import Conflict, InvalidInput, NotFound
 from operators.models import OperatorKey
+from operators.roles import APP_LABEL, CAPABILITIES, ROLES, known_roles
 from operators.selectors import KEY_SCHEME, key_digest
 
 NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
@@ -18,9 +21,18 @@ NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
 
 @audited("operator_key.create", target=lambda result, arguments: arguments["name"])
 @transaction.atomic
-def operator_key_create(*, name: str, created_by: str = "") -> tuple[OperatorKey, str]:
-    """Create a named operator key. Returns the row and the key itself, which is not
-    stored anywhere and cannot be shown again."""
+def operator_key_create(
+    *, name: str, roles: list[str], expires_at=None, created_by: str = ""
+) -> tuple[OperatorKey, str]:
+    """Create a named operator key holding ``roles`` (``operators.roles.ROLES``), valid
+    until ``expires_at`` (None: until revoked). Returns the row and the key itself, which
+    is not stored anywhere and cannot be shown again."""
+    try:
+        roles = known_roles(roles)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    if expires_at is not None and expires_at <= clock.now():
+        raise InvalidInput(f"the key would expire at {expires_at:%Y-%m-%d %H:%M} UTC, already past")
     if not NAME.match(name):
         raise InvalidInput(
             "key name must be 1-100 characters of letters, digits, '.', '_', '@' or '-', "
@@ -31,7 +43,12 @@ def operator_key_create(*, name: str, created_by: str = "") -> tuple[OperatorKey
     prefix = secrets.token_hex(6)
     key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
     row = OperatorKey.objects.create(
-        name=name, prefix=prefix, digest=key_digest(key), created_by=created_by[:150]
+        name=name,
+        prefix=prefix,
+        digest=key_digest(key),
+        created_by=created_by[:150],
+        roles=roles,
+        expires_at=expires_at,
     )
     return row, key
 
@@ -48,3 +65,19 @@ def operator_key_revoke(*, name: str) -> OperatorKey:
         row.revoked_at = clock.now()
         row.save(update_fields=["revoked_at"])
     return row
+
+
+def roles_ensure(**_signal) -> None:
+    """Make sure every role of ``operators.roles.ROLES`` exists as a group holding at least
+    its capabilities. It adds what is missing and takes nothing away, so a permission an
+    administrator added to a group stays. Runs after every ``migrate`` (and after a test
+    flush), so a deleted role comes back."""
+    content_type, _ = ContentType.objects.get_or_create(app_label=APP_LABEL, model="capability")
+    permissions = {}
+    for codename, name in CAPABILITIES.items():
+        permissions[codename], _ = Permission.objects.get_or_create(
+            content_type=content_type, codename=codename, defaults={"name": name}
+        )
+    for role, held in ROLES.items():
+        group, _ = Group.objects.get_or_create(name=role)
+        group.permissions.add(*(permissions[codename] for codename in sorted(held)))

@@ -49,7 +49,3 @@ class SigningKey(models.Model):
 
     def __str__(self) -> str:
         return self.kid
-
-    def window(self) -> str:
-        """The certificate's validity as ``not_before..not_after`` (Unix seconds)."""
-        return f"{self.not_before}..{self.not_after or 'no end'}"

@@ -175,6 +175,10 @@ _libraries_lock = threading.Lock()
 _module_locks: dict[str, threading.RLock] = {}
 
 
+# The least time a new process's first connection to the token gets (see Pkcs11Signer).
+CONNECT_SECONDS = 15.0
+
+
 def module_lock(module: str) -> threading.RLock:
     with _libraries_lock:
         return _module_locks.setdefault(module, threading.RLock())
@@ -393,7 +397,11 @@ class Pkcs11Signer:
         self._module_lock = module_lock(config.module)
         self._pool = ThreadPoolExecutor(config.sessions, thread_name_prefix="pkcs11-signer")
         try:
-            self._run(self._probe)
+            # Connecting is once per process and may wait for the token's file locks
+            # while sibling workers connect at the same moment: it gets CONNECT_SECONDS
+            # when SVC_PKCS11_TIMEOUT is shorter, so that a slow start under load does
+            # not stop the server (a token that cannot sign still does, at once).
+            self._run(self._probe, timeout=max(config.timeout, CONNECT_SECONDS))
         except SignerUnavailable:
             self.close()
             raise
@@ -419,18 +427,19 @@ class Pkcs11Signer:
 
     # one call on the pool, bounded by the timeout
 
-    def _run(self, call: Callable[[], T]) -> T:
+    def _run(self, call: Callable[[], T], timeout: float | None = None) -> T:
         if self._pid and os.getpid() != self._pid:
             self._after_fork()
+        timeout = self.config.timeout if timeout is None else timeout
         future: Future[T] = self._pool.submit(self._with_token, call)
         try:
-            return future.result(timeout=self.config.timeout)
+            return future.result(timeout=timeout)
         except FutureTimeout:
             future.cancel()  # when it is still queued behind stuck ones
-            log.error("%s did not sign within %s s", self.config.describe(), self.config.timeout)
+            log.error("%s did not sign within %s s", self.config.describe(), timeout)
             raise SignerUnavailable(
                 f"signing key unavailable: {self.config.describe()} did not answer within "
-                f"{self.config.timeout:g} s (SVC_PKCS11_TIMEOUT)"
+                f"{timeout:g} s (SVC_PKCS11_TIMEOUT)"
             ) from None
 
     def _after_fork(self) -> None:

@@ -28,6 +28,8 @@ from svccore.money import exact
 
 COLUMNS = (
     "invoice_number",
+    "document_type",  # invoice, credit_note, or preview (rated, not issued)
+    "credits",  # on a credit note: the invoice it credits
     "issued_at",
     "customer_id",
     "customer_name",
@@ -37,11 +39,13 @@ COLUMNS = (
     "kind",
     "sku",
     "batch_id",
+    "license_id",
     "description",
     "quantity",
     "unit",
     "unit_price",
     "amount",
+    "document_total",  # the document's total, on each of its rows
 )
 FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r", "\n")
 
@@ -59,6 +63,7 @@ def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
         "kind": line["kind"],
         "sku": line["sku"],
         "batch_id": line.get("batch_id") or "",
+        "license_id": line.get("license_id") or "",
         "description": line["description"],
         "quantity": exact(line["quantity"], 0),
         "unit": line["unit"],
@@ -69,15 +74,18 @@ def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
 
 def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[dict[str, Any]]:
     """Rows of a rated invoice (``invoice_rate`` or the invoice endpoint's JSON); it has
-    no number until issued."""
+    no number until issued), or of an issued document as the admin API answers it."""
     header = {
         "invoice_number": rated.get("number", ""),
-        "issued_at": "",
+        "document_type": rated.get("kind") or "preview",
+        "credits": rated.get("credits") or "",
+        "issued_at": iso(rated["issued_at"]) if rated.get("issued_at") else "",
         "customer_id": rated["customer_id"],
         "customer_name": customer_name,
         "period_start": iso(rated["period_start"]),
         "period_end": iso(rated["period_end"]),
         "currency": rated["currency"],
+        "document_total": exact(rated["total"], 2),
     }
     for line in rated["lines"]:
         yield line_row(header, line)

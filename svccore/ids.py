@@ -9,7 +9,11 @@ ID_LENGTH = 16  # 80 bits
 
 
 def random_id(length: int = ID_LENGTH) -> str:
-    return "".join(secrets.choice(CROCKFORD) for _ in range(length))
+    """``length`` characters, each uniform over the 32 of CROCKFORD: one random byte
+    each, of which the low five bits choose (256 is a multiple of 32, so no bias). One
+    call for the bytes, not one secrets.choice per character (ten times slower, on
+    every activation)."""
+    return "".join(CROCKFORD[byte & 31] for byte in secrets.token_bytes(length))
 
 
 CUSTOMER_PREFIX = "CUST-"

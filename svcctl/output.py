@@ -19,7 +19,7 @@ def when(seconds: int | None, *, zero: str = "never") -> str:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def amount(value: Decimal | int | str, currency: str) -> str:
+def amount(value: Decimal | int | str, currency: str, *, grouped: bool = False) -> str:
     """An amount of money from the API with the currency's decimals: ``630`` or
     ``630.0`` -> ``630.00`` (EUR), never fewer, and never rounded (a unit price of
     ``0.035`` keeps its three).
@@ -28,12 +28,19 @@ def amount(value: Decimal | int | str, currency: str) -> str:
     float is refused rather than formatted, it would already have lost the exact value."""
     if isinstance(value, float | bool):
         raise TypeError(f"money must be Decimal, int or str, not {type(value).__name__}")
-    return f"{exact(value, minor_units(currency)):f}"
+    number = exact(value, minor_units(currency))
+    return f"{number:,f}" if grouped else f"{number:f}"
 
 
-def money(value: Decimal | int | str, currency: str) -> str:
-    """:func:`amount` followed by the currency code: ``630.00 EUR``."""
-    return f"{amount(value, currency)} {currency}".rstrip()
+def money(value: Decimal | int | str, currency: str, *, grouped: bool = True) -> str:
+    """:func:`amount` followed by the currency code: ``20,000.00 EUR`` (``grouped=False``:
+    ``20000.00 EUR``)."""
+    return f"{amount(value, currency, grouped=grouped)} {currency}".rstrip()
+
+
+def quantity(value: Decimal | int | str) -> str:
+    """A quantity grouped, without trailing zeros: ``1,953,000``, ``12.345``."""
+    return f"{exact(value, 0):,f}"
 
 
 def _default(value: Any) -> Any:
@@ -49,13 +56,23 @@ def print_json(data: Any, out: TextIO | None = None) -> None:
     )
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None) -> None:
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    out: TextIO | None = None,
+    *,
+    align_right: set[int] | frozenset[int] = frozenset(),
+) -> None:
+    """Columns as wide as their widest cell (numbers in ``align_right`` columns flush
+    right, so digits line up)."""
     out = out or sys.stdout
     text_rows = [["" if cell is None else str(cell) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in text_rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    line = "  ".join(
+        f"{{:{'>' if index in align_right else '<'}{w}}}" for index, w in enumerate(widths)
+    )
     out.write(line.format(*headers).rstrip() + "\n")
     out.write(line.format(*("-" * w for w in widths)).rstrip() + "\n")
     for row in text_rows:

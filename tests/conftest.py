@@ -237,6 +237,8 @@ class LiveService:
     url: str
     admin_key: str
     process: subprocess.Popen
+    log: Path | None = None
+    killed: bool = False  # a test killed it on purpose: its end is not a failure
 
     def admin(self, method: str, path: str, body: dict | None = None) -> dict:
         """One admin API call with the operator key; the parsed JSON answer."""
@@ -250,10 +252,13 @@ class LiveService:
             return json.load(response)
 
 
-def start_gunicorn(log_dir: Path, *, healthy: bool = True, **environment: str) -> LiveService:
-    """gunicorn (3 workers x 4 threads) serving the test database, with ``environment``
-    on top of the test settings; stop it with :func:`stop_gunicorn`. It is up once
-    /healthz answers 200 (or, with ``healthy=False``, 503)."""
+def start_gunicorn(
+    log_dir: Path, *, healthy: bool = True, app: str = "config.wsgi", **environment: str
+) -> LiveService:
+    """gunicorn (3 workers x 4 threads) serving ``app`` (the full application, or
+    ``config.device_wsgi``) on the test database, with ``environment`` on top of the
+    test settings; stop it with :func:`stop_gunicorn`. It is up once /healthz answers 200
+    (or, with ``healthy=False``, 503)."""
     port = _free_port()
     log = log_dir / f"server-{port}.log"
     env = {
@@ -277,7 +282,7 @@ def start_gunicorn(log_dir: Path, *, healthy: bool = True, **environment: str) -
         **environment,
     }
     command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi",
+        sys.executable, "-m", "gunicorn", app,
         "--bind", f"127.0.0.1:{port}",
         "--workers", "3", "--threads", "4", "--worker-class", "gthread",
         "--timeout", "60", "--graceful-timeout", "5",
@@ -300,10 +305,18 @@ def start_gunicorn(log_dir: Path, *, healthy: bool = True, **environment: str) -
             process.kill()
             pytest.fail(f"gunicorn did not start:\n{log.read_text()[-3000:]}")
         time.sleep(0.1)
-    return LiveService(url=url, admin_key=env["SVC_ADMIN_KEY"], process=process)
+    return LiveService(url=url, admin_key=env["SVC_ADMIN_KEY"], process=process, log=log)
 
 
 def stop_gunicorn(service: LiveService) -> None:
+    """Stop the server; one that had already exited fails the teardown with the end of
+    its log (a server dying under a test shows why, not only "connection refused")."""
+    code = service.process.poll()
+    if code is not None and service.log is not None and not service.killed:
+        pytest.fail(
+            f"gunicorn at {service.url} exited by itself (code {code}) before the end:\n"
+            f"{service.log.read_text(errors='replace')[-3000:]}"
+        )
     service.process.terminate()
     try:
         service.process.wait(timeout=10)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -573,3 +574,27 @@ def test_fleet_filter_naming_nothing_is_404(admin_api, query):
     response = admin_api.get(f"/v1/admin/fleet?{query}")
     assert response.status_code == 404
     assert "does not exist" in response.json()["detail"]
+
+
+def _operations_with_a_body():
+    """Every /v1/admin operation whose OpenAPI entry takes a request body."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if path.startswith("/v1/admin") and "requestBody" in operation:
+                yield method, re.sub(r"\{[^}]+\}", "X-1", path)
+
+
+@pytest.mark.django_db
+def test_every_admin_body_refuses_an_unknown_field_naming_it(admin_api):
+    operations = list(_operations_with_a_body())
+    assert len(operations) >= 10, operations  # the walk found the admin API
+    for method, path in operations:
+        response = getattr(admin_api, method)(path, {"zz_unknown": 1}, format="json")
+        assert response.status_code == 400, (method, path, response.content)
+        assert "unknown field 'zz_unknown': this endpoint takes" in response.json()["detail"], (
+            method,
+            path,
+        )

@@ -1,12 +1,13 @@
 """The production edge: nginx with deploy/nginx/licensing.conf.template in front of two
 gunicorn app nodes (deploy/gunicorn.conf.py) sharing a private Redis and the test
-database, as docs/deployment.md lays it out.
+database, on PostgreSQL through PgBouncer in transaction mode (deploy/pgbouncer/), as
+docs/deployment.md lays it out.
 
 TLS, the redirect and the forwarded headers; the activation limit of spec §8 at the edge
 and, behind it, shared by the nodes; the provisioning allowlist; body limits; and an app
 node killed with SIGKILL while activations flow. nginx runs as the test's own user on
 free ports, with everything it writes in a temporary directory. Skipped only when nginx
-is not installed; .ci/run installs it.
+(or, on PostgreSQL, pgbouncer) is not installed; .ci/run installs both.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -31,13 +33,14 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from django.db import connection
 
 from licensing.models import Activation, License
 from tests.conftest import (
@@ -47,6 +50,9 @@ from tests.conftest import (
     start_gunicorn,
     stop_gunicorn,
     tool_missing,
+)
+from tests.conftest import (
+    test_database_url as shared_database_url,
 )
 
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
@@ -77,6 +83,7 @@ class Edge:
     tls: ssl.SSLContext  # trusts the edge's self-signed certificate
     nodes: list[LiveService]
     access_log: Path
+    pooler: Pooler | None = None  # PgBouncer between the nodes and PostgreSQL
 
     def log_lines(self, since: int = 0) -> list[str]:
         with open(self.access_log, "rb") as log:
@@ -168,17 +175,91 @@ def _start_redis(directory: Path) -> tuple[subprocess.Popen | None, str]:
     return process, f"redis://127.0.0.1:{port}/0"
 
 
-def _start_nginx(directory: Path, nodes: list[LiveService]) -> tuple[subprocess.Popen, Edge]:
+PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
+POOL_SIZE = 4  # server connections for 2 nodes x 3 workers x 4 threads: they are shared
+
+
+@dataclass
+class Pooler:
+    process: subprocess.Popen
+    port: int
+    directory: Path
+
+    def show(self, what: str) -> list[dict]:
+        """PgBouncer's console: ``SHOW POOLS``, ``SHOW STATS`` as rows of dicts."""
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname="pgbouncer",
+            autocommit=True, prepare_threshold=None,
+        ) as conn:  # fmt: skip
+            cursor = conn.execute(f"SHOW {what}")
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _start_pgbouncer(directory: Path, database_url: str) -> Pooler:
+    """deploy/pgbouncer/pgbouncer.ini as shipped (transaction pooling), pointed at the
+    test database with a pool of POOL_SIZE, on a free port, trusting the test's
+    PostgreSQL as the machine does. As root, PgBouncer runs as postgres (it refuses
+    root), so its files live in a directory postgres may write; its output is in
+    ``directory``."""
+    import configparser
+    from urllib.parse import urlsplit
+
+    if PGBOUNCER is None:
+        tool_missing("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does)")
+    target = urlsplit(database_url)
+    name = target.path.lstrip("/")
+    ini = configparser.ConfigParser(interpolation=None, comment_prefixes=(";",))
+    ini.optionxform = str
+    ini.read(REPO / "deploy" / "pgbouncer" / "pgbouncer.ini")
+    assert ini["pgbouncer"]["pool_mode"] == "transaction"
+    port = _free_port()
+    # Not under pytest's directory, which only its owner may enter.
+    home = Path(tempfile.mkdtemp(prefix="svc-edge-pgbouncer-"))
+    ini.remove_section("databases")
+    ini["databases"] = {name: f"host={target.hostname} port={target.port or 5432} dbname={name}"}
+    ini["pgbouncer"].update(
+        listen_port=str(port), unix_socket_dir="", auth_type="trust",
+        auth_file=str(home / "userlist.txt"), logfile=str(home / "pgbouncer.log"),
+        pidfile=str(home / "pgbouncer.pid"), admin_users="postgres",
+        stats_users="postgres", default_pool_size=str(POOL_SIZE), reserve_pool_size="0",
+    )  # fmt: skip
+    (home / "userlist.txt").write_text('"postgres" ""\n')
+    with open(home / "pgbouncer.ini", "w") as out:
+        ini.write(out)
+    command = [PGBOUNCER, str(home / "pgbouncer.ini")]
+    if os.geteuid() == 0:
+        postgres = pwd.getpwnam("postgres")
+        for path in (home, *home.iterdir()):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        shutil.chown(home, user=postgres.pw_uid)
+        command[1:1] = ["-u", "postgres"]
+    with open(directory / "pgbouncer-stderr.log", "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=out)
+    _await_port(port, process, "pgbouncer", home / "pgbouncer.log")
+    return Pooler(process, port, home)
+
+
+def _servers(nodes: list[LiveService]) -> str:
+    return "".join(
+        f"server {node.url.removeprefix('http://')} max_fails=2 fail_timeout=5s;\n"
+        for node in nodes
+    )
+
+
+def _start_nginx(
+    directory: Path, nodes: list[LiveService], *, full: list[LiveService] | None = None
+) -> tuple[subprocess.Popen, Edge]:
+    """nginx in front of ``nodes`` (the device pool); ``full`` are the nodes of the full
+    application (default: all of them)."""
     for sub in ("conf", "logs", "temp"):
         (directory / sub).mkdir()
     cert, key = _certificate(directory / "conf")
-    # The two files operators edit: the nodes, and the provisioning lines.
-    (directory / "conf" / "upstream.conf").write_text(
-        "".join(
-            f"server {node.url.removeprefix('http://')} max_fails=2 fail_timeout=5s;\n"
-            for node in nodes
-        )
-    )
+    # The files operators edit: the two pools' nodes, and the provisioning lines.
+    (directory / "conf" / "upstream.conf").write_text(_servers(full or nodes))
+    (directory / "conf" / "device-upstream.conf").write_text(_servers(nodes))
     (directory / "conf" / "activation-allowlist.conf").write_text(f"{PROVISIONING_LINE}/32 1;\n")
     https_port, http_port = _free_port(), _free_port()
     template = (REPO / "deploy" / "nginx" / "licensing.conf.template").read_text()
@@ -232,11 +313,16 @@ http {{
 @pytest.fixture(scope="module")
 def edge(django_db_setup, signing_key_file, tmp_path_factory):
     """nginx -> two gunicorn nodes (3 workers x 4 threads each) -> the test database,
-    the nodes sharing a private Redis."""
+    the nodes sharing a private Redis. The first runs the full application, the second
+    the device application (config.device_wsgi): the console and admin API go to the
+    first, what cameras call to both."""
     if NGINX is None:
         tool_missing("nginx is not installed (apt-get install nginx; .ci/run does)")
     directory = tmp_path_factory.mktemp("edge")
     redis, cache_url = _start_redis(directory)
+    pooler = None
+    if connection.vendor == "postgresql":
+        pooler = _start_pgbouncer(directory, shared_database_url())
     environment = {
         "CACHE_URL": cache_url,
         "SVC_TRUSTED_PROXIES": "127.0.0.1/32",  # nginx's address
@@ -251,14 +337,28 @@ def edge(django_db_setup, signing_key_file, tmp_path_factory):
         # threads, timeout) override the file's.
         "GUNICORN_CMD_ARGS": f"-c {shlex.quote(str(REPO / 'deploy' / 'gunicorn.conf.py'))}",
     }
+    if pooler is not None:
+        # Through PgBouncer in transaction mode, as docs/deployment.md lays it out.
+        database = urlsplit(shared_database_url())
+        environment["DATABASE_URL"] = database._replace(
+            netloc=f"{database.username}@127.0.0.1:{pooler.port}"
+        ).geturl()
+        environment["SVC_DB_TRANSACTION_POOLING"] = "1"
+        # Production's persistent connections (start_gunicorn closes each after its
+        # request): a thread's statements repeat on one client connection, as in the field.
+        environment["SVC_DB_CONN_MAX_AGE"] = "60"
     nodes: list[LiveService] = []
     nginx = None
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            starting = [pool.submit(start_gunicorn, directory, **environment) for _ in range(2)]
+            starting = [
+                pool.submit(start_gunicorn, directory, app=app, **environment)
+                for app in ("config.wsgi", "config.device_wsgi")
+            ]
             for future in starting:
                 nodes.append(future.result())
-        nginx, edge = _start_nginx(directory, nodes)
+        nginx, edge = _start_nginx(directory, nodes, full=nodes[:1])
+        edge.pooler = pooler
         yield edge
     finally:
         if nginx is not None:
@@ -266,6 +366,10 @@ def edge(django_db_setup, signing_key_file, tmp_path_factory):
             nginx.wait(timeout=10)
         for node in nodes:
             stop_gunicorn(node)
+        if pooler is not None:
+            pooler.process.terminate()
+            pooler.process.wait(timeout=10)
+            shutil.rmtree(pooler.directory, ignore_errors=True)
         if redis is not None:
             redis.terminate()
             redis.wait(timeout=10)
@@ -494,6 +598,45 @@ def test_an_allowlisted_provisioning_line_is_never_limited(edge, make_batch):
     assert set(Activation.objects.values_list("client_ip", flat=True)) == {PROVISIONING_LINE}
 
 
+def test_the_nodes_share_a_few_database_connections_through_pgbouncer(edge, make_batch):
+    """Both nodes (24 threads) reach PostgreSQL through PgBouncer in transaction mode
+    with POOL_SIZE server connections: consecutive transactions of one thread run on
+    different server connections. 240 activations and 240 re-activations, 16 at a time,
+    each statement run far past psycopg's prepare threshold: every one answered 200 (a
+    statement prepared by name on one server connection is unknown on the next:
+    SVC_DB_TRANSACTION_POOLING turns that off)."""
+    if edge.pooler is None:
+        pytest.skip("PgBouncer pools PostgreSQL connections; this run is on SQLite")
+    before = _pooled_transactions(edge.pooler)
+    token = make_batch(units=1000).license.token
+    local = threading.local()
+
+    def activate(n: int) -> Answer:
+        if getattr(local, "conn", None) is None:
+            local.conn = EdgeConnection(edge, source=PROVISIONING_LINE)
+        return _activate(local.conn, token, f"pooled-{n % 240}")
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(activate, range(480)))
+    statuses = Counter(answer.status for answer in answers)
+    print(f"\nedge through PgBouncer: {dict(statuses)}")
+    assert statuses == {200: 480}, [a.body for a in answers if a.status != 200][:3]
+    assert Counter(a.json()["reactivated"] for a in answers) == {False: 240, True: 240}
+    assert Activation.objects.filter(device_id__startswith="pooled-").count() == 240
+    assert _pooled_transactions(edge.pooler) - before >= 480
+    pools = {row["database"]: row for row in edge.pooler.show("POOLS")}
+    database = urlsplit(shared_database_url()).path.lstrip("/")
+    servers = sum(pools[database][k] for k in ("sv_active", "sv_idle", "sv_used", "sv_tested"))
+    assert servers <= POOL_SIZE
+
+
+def _pooled_transactions(pooler: Pooler) -> int:
+    database = urlsplit(shared_database_url()).path.lstrip("/")
+    return sum(
+        row["total_xact_count"] for row in pooler.show("STATS") if row["database"] == database
+    )
+
+
 # --- body limits ----------------------------------------------------------------------
 
 
@@ -555,6 +698,7 @@ def _workers(node: LiveService) -> list[int]:
 def _kill_node(node: LiveService, workers: list[int]) -> None:
     """SIGKILL a gunicorn node, as a machine or container dying would: its master first
     (so it forks no new workers), then every worker; returns once all are dead."""
+    node.killed = True
     os.kill(node.process.pid, signal.SIGKILL)
     for worker in workers:
         os.kill(worker, signal.SIGKILL)

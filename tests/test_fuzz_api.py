@@ -153,6 +153,9 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "POST /v1/admin/invoices/{number}/credit-note": {
             "path_parameters": {"number": invoice.number}
         },
+        "GET /v1/admin/invoices/{number}": {"path_parameters": {"number": invoice.number}},
+        "GET /v1/admin/invoices/{number}.pdf": {"path_parameters": {"number": invoice.number}},
+        "PATCH /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": billed.id}},
         "GET /v1/admin/fleet": {
             "query": {
                 "customer_id": customer.id,

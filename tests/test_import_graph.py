@@ -8,7 +8,8 @@ level and inside functions, read with ``ast`` and checked against the layers.
     audit operators ratelimits signing
     console svcctl bench         on top (svcctl talks HTTP: no Django app, no config)
 
-``config/urls.py`` (the composition root) and ``config/wsgi.py`` may import the apps.
+``config/urls.py`` and ``config/device_urls.py`` (the composition roots of the full and
+the device application) and ``config/wsgi.py`` may import the apps.
 A function-local import is held to the same rule: it does not make a cycle go away.
 """
 
@@ -52,12 +53,13 @@ ALLOWED = {
 COMPOSITION_ROOTS = {
     "config/urls.py": ("devices", "svccore", *APPS, "console"),
     "config/wsgi.py": ("devices", "svccore", *APPS),
+    "config/device_urls.py": ("devices", "svccore", *APPS),
 }
 WHY = {
     "devices": "the device module is vendored into firmware: standard library + cryptography",
     "svccore": "svccore is shared with svcctl and stays Django-free: it may import devices",
     "config": "config is the bottom of the server: it may import devices and svccore, "
-    "and only config/urls.py and config/wsgi.py compose the apps",
+    "and only config/urls.py, config/device_urls.py and config/wsgi.py compose the apps",
     "svcctl": "svcctl talks HTTP to the service: it may import devices and svccore",
     **{
         app: "an app may import config, svccore, devices and other apps, never " + ", ".join(TOP)

@@ -76,3 +76,32 @@ def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
 def test_well_formed_settings_start(variables):
     result = check(**variables)
     assert result.returncode == 0, result.stderr
+
+
+def database_options(**variables: str) -> tuple:
+    """(prepare_threshold, DISABLE_SERVER_SIDE_CURSORS) of a PostgreSQL configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SVC_", "DJANGO_"))}
+    env.update({"SVC_ENV_FILE": "", "SVC_DEBUG": "1", **variables})
+    env["DATABASE_URL"] = "postgres://nobody@127.0.0.1:1/none"  # read, never connected
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "db = settings.DATABASES['default']; "
+        "print(db['OPTIONS']['prepare_threshold'], db['DISABLE_SERVER_SIDE_CURSORS'])"
+    )
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return tuple(result.stdout.split())
+
+
+def test_behind_a_transaction_pooler_nothing_is_prepared_or_held_across_transactions():
+    """PgBouncer in transaction mode may run each transaction on another server
+    connection: a statement prepared on one is unknown on the next (tests/test_edge.py
+    runs the nodes through a real PgBouncer)."""
+    assert database_options() == ("5", "False")
+    assert database_options(SVC_DB_TRANSACTION_POOLING="1") == ("None", "True")
+    # PgBouncer 1.21+ with max_prepared_statements keeps them: an explicit threshold wins.
+    pooled = {"SVC_DB_TRANSACTION_POOLING": "1", "SVC_DB_PREPARE_THRESHOLD": "5"}
+    assert database_options(**pooled) == ("5", "True")

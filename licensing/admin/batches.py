@@ -5,14 +5,14 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import F
 from django.http import HttpResponseRedirect
-from django.urls import reverse
 from django.utils.html import format_html
 
 from config.adminbase import (
     NoEditAdmin,
     service_form_view,
 )
-from config.display import money, pretty_json
+from config.display import admin_url, counted, customer_link, money, pretty_json, utc_time
+from config.drafts import drafted
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -55,6 +55,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 @admin.register(Batch)
 class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
+    add_capability = "issue_licences"
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
     list_display = [
@@ -91,7 +92,7 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
-        return admin_link(batch.customer, str(batch.customer))
+        return customer_link(batch.customer)
 
     @admin.display(description="units activated", ordering="units_activated")
     def progress(self, batch: Batch):
@@ -117,7 +118,7 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_name(self, batch: Batch):
-        url = reverse("admin:customers_customer_change", args=[batch.customer_id])
+        url = admin_url("customers_customer_change", batch.customer_id)
         return format_html(
             '<a href="{}" title="{}">{}</a>', url, batch.customer_id, batch.customer.name
         )
@@ -136,19 +137,43 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
 
     def add_view(self, request, form_url="", extra_context=None):
         def perform(data):
-            batch = batch_issue(
+            batch = issued(data)
+            self.message_user(
+                request,
+                f"Batch {batch.id} issued: {counted(batch.units_purchased, 'unit')} of "
+                f"{batch.sku} at {money(batch.unit_price, batch.currency)}. Copy the batch key "
+                "below for the customer.",
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(admin_url("licensing_batch_change", batch.pk))
+
+        def issued(data) -> Batch:
+            return batch_issue(
                 customer_id=data["customer"].pk,
                 sku=data["sku"],
                 units=data["units"],
                 term_days=data["term_days"],
             )
-            self.message_user(
-                request,
-                f"Batch {batch.id} issued: {batch.units_purchased} units of {batch.sku} at "
-                f"{batch.unit_price} {batch.currency}. Copy the batch key below for the customer.",
-                messages.SUCCESS,
-            )
-            return HttpResponseRedirect(reverse("admin:licensing_batch_change", args=[batch.pk]))
+
+        def confirm(data):
+            # The batch as issuing it would make it (price tier, end), then rolled back.
+            batch = drafted(lambda: issued(data), lambda batch: batch)
+            value = money(batch.unit_price * batch.units_purchased, batch.currency)
+            return format_html(
+                "<p>Issue <strong>{}</strong> of <strong>{}</strong> to <strong>{}</strong>: "
+                "order value <strong id='confirm-amount'>{}</strong> ({} &times; {}, the "
+                "volume tier's unit price, fixed now).</p><p>Each camera's first activation "
+                "is billed on the customer's next invoice. The batch key {}.</p>",
+                counted(batch.units_purchased, "unit"),
+                batch.sku,
+                data["customer"],
+                value,
+                f"{batch.units_purchased:,}",
+                money(batch.unit_price, batch.currency),
+                f"ends {utc_time(batch.expires_at)}"
+                if batch.expires_at
+                else "never ends (perpetual)",
+            ), f"Yes, issue the batch ({value})"
 
         return service_form_view(
             self,
@@ -158,7 +183,8 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
             intro="Sell a customer a batch of units: one batch key, exchanged by each camera "
             "for its own licence on first boot. The unit price is fixed now from the volume tier.",
             perform=perform,
-            submit_label="Issue batch",
+            submit_label="Check the order…",
+            confirm=confirm,
         )
 
     @admin.action(description="Revoke batch keys of selected batches…", permissions=["revoke"])
@@ -173,6 +199,6 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
             what="batch keys",
         )
 
-    @admin.action(description="Renew selected batches for another term…", permissions=["revoke"])
+    @admin.action(description="Renew selected batches for another term…", permissions=["renew"])
     def renew_batches(self, request, queryset):
         return renew_with_term(self, request, queryset, target="batch_id", what="batches")

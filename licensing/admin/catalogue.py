@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from config.adminbase import CapabilityAdmin
 from config.display import money
 from licensing.models import (
     Sku,
@@ -11,7 +12,9 @@ from licensing.models import (
 
 
 @admin.register(Sku)
-class SkuAdmin(admin.ModelAdmin):
+class SkuAdmin(CapabilityAdmin):
+    # Prices and terms are what finance sells: the catalogue is theirs to edit.
+    add_capability = change_capability = "manage_billing"
     # The currency is in every unit price (and a filter): its column would squeeze them.
     list_display = [
         "code",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.urls import reverse
 from django.utils.html import format_html
 
 from config import clock
-from config.display import utc_time
+from config.display import admin_url, utc_time
 from devices import states
 from licensing.models import (
     License,
@@ -84,5 +83,5 @@ def admin_link(obj, label: str | None = None):
     if obj is None:
         return "-"
     opts = obj._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    url = admin_url(f"{opts.app_label}_{opts.model_name}_change", obj.pk)
     return format_html('<a href="{}">{}</a>', url, label or obj.pk)

@@ -10,6 +10,7 @@ from config.adminbase import (
     ReadOnlyAdmin,
     choices_filter,
 )
+from config.display import customer_link, money
 from devices.hardware import SOURCES
 from licensing.admin.display import (
     admin_link,
@@ -75,7 +76,7 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
 
     @admin.display(description="customer", ordering="batch__customer__name")
     def customer(self, record: Activation):
-        return admin_link(record.batch.customer, str(record.batch.customer))
+        return customer_link(record.batch.customer)
 
     @admin.display(description="SKU", ordering="batch__sku")
     def sku(self, record: Activation) -> str:
@@ -104,7 +105,7 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
 
     @admin.action(
         description="Release seats of selected devices (dead or replaced cameras)…",
-        permissions=["revoke"],
+        permissions=["release"],
     )
     def release_seats(self, request, queryset):
         return revoke_with_reason(
@@ -116,7 +117,7 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
             action_name="release_seats",
             what="seats",
             verb="Release",
-            message="Released {n} {what}: the units are revoked and the next cameras "
+            message="Released {what}: the units are revoked and the next cameras "
             "activated on their batches take the seats as transfers, not billed again.",
             template="admin/seat_release_confirm.html",
             explanation={"policy": policy_text()},
@@ -164,10 +165,15 @@ class RenewalAdmin(ReadOnlyAdmin):
         "previous_expires_at",
         "expires_at",
         "units",
+        "amount",
     ]
     list_select_related = ["customer", "batch", "license"]
     search_fields = ["=batch__id", "=license__id", "=customer__id", "=idempotency_key"]
     list_filter = ["basis", "renewed_at"]
+
+    @admin.display(description="amount billed")
+    def amount(self, renewal: Renewal) -> str:
+        return money(renewal.units * renewal.unit_price, renewal.currency)
 
     @admin.display(description="batch or licence")
     def batch_or_license(self, renewal: Renewal):

@@ -10,22 +10,28 @@ from django.contrib import messages
 from config.adminbase import (
     confirm_page,
 )
+from config.display import counted, money, utc_time
 from config.errors import ServiceError
 from customers.models import Customer
 from licensing.models import (
     License,
     Sku,
 )
-from licensing.services.renewals import license_renew
+from licensing.services.renewals import license_renew, renewal_quote
 from svccore.claims import API_QUOTA_MAX, DEVICE_ID_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 
 def sku_choices():
-    return [(code, code) for code in Sku.objects.order_by("code").values_list("code", flat=True)]
+    """The catalogue's SKUs after an empty "Choose…": a SKU is chosen, never preselected
+    (the first in the list sold perpetual licences by default)."""
+    codes = Sku.objects.order_by("code").values_list("code", "name")
+    return [("", "Choose…"), *((code, f"{code} ({name})") for code, name in codes)]
 
 
 class BatchIssueForm(forms.Form):
-    customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
+    customer = forms.ModelChoiceField(
+        queryset=Customer.objects.order_by("name"), empty_label="Choose…"
+    )
     sku = forms.ChoiceField(label="SKU", choices=sku_choices)
     units = forms.IntegerField(min_value=1, max_value=UNITS_MAX)
     term_days = forms.IntegerField(
@@ -37,7 +43,9 @@ class BatchIssueForm(forms.Form):
 
 
 class LicenseIssueForm(forms.Form):
-    customer = forms.ModelChoiceField(queryset=Customer.objects.order_by("name"))
+    customer = forms.ModelChoiceField(
+        queryset=Customer.objects.order_by("name"), empty_label="Choose…"
+    )
     sku = forms.ChoiceField(label="SKU", choices=sku_choices)
     device_id = forms.CharField(
         max_length=DEVICE_ID_MAX, help_text="The camera's fingerprint, or * for an unbound key."
@@ -73,6 +81,46 @@ class RenewForm(forms.Form):
     )
     # Made when the form is first shown: a form posted twice renews once.
     request_key = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    # The term the shown amounts are for ("": each SKU's): another term is quoted first.
+    quoted_term = forms.CharField(widget=forms.HiddenInput, required=False, max_length=8)
+
+
+def _term_text(term_days: int | None) -> str:
+    return "" if term_days is None else str(term_days)
+
+
+def _quotes(queryset, *, target: str, term_days: int | None) -> tuple[list[dict], list[str]]:
+    """Each row's renewal as it would be now (new end, units, amount), or why it would be
+    refused; and the total per currency."""
+    return renewal_quotes([(row.pk, {target: row.pk}, term_days) for row in queryset])
+
+
+def renewal_quotes(asked: list[tuple[str, dict, int | None]]) -> tuple[list[dict], list[str]]:
+    """For each (shown as, ``renewal_quote``'s target, term) the renewal as it would be
+    now, or why it would be refused; and the total per currency."""
+    rows, totals = [], {}
+    for what, target, term_days in asked:
+        try:
+            quote = renewal_quote(term_days=term_days, **target)
+        except ServiceError as exc:
+            rows.append({"what": what, "refused": exc.detail})
+            continue
+        totals[quote.currency] = totals.get(quote.currency, 0) + quote.amount
+        rows.append(
+            {
+                "what": what,
+                "customer": f"{quote.customer_name} ({quote.customer_id})",
+                "sku": quote.sku,
+                "term": counted(quote.term_days, "day"),
+                "ends": utc_time(quote.previous_expires_at),
+                "new_end": utc_time(quote.expires_at),
+                "basis": quote.basis,
+                "units": f"{quote.units:,}",
+                "unit_price": money(quote.unit_price, quote.currency),
+                "amount": money(quote.amount, quote.currency),
+            }
+        )
+    return rows, [money(total, currency) for currency, total in sorted(totals.items())]
 
 
 ONE = {"batches": "batch", "licences": "licence"}
@@ -82,8 +130,16 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
     """An admin action that asks for the term first, then renews each selected batch or
     direct licence through ``license_renew``, one idempotency key per row and form."""
     posted = "apply" in request.POST
-    form = RenewForm(request.POST if posted else None, initial={"request_key": uuid.uuid4().hex})
+    form = RenewForm(
+        request.POST if posted else None,
+        initial={"request_key": uuid.uuid4().hex, "quoted_term": ""},
+    )
+    term_days, recalculated = None, False
     if posted and form.is_valid():
+        term_days = form.cleaned_data["term_days"]
+        # Renew only what the page showed: a term changed since is quoted first.
+        recalculated = form.cleaned_data["quoted_term"] != _term_text(term_days)
+    if posted and form.is_valid() and not recalculated:
         done = 0
         for row in queryset:
             try:
@@ -99,11 +155,18 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
         if done:
             model_admin.message_user(
                 request,
-                f"Renewed {done} {what if done > 1 else ONE[what]}; billed once each as a "
-                "renewal line. Cameras fetch "
-                "their renewed licences at their next sync.",
+                f"Renewed {counted(done, ONE[what], what)}; billed once each as a renewal "
+                "line. Cameras fetch their renewed licences at their next sync.",
             )
         return None
+    quotes, totals = _quotes(queryset, target=target, term_days=term_days)
+    if form.is_bound and form.is_valid():
+        form = RenewForm(
+            {**request.POST.dict(), "quoted_term": _term_text(term_days)},
+            initial=form.initial,
+        )
+    else:
+        form.initial["quoted_term"] = ""
     return confirm_page(
         model_admin,
         request,
@@ -113,4 +176,7 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
         form=form,
         action_name=request.POST.get("action", ""),
         rows=list(queryset),
+        quotes=quotes,
+        totals=totals,
+        recalculated=recalculated,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
-from django.urls import reverse
 from django.utils.html import format_html
 
 from config.adminbase import (
@@ -13,7 +12,8 @@ from config.adminbase import (
     choices_filter,
     service_form_view,
 )
-from config.display import money, pretty_json
+from config.display import admin_url, customer_link, money, pretty_json, utc_time
+from config.drafts import drafted
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -76,6 +76,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 @admin.register(License)
 class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
+    add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
     # filters and on the licence's page.
@@ -113,7 +114,7 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
-        return admin_link(lic.customer, str(lic.customer))
+        return customer_link(lic.customer)
 
     @admin.display(description="batch")
     def batch_link(self, lic: License):
@@ -137,8 +138,8 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         return pretty_json(lic.claims)
 
     def add_view(self, request, form_url="", extra_context=None):
-        def perform(data):
-            lic = license_issue(
+        def issued(data) -> License:
+            return license_issue(
                 customer_id=data["customer"].pk,
                 sku=data["sku"],
                 device_id=data["device_id"],
@@ -147,12 +148,30 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
                 max_streams=data["max_streams"],
                 activation=data["activation"],
             )
+
+        def confirm(data):
+            # The licence as issuing it would make it (price, end), then rolled back.
+            lic = drafted(lambda: issued(data), lambda lic: lic)
+            price = money(lic.unit_price, lic.currency) if lic.unit_price is not None else ""
+            return format_html(
+                "<p>Issue a <strong>{}</strong> licence for device <strong>{}</strong> to "
+                "<strong>{}</strong>: <strong id='confirm-amount'>{}</strong>, billed on the "
+                "customer's next invoice. It {}.</p>",
+                lic.sku,
+                lic.device_id,
+                data["customer"],
+                price or "no charge",
+                f"ends {utc_time(lic.expires_at)}" if lic.expires_at else "never ends (perpetual)",
+            ), f"Yes, issue the licence ({price or 'no charge'})"
+
+        def perform(data):
+            lic = issued(data)
             self.message_user(
                 request,
                 f"Licence {lic.id} issued for device {lic.device_id}.",
                 messages.SUCCESS,
             )
-            return HttpResponseRedirect(reverse("admin:licensing_license_change", args=[lic.pk]))
+            return HttpResponseRedirect(admin_url("licensing_license_change", lic.pk))
 
         return service_form_view(
             self,
@@ -161,7 +180,8 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
             title="Issue licence",
             intro="A direct licence for one camera (the end-user path), priced at one unit.",
             perform=perform,
-            submit_label="Issue licence",
+            submit_label="Check the licence…",
+            confirm=confirm,
         )
 
     @admin.action(description="Revoke selected licences…", permissions=["revoke"])
@@ -177,7 +197,7 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         )
 
     @admin.action(
-        description="Renew selected direct licences for another term…", permissions=["revoke"]
+        description="Renew selected direct licences for another term…", permissions=["renew"]
     )
     def renew_licenses(self, request, queryset):
         return renew_with_term(self, request, queryset, target="license_id", what="licences")

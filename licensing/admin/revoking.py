@@ -10,15 +10,24 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 
-from config.adminbase import confirm_page
+from config.adminbase import confirm_page, may
+from config.display import counted, utc_time
 from config.errors import ServiceError
+from licensing.models import License
 
 
 class LicenseRevokeMixin:
-    """Permission for the revoke-with-reason actions on licences and what holds them."""
+    """Permissions of the actions on licences and what holds them: revoking, renewing
+    and releasing seats."""
 
     def has_revoke_permission(self, request) -> bool:
-        return request.user.has_perm("licensing.change_license")
+        return may(request, "revoke_licences")
+
+    def has_renew_permission(self, request) -> bool:
+        return may(request, "renew_licences")
+
+    def has_release_permission(self, request) -> bool:
+        return may(request, "release_seats")
 
 
 class ReasonForm(forms.Form):
@@ -27,6 +36,35 @@ class ReasonForm(forms.Form):
         widget=forms.TextInput(attrs={"size": 60, "autofocus": True}),
         help_text="Recorded on the licence and in the audit log.",
     )
+
+
+def _counted(n: int, what: str) -> str:
+    """``1 unit licence``, ``2 unit licences``: ``what`` is the plural."""
+    return counted(n, what.removesuffix("s"), what)
+
+
+def details(license_ids: list[str]) -> list[dict[str, Any]]:
+    """What an operator decides a revocation on, per licence: its kind, customer,
+    device, batch, SKU and end (in the order given)."""
+    found = License.objects.select_related("customer").in_bulk(license_ids)
+    rows = []
+    for license_id in license_ids:
+        lic = found.get(license_id)
+        if lic is None:
+            continue
+        rows.append(
+            {
+                "license_id": lic.pk,
+                "kind": lic.get_kind_display(),
+                "customer": f"{lic.customer.name} ({lic.customer_id})",
+                "device": "" if lic.device_id == "*" else lic.device_id,
+                "batch": lic.batch_id or "",
+                "sku": lic.sku,
+                "ends": utc_time(lic.expires_at) or "perpetual",
+                "revoked": lic.revoked_at is not None,
+            }
+        )
+    return rows
 
 
 def revoke_with_reason(
@@ -39,7 +77,7 @@ def revoke_with_reason(
     action_name: str,
     what: str,
     verb: str = "Revoke",
-    message: str = "Revoked {n} {what}; devices drop them at their next sync.",
+    message: str = "Revoked {what}; devices drop them at their next sync.",
     template: str = "admin/revoke_confirm.html",
     explanation: dict[str, Any] | None = None,
 ) -> HttpResponse | None:
@@ -56,8 +94,9 @@ def revoke_with_reason(
             except ServiceError as exc:
                 model_admin.message_user(request, exc.detail, messages.ERROR)
         if done:
-            model_admin.message_user(request, message.format(n=done, what=what))
+            model_admin.message_user(request, message.format(n=done, what=_counted(done, what)))
         return None
+    license_ids = [license_id_of(row) for row in queryset]
     return confirm_page(
         model_admin,
         request,
@@ -67,6 +106,7 @@ def revoke_with_reason(
         form=form,
         action_name=action_name,
         rows=[(row, license_id_of(row)) for row in queryset],
+        details=details(license_ids),
         verb=verb,
         **(explanation or {}),
     )

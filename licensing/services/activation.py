@@ -10,10 +10,14 @@ What a request costs, on the database:
   licence, is the one this process holds, ``licensing.revocations.head_get``); once
   after each renewal of its batch, the device's licence is re-signed to the batch's new
   end first (``licensing.services.renewals.unit_token_current``);
-- a new device: that lookup, then one transaction with the seat taken by one
-  conditional UPDATE (:data:`SEAT_SQL`) and the licence and its activation inserted;
-  when the batch has a seat an operator released (``licensing.services.seats``), two statements
-  more make the activation a transfer of that release, not billed again.
+- a new device: that lookup, then on PostgreSQL one statement that commits alone: the
+  seat taken by a conditional UPDATE and, only if it took one, the licence, its
+  activation and its event inserted (:data:`FRESH_SEAT_SQL`; the floor's hand-written
+  activation needs BEGIN, two statements and COMMIT). When that took no seat (the batch
+  is exhausted, its key revoked, or it has a seat an operator released), and on SQLite,
+  one transaction with the seat taken by :data:`SEAT_SQL` and the rows inserted; a
+  released seat (``licensing.services.seats``) costs two statements more and makes the
+  activation a transfer of that release, not billed again.
 
 What a batch key says never changes but for its end, and proving it is the costly part
 (an Ed25519 verification, the batch row, the exact-token check), so a verified key is
@@ -26,6 +30,7 @@ activates at once.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 from dataclasses import dataclass
@@ -36,7 +41,7 @@ from django.db import IntegrityError, connection, transaction
 
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
-from config.rows import insert_rows
+from config.rows import insert_rows, insert_rows_after
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
@@ -69,6 +74,22 @@ WHERE id = %s AND units_activated < units_purchased
     )
 RETURNING units_purchased - units_activated, released_seats
 """
+# PostgreSQL, a batch with no released seat (nearly always): the seat, the licence, its
+# activation record and event in one statement (config.rows.insert_rows_after) that
+# commits alone. Anything else (no seat, the key revoked, a released seat to transfer)
+# takes no seat here and goes the transaction's way (SEAT_SQL), which says why.
+FRESH_SEAT_SQL = """
+UPDATE licensing_batch SET units_activated = units_activated + 1
+WHERE id = %s AND units_activated < units_purchased AND released_seats = 0
+    AND NOT EXISTS (
+        SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
+    )
+RETURNING units_purchased - units_activated AS remaining
+"""
+# The event reports the units left, which only the seat's UPDATE knows.
+REMAINING_IN_EVENT = {
+    (Event, "data"): "jsonb_set(%s, '{units_remaining}', to_jsonb(guard.remaining))"
+}
 KEYS_HELD = 4096  # verified batch keys kept per process; beyond, the cache starts over
 
 
@@ -267,7 +288,7 @@ def _unit_sign(
     return now, token, signed
 
 
-def _unit_create(
+def _unit_rows(
     key: BatchKey,
     *,
     device_id: str,
@@ -278,9 +299,9 @@ def _unit_create(
     transfer_of: int | None,
     signed_unit: tuple[dt.datetime, str, dict[str, Any]],
     units_remaining: int,
-) -> tuple[str, str]:
-    """Write the signed unit licence, its activation record and its event (the outbox:
-    reported only if it happened), in one statement: (licence id, token)."""
+) -> list[tuple[type, dict[str, Any]]]:
+    """The rows of a new unit: its signed licence, its activation record and its event
+    (the outbox: reported only if it happened), for ``config.rows``."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
     license_row = dict(
@@ -327,8 +348,24 @@ def _unit_create(
             "transfer": transfer_of is not None,
         },
     )
-    insert_rows((License, license_row), (Activation, activation_row), event)
-    return signed["lic"], token
+    return [(License, license_row), (Activation, activation_row), event]
+
+
+def _seat_and_unit(key: BatchKey, **unit: Any) -> ActivationResult | None:
+    """PostgreSQL: the seat and the unit's rows in one statement (FRESH_SEAT_SQL); None,
+    with nothing written, when it took no seat. Inside a caller's transaction it runs in
+    a savepoint, so that losing a race for the device (IntegrityError) leaves the
+    caller's transaction usable."""
+    rows = _unit_rows(key, transfer_of=None, units_remaining=0, **unit)
+    within = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+    with within:
+        seat = insert_rows_after(
+            FRESH_SEAT_SQL, [key.batch_id, key.license_id], *rows, expressions=REMAINING_IN_EVENT
+        )
+    if seat is None:
+        return None
+    _, token, signed = unit["signed_unit"]
+    return ActivationResult(signed["lic"], token, reactivated=False, batch_units_remaining=seat[0])
 
 
 def unit_activate(
@@ -363,8 +400,19 @@ def unit_activate(
     expires_at, existing = _lookup(key, device_id, now)
     if existing is not None:
         return existing
-    signed_unit = _unit_sign(key, device_id, expires_at)
+    unit = dict(
+        device_id=device_id,
+        fingerprint_source=fingerprint_source,
+        weak_binding=weak_binding,
+        sdk_version=sdk_version,
+        client_ip=client_ip,
+        signed_unit=_unit_sign(key, device_id, expires_at),
+    )
     try:
+        if connection.vendor == "postgresql":
+            created = _seat_and_unit(key, **unit)
+            if created is not None:
+                return created
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(SEAT_SQL, [key.batch_id, key.license_id])
@@ -374,20 +422,11 @@ def unit_activate(
             # A seat an operator released (a dead camera's) goes to this device as a
             # transfer, not billed again; the batch row stays locked until commit.
             transfer_of = seats.released_seat_take(key.batch_id) if seat[1] else None
-            license_id, token = _unit_create(
-                key,
-                device_id=device_id,
-                fingerprint_source=fingerprint_source,
-                weak_binding=weak_binding,
-                sdk_version=sdk_version,
-                client_ip=client_ip,
-                transfer_of=transfer_of,
-                signed_unit=signed_unit,
-                units_remaining=seat[0],
-            )
+            insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
         _, existing = _lookup(key, device_id, now)
         if existing is None:
             raise
         return existing
-    return ActivationResult(license_id, token, reactivated=False, batch_units_remaining=seat[0])
+    _, token, signed = unit["signed_unit"]
+    return ActivationResult(signed["lic"], token, reactivated=False, batch_units_remaining=seat[0])

@@ -29,13 +29,16 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from audit.services import audited
 from config import clock
+from config.drafts import drafted
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices import states
 from devices.errors import BadSignature
@@ -286,6 +289,64 @@ def license_renew(
         if earlier is None:
             raise
         return earlier
+
+
+@dataclass(frozen=True)
+class RenewalQuote:
+    """What renewing would do now: the confirmation page's row."""
+
+    customer_id: str
+    customer_name: str
+    sku: str
+    batch_id: str | None
+    license_id: str
+    term_days: int
+    basis: str
+    previous_expires_at: dt.datetime
+    expires_at: dt.datetime
+    units: int
+    unit_price: Decimal
+    currency: str
+
+    @property
+    def amount(self) -> Decimal:
+        return self.units * self.unit_price
+
+
+def renewal_quote(
+    *, batch_id: str | None = None, license_id: str | None = None, term_days: int | None = None
+) -> RenewalQuote:
+    """The new end, units and amount :func:`license_renew` would give now, computed by
+    renewing and rolling back (:func:`config.drafts.drafted`), so they are the
+    renewal's own. Raises what renewing would (revoked, perpetual, a bad term)."""
+
+    def read(result: RenewalResult) -> RenewalQuote:
+        renewal = result.renewal
+        return RenewalQuote(
+            customer_id=renewal.customer_id,
+            customer_name=renewal.customer.name,
+            sku=renewal.sku,
+            batch_id=renewal.batch_id,
+            license_id=renewal.license_id,
+            term_days=renewal.term_days,
+            basis=renewal.get_basis_display(),
+            previous_expires_at=renewal.previous_expires_at,
+            expires_at=renewal.expires_at,
+            units=renewal.units,
+            unit_price=renewal.unit_price,
+            currency=renewal.currency,
+        )
+
+    return drafted(
+        lambda: _renew(
+            key=f"quote-{uuid.uuid4().hex}",
+            digest="quote",
+            batch_id=batch_id,
+            license_id=license_id,
+            term_days=term_days,
+        ),
+        read,
+    )
 
 
 # --- unit licences of a renewed batch: re-signed when their device asks ---------------

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from svcctl import EXIT_OK, files, output
+from svcctl import EXIT_FAILED, EXIT_OK, files, output
 from svcctl.client import segment
 from svcctl.commands.base import (
     Command,
+    UsageError,
     connect,
+    date_arg,
     positive,
 )
 
@@ -94,6 +97,167 @@ def cmd_catalogue(args) -> int:
     return EXIT_OK
 
 
+KINDS = {"invoice": "invoice", "credit-note": "credit_note"}
+
+
+def _document_total(document: dict) -> str:
+    return output.money(document["total"], document["currency"])
+
+
+def cmd_invoices(args) -> int:
+    query = {
+        "customer_id": args.customer,
+        "kind": KINDS.get(args.kind) if args.kind else None,
+        "issued_after": args.issued_after,
+        "limit": args.limit,
+        "cursor": args.cursor,
+    }
+    client = connect(args)
+    documents: list[dict] = []
+    while True:
+        page = client.get("invoices", **query)
+        documents += page["invoices"]
+        if not (args.all and page["next_cursor"]):
+            break
+        query["cursor"] = page["next_cursor"]
+    if args.json:
+        output.print_json({"invoices": documents, "next_cursor": page["next_cursor"]})
+        return EXIT_OK
+    output.table(
+        ["number", "issued", "customer", "period", "total", "credits / credited by"],
+        (
+            [
+                d["number"],
+                output.when(d["issued_at"])[:10],
+                f"{d['customer_name']} ({d['customer_id']})",
+                f"{output.when(d['period_start'])[:10]} to {output.when(d['period_end'])[:10]}",
+                _document_total(d),
+                d["credits"] or d["credited_by"] or "",
+            ]
+            for d in documents
+        ),
+        align_right={4},
+    )
+    noun = "document" if len(documents) == 1 else "documents"
+    print(f"\n{len(documents):,} {noun}", file=sys.stderr)
+    if page["next_cursor"] and not args.all:
+        print(f"more: --cursor {page['next_cursor']} (or --all)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_document(d: dict) -> None:
+    currency = d["currency"]
+    title = "credit note" if d["kind"] == "credit_note" else "invoice"
+    output.fields(
+        [
+            (title, d["number"]),
+            ("customer", f"{d['customer_name']} ({d['customer_id']})"),
+            ("issued", output.when(d["issued_at"])),
+            ("period", f"{output.when(d['period_start'])} to {output.when(d['period_end'])}"),
+        ]
+        + ([("due", output.when(d["due_at"]))] if d.get("due_at") else [])
+        + ([("credits", d["credits"]), ("reason", d["reason"])] if d["credits"] else [])
+        + ([("credited by", d["credited_by"])] if d.get("credited_by") else [])
+    )
+    print()
+    output.table(
+        ["#", "kind", "sku", "description", "quantity", "unit", "unit price", "amount"],
+        (
+            [
+                position,
+                line["kind"],
+                line["sku"],
+                line["description"],
+                output.quantity(line["quantity"]),
+                line["unit"],
+                output.amount(line["unit_price"], currency, grouped=True),
+                output.amount(line["amount"], currency, grouped=True),
+            ]
+            for position, line in enumerate(d["lines"], start=1)
+        ),
+        align_right={0, 4, 6, 7},
+    )
+    print(f"\ntotal {output.money(d['total'], currency, grouped=True)}")
+
+
+def cmd_invoice_show(args) -> int:
+    client = connect(args)
+    if args.pdf and args.pdf != "-":
+        files.refuse_existing(args.pdf, "--pdf", force=args.force)
+    document = client.get(f"invoices/{segment(args.number)}")
+    if args.pdf == "-":
+        client.download(f"invoices/{segment(args.number)}.pdf", sys.stdout.buffer)
+        sys.stdout.flush()
+        return EXIT_OK
+    if args.pdf:
+        partial = f"{args.pdf}.part"
+        with open(partial, "wb") as target:
+            size = client.download(f"invoices/{segment(args.number)}.pdf", target)
+        os.replace(partial, args.pdf)
+        print(f"wrote {args.pdf} ({size:,} bytes)", file=sys.stderr)
+    if args.json:
+        output.print_json(document)
+    else:
+        _print_document(document)
+    return EXIT_OK
+
+
+def cmd_credit_note(args) -> int:
+    client = connect(args)
+    invoice = client.get(f"invoices/{segment(args.number)}")
+    # A credit note cannot be credited: the service says so, no question asked first.
+    if not args.yes and invoice["kind"] == "invoice":
+        question = (
+            f"credit {invoice['number']} of {invoice['customer_name']} "
+            f"({invoice['customer_id']}) in full, {_document_total(invoice)}?"
+        )
+        if not sys.stdin.isatty():
+            raise UsageError(f"{question} Pass --yes to confirm (no terminal to ask on)")
+        if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing issued", file=sys.stderr)
+            return EXIT_FAILED
+    note = client.post(f"invoices/{segment(args.number)}/credit-note", {"reason": args.reason})
+    if args.json:
+        output.print_json(note)
+    else:
+        print(
+            f"issued {note['number']}: {_document_total(note)}, reversing {note['credits']}; "
+            "its events wait for the customer's next invoice"
+        )
+    return EXIT_OK
+
+
+def _invoices_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--customer", help="only this customer's documents (CUST-...)")
+    p.add_argument("--kind", choices=sorted(KINDS), help="only invoices or only credit notes")
+    p.add_argument(
+        "--issued-after",
+        type=date_arg,
+        metavar="DATE",
+        help="only documents issued after DATE (YYYY-MM-DD, UTC)",
+    )
+    p.add_argument("--limit", type=positive, default=100, help="documents per page (default 100)")
+    p.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    p.add_argument("--all", action="store_true", help="every page")
+
+
+def _invoice_show_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("number", help="invoice or credit note number, INV-... or CN-...")
+    p.add_argument(
+        "--pdf",
+        metavar="FILE",
+        help="also save the document as PDF to FILE (- = stdout); an existing FILE is "
+        "refused unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --pdf file")
+
+
+def _credit_note_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("number", help="the invoice to credit, INV-...")
+    p.add_argument("--reason", required=True, help="why (printed on the credit note, audited)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
 def _usage_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("license_id", help="licence id, LIC-...")
 
@@ -125,6 +289,32 @@ COMMANDS = [
         handler=cmd_invoice,
         description="Rate CUSTOMER's invoice for the last --days days (nothing is stored).",
         arguments=_invoice_arguments,
+    ),
+    Command(
+        "invoices",
+        online=True,
+        summary="issued invoices and credit notes, newest first",
+        handler=cmd_invoices,
+        description="Issued invoices and credit notes, newest first, one page at a time "
+        "(--all: every page).",
+        arguments=_invoices_arguments,
+    ),
+    Command(
+        "invoice-show",
+        online=True,
+        summary="one invoice or credit note with its lines; --pdf saves the document",
+        handler=cmd_invoice_show,
+        arguments=_invoice_show_arguments,
+    ),
+    Command(
+        "credit-note",
+        online=True,
+        summary="credit an issued invoice in full (asks first; --yes does not)",
+        handler=cmd_credit_note,
+        description="Issue a credit note reversing invoice NUMBER in full. Shows the "
+        "invoice's total and asks first, unless --yes. Its events wait for the customer's "
+        "next invoice.",
+        arguments=_credit_note_arguments,
     ),
     Command(
         "catalogue",

@@ -117,9 +117,9 @@ def _certificate_row(cert: dict) -> str:
 
 
 def cmd_inspect(args) -> int:
+    license = read_license(args.source)  # a missing file is the first thing to say
     if args.pubkey is None and not args.root:
         raise UsageError("give the key to verify with: --pubkey FILE, --root FILE, or both")
-    license = read_license(args.source)
     public_key = certs.read_public_key(args.pubkey) if args.pubkey is not None else None
     roots = list(certs.read_roots(args.root).values())
     report = offline.inspect(

@@ -122,7 +122,7 @@ def test_prune_on_sqlite_has_nothing_to_do_and_says_why():
     nothing is partitioned there, so nothing is dropped, and it says so (exit 0)."""
     assert not partitions.is_partitioned()
     output = prune("--older-than-months", "3")
-    assert output.startswith("0 month(s) pruned: usage records are not partitioned")
+    assert output.startswith("0 months pruned: usage records are not partitioned")
     assert "pruning needs PostgreSQL" in output
     with pytest.raises(InvalidInput, match="pruning needs PostgreSQL"):
         partitions.usage_prune(older_than_months=3)

@@ -70,26 +70,30 @@ class Receiver:
                     receiver.inflight[self.path] = now_in
                     receiver.most_inflight = max(receiver.most_inflight, now_in)
                 try:
-                    self._answer(raw, headers, failing)
+                    status, body = self._answer(raw, headers, failing)
                 finally:
+                    # Out of flight before the answer is written: the worker may send
+                    # the next delivery as soon as it reads this one's status, possibly
+                    # before this thread would run again.
                     with receiver.lock:
                         receiver.inflight[self.path] -= 1
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(body)
 
-            def _answer(self, raw: bytes, headers: dict[str, str], failing: bool) -> None:
+            def _answer(self, raw: bytes, headers: dict[str, str], failing: bool):
+                """The status and body to answer with."""
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 if failing or receiver.status >= 300:
-                    self.send_response(500 if failing else receiver.status)
-                    self.end_headers()
-                    self.wfile.write(b"receiver is down for maintenance")
-                    return
+                    down = b"receiver is down for maintenance"
+                    return (500 if failing else receiver.status), down
                 verified = receiver.verify(raw, headers)
                 with receiver.lock:
                     receiver.deliveries.append(
                         Delivery(self.path, headers, json.loads(raw), verified)
                     )
-                self.send_response(204 if verified else 401)
-                self.end_headers()
+                return (204 if verified else 401), b""
 
             def log_message(self, *args):
                 pass

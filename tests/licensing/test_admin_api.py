@@ -17,7 +17,7 @@ from devices.token import verify_token
 from licensing.models import Batch, License
 from licensing.services.activation import unit_activate
 from operators.authentication import OperatorKeyAuthentication
-from operators.permissions import IsOperator
+from operators.permissions import IsOperator, requires
 from tests.factories import CustomerFactory
 
 pytestmark = pytest.mark.django_db
@@ -99,10 +99,15 @@ def test_an_operator_view_mounted_outside_the_admin_prefix_still_asks_for_the_ke
     import config.urls
 
     class Elsewhere(APIView):
+        @requires("view_service")
         def get(self, request):
             return Response({"operator": str(request.user)})
 
-    extra = [path("elsewhere", Elsewhere.as_view())]
+    class Undecided(APIView):
+        def get(self, request):
+            return Response({"operator": str(request.user)})
+
+    extra = [path("elsewhere", Elsewhere.as_view()), path("undecided", Undecided.as_view())]
     original = config.urls.urlpatterns
     config.urls.urlpatterns = extra + list(original)
     clear_url_caches()
@@ -112,6 +117,10 @@ def test_an_operator_view_mounted_outside_the_admin_prefix_still_asks_for_the_ke
         response = admin_api.get("/elsewhere")
         assert response.status_code == 200
         assert response.json() == {"operator": "bootstrap"}
+        # A method that declares no capability is closed to every key, the bootstrap's too.
+        response = admin_api.get("/undecided")
+        assert response.status_code == 403
+        assert "declares no permission" in response.json()["detail"]
     finally:
         config.urls.urlpatterns = original
         clear_url_caches()

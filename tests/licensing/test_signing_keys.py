@@ -420,7 +420,7 @@ def test_key_list_shows_every_key_with_its_state(with_roots, signing_key, new_ke
     for state, kid in kids.items():
         assert rows[kid][1:3] == ["offline", state]
     assert rows[kid_of(signing_key)][3] == codec.key_fingerprint(signing_key.public_key())
-    assert rows[kid_of(signing_key)][4] == "0..no"  # "0..no end"
+    assert " ".join(rows[kid_of(signing_key)][4:]) == "any time to no end"  # dates, not seconds
 
 
 def test_keygen_prints_the_key_id(tmp_path):
@@ -461,7 +461,32 @@ def test_admin_lists_keys_and_retires_and_revokes_through_the_services(
     row = SigningKey.objects.get(pk=pk)
     assert (keyring.key_state(row), row.revoke_reason) == ("revoked", "stolen")
     entry = AuditEntry.objects.get(action="signing_key.revoke")
-    assert (entry.actor_kind, entry.target) == ("staff", pk)
+    assert (entry.actor_kind, entry.target) == ("superuser", pk)
+
+
+def test_revoking_the_active_key_needs_its_kid_typed_and_says_what_stops(
+    admin_client, signing_key, make_batch
+):
+    make_batch()  # registers the active key and signs a batch key with it
+    kid = kid_of(signing_key)
+    url = "/admin/signing/signingkey/"
+    selection = {"action": "revoke_keys", "_selected_action": [kid]}
+    page = admin_client.post(url, selection).content.decode()
+    assert "is the key this server signs with" in page and 'name="kid_typed"' in page
+    assert "1 batch key" in page  # what it signed that is still in service
+    assert "Recorded on the key" in page and "Recorded on the licence" not in page
+    for typed in ("", "not-the-kid"):
+        refused = admin_client.post(
+            url, {**selection, "apply": "1", "reason": "drill", "kid_typed": typed}
+        )
+        assert refused.status_code == 200 and f"type {kid} to revoke" in refused.content.decode()
+        assert SigningKey.objects.get(pk=kid).revoked_at is None
+    admin_client.post(url, {**selection, "apply": "1", "reason": "drill", "kid_typed": kid})
+    assert SigningKey.objects.get(pk=kid).revoked_at is not None
+    # This process's keyring must not keep the session's signing key revoked once the
+    # test's transaction is rolled back: read the registry again as it will be.
+    SigningKey.objects.filter(pk=kid).update(revoked_at=None)
+    keyring.keys_changed()
 
 
 # --- the active key in the service -------------------------------------------------------

@@ -7,11 +7,13 @@ import datetime as dt
 import re
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import AuditEntry
 from customers.models import Customer
+from customers.services import customer_create
 from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
@@ -53,7 +55,7 @@ def _changelists():
 
 @pytest.mark.parametrize("name", _changelists())
 def test_changelists_render_with_data(admin_client, fleet, name):
-    operator_key_create(name="ops")
+    operator_key_create(name="ops", roles=["operator"])
     response = admin_client.get(reverse(name))
     assert response.status_code == 200
     body = response.content.decode()
@@ -94,6 +96,33 @@ def test_detail_pages_render(admin_client, fleet, customer):
         assert "PRIVATE KEY" not in response.content.decode()
 
 
+def test_ids_the_admin_would_read_as_escapes_open_their_pages(admin_client, make_batch):
+    """The admin reads ``_3A`` in a path as ``:``; an operator-chosen customer id with
+    ``_3A`` in it opened no page (a redirect to the index) before links were quoted."""
+    owner = customer_create(name="Quoted Ids GmbH", kind="oem", id="ACME_3A_2F")
+    assert owner.id == "CUST-ACME_3A_2F"
+    batch = make_batch(units=3, owner=owner)
+    batch_page = admin_client.get(reverse("admin:licensing_batch_change", args=[quote(batch.pk)]))
+    assert batch_page.status_code == 200
+    link = re.search(r'href="([^"]+)"[^>]*>Quoted Ids GmbH<', batch_page.content.decode())
+    assert link, "the batch page links its customer"
+    customer_page = admin_client.get(link.group(1))
+    assert customer_page.status_code == 200 and b"CUST-ACME_3A_2F" in customer_page.content
+    assert b"<h2>Details" in customer_page.content, "the customer page, not the bare form"
+    for href in re.findall(
+        r'href="(/admin/licensing/batch/[^"]+/change/)"', customer_page.content.decode()
+    ):
+        assert admin_client.get(href).status_code == 200, href
+    listed = admin_client.get(reverse("admin:customers_customer_changelist"), {"q": "Quoted"})
+    from_list = re.search(
+        r'href="(/admin/customers/customer/[^"]+/change/)', listed.content.decode()
+    )
+    assert b"<h2>Details" in admin_client.get(from_list.group(1)).content
+    dashboard = admin_client.get(reverse("console-dashboard")).content.decode()
+    for href in re.findall(r'href="(/admin/customers/customer/[^"]+/change/)"', dashboard):
+        assert admin_client.get(href).status_code == 200, href
+
+
 def test_batch_page_offers_the_batch_key_to_copy(admin_client, fleet):
     batch, _ = fleet
     body = admin_client.get(reverse("admin:licensing_batch_change", args=[batch.pk])).content
@@ -102,7 +131,7 @@ def test_batch_page_offers_the_batch_key_to_copy(admin_client, fleet):
 
 
 def test_operator_key_pages_never_show_the_digest(admin_client):
-    row, key = operator_key_create(name="ops")
+    row, key = operator_key_create(name="ops", roles=["operator"])
     for url in (
         reverse("admin:operators_operatorkey_changelist"),
         reverse("admin:operators_operatorkey_change", args=[row.pk]),
@@ -122,7 +151,7 @@ def test_create_customer_through_the_admin_uses_the_service(admin_client):
     entry = AuditEntry.objects.get(action="customer.create")
     assert (entry.actor, entry.actor_kind, entry.ip, entry.result) == (
         "admin",
-        "staff",
+        "superuser",
         "127.0.0.1",
         "ok",
     )
@@ -138,20 +167,53 @@ def test_service_error_in_the_admin_shows_the_services_message(admin_client, cus
     assert AuditEntry.objects.get(action="customer.create").result == "failed"
 
 
+def _confirmed(admin_client, url: str, data: dict):
+    """Post a service form, check its confirmation page, then confirm it."""
+    asked = admin_client.post(url, data)
+    assert asked.status_code == 200, asked.content.decode()[-2000:]
+    page = asked.content.decode()
+    assert 'id="confirmation"' in page
+    digest = re.search(r'name="_confirmed" value="([0-9a-f]+)"', page)[1]
+    return page, admin_client.post(url, {**data, "_confirmed": digest})
+
+
 def test_issue_batch_through_the_admin(admin_client, customer):
-    response = admin_client.post(
-        reverse("admin:licensing_batch_add"),
-        {"customer": customer.pk, "sku": "VISION-PRO", "units": 120, "term_days": ""},
-    )
+    form = {"customer": customer.pk, "sku": "VISION-PRO", "units": 120, "term_days": ""}
+    confirmation, response = _confirmed(admin_client, reverse("admin:licensing_batch_add"), form)
+    # What it costs, before anything is issued: 120 x 210.00 (the 100+ tier).
+    assert "order value <strong id='confirm-amount'>25,200.00 EUR</strong>" in confirmation
+    assert 'value="Yes, issue the batch (25,200.00 EUR)"' in confirmation
     batch = Batch.objects.get(customer=customer)
     assert response.status_code == 302
     assert response.url == reverse("admin:licensing_batch_change", args=[batch.pk])
     assert (batch.units_purchased, str(batch.unit_price)) == (120, "210.00")
     entry = AuditEntry.objects.get(action="batch.issue")
-    assert (entry.target, entry.actor_kind) == (batch.pk, "staff")
+    assert (entry.target, entry.actor_kind) == (batch.pk, "superuser")
     page = admin_client.get(response.url).content.decode()
     assert batch.license.token in page
     assert f"Batch {batch.pk} issued" in page
+
+
+def test_a_changed_order_is_confirmed_again_and_nothing_is_issued_unconfirmed(
+    admin_client, customer
+):
+    url = reverse("admin:licensing_batch_add")
+    form = {"customer": customer.pk, "sku": "VISION-PRO", "units": 3, "term_days": ""}
+    page = admin_client.post(url, form).content.decode()
+    digest = re.search(r'name="_confirmed" value="([0-9a-f]+)"', page)[1]
+    # 250 units on the confirmation of 3: asked again, with the new amount.
+    again = admin_client.post(url, {**form, "units": 250, "_confirmed": digest})
+    assert again.status_code == 200 and "250 units" in again.content.decode()
+    assert not Batch.objects.exists()
+
+
+def test_the_sku_is_chosen_never_preselected(admin_client):
+    for name in ("admin:licensing_batch_add", "admin:licensing_license_add"):
+        page = admin_client.get(reverse(name)).content.decode()
+        sku = page[page.index('name="sku"') :]
+        sku = sku[: sku.index("</select>")]
+        assert '<option value="" selected>Choose…</option>' in sku, name
+        assert sku.count("selected") == 1, name
 
 
 def test_issue_batch_form_prefills_the_customer(admin_client, customer):
@@ -162,18 +224,18 @@ def test_issue_batch_form_prefills_the_customer(admin_client, customer):
 
 
 def test_issue_license_through_the_admin(admin_client, customer):
-    response = admin_client.post(
-        reverse("admin:licensing_license_add"),
-        {
-            "customer": customer.pk,
-            "sku": "DETECT-STD",
-            "device_id": "cam-7",
-            "term_days": "30",
-            "api_quota": "",
-            "max_streams": "2",
-            "activation": "optional",
-        },
-    )
+    form = {
+        "customer": customer.pk,
+        "sku": "DETECT-STD",
+        "device_id": "cam-7",
+        "term_days": "30",
+        "api_quota": "",
+        "max_streams": "2",
+        "activation": "optional",
+    }
+    url = reverse("admin:licensing_license_add")
+    confirmation, response = _confirmed(admin_client, url, form)
+    assert "90.00 EUR" in confirmation
     assert response.status_code == 302
     lic = License.objects.get(device_id="cam-7")
     assert lic.claims["lim"]["max_streams"] == 2
@@ -213,7 +275,7 @@ def test_revoke_action_asks_for_a_reason_then_revokes(admin_client, fleet):
     assert (entry.target, entry.detail["reason"], entry.actor_kind) == (
         direct.pk,
         "camera stolen",
-        "staff",
+        "superuser",
     )
 
 
@@ -252,7 +314,7 @@ def test_release_seats_from_the_fleet_asks_for_a_reason_and_marks_the_transfer(a
     assert License.objects.get(pk=unit.license_id).revoke_reason == "camera replaced"
     batch.refresh_from_db()
     assert (batch.units_activated, batch.released_seats) == (1, 1)
-    assert AuditEntry.objects.get(action="seat.release").actor_kind == "staff"
+    assert AuditEntry.objects.get(action="seat.release").actor_kind == "superuser"
     unit_activate(batch_token=batch.license.token, device_id="cam-replacement")
     fleet_page = admin_client.get(url).content.decode()
     assert "(seat released)" in fleet_page and "(transfer)" in fleet_page
@@ -315,13 +377,13 @@ def test_batches_and_licenses_cannot_be_edited_or_deleted_directly(admin_client,
 
 
 def test_operator_key_revoke_action(admin_client):
-    row, _ = operator_key_create(name="ops")
+    row, _ = operator_key_create(name="ops", roles=["operator"])
     admin_client.post(
         reverse("admin:operators_operatorkey_changelist"),
         {"action": "revoke_keys", "_selected_action": [row.pk]},
     )
     assert OperatorKey.objects.get(pk=row.pk).revoked_at is not None
-    assert AuditEntry.objects.get(action="operator_key.revoke").actor_kind == "staff"
+    assert AuditEntry.objects.get(action="operator_key.revoke").actor_kind == "superuser"
 
 
 def test_admin_index_links_the_dashboard_and_invoice_preview(admin_client):
@@ -378,7 +440,8 @@ def test_invoice_preview_rates_and_exports_csv(admin_client, fleet, customer):
     assert page.status_code == 200
     body = page.content.decode()
     assert "unit_activation" in body and "direct_license" in body
-    assert 'id="invoice-total">570.00 EUR' in body  # 2 units x 240 + 1 licence x 90
+    estimate = body[body.index('id="estimate"') :]
+    assert 'svc-total">570.00 EUR' in estimate  # 2 units x 240 + 1 licence x 90
     csv_response = admin_client.get(
         url, {"customer": customer.pk, "period_days": 30, "format": "csv"}
     )
@@ -403,14 +466,19 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch, serv
     unit_activate(batch_token=batch.license.token, device_id="cam-1")
     server_clock(0)
     url = reverse("console-invoice-preview")
-    response = admin_client.post(url, {"customer": customer.pk, "period_days": 30})
+    # Posting to the preview issues nothing: issuing is its own, confirmed, step.
+    assert admin_client.post(url, {"customer": customer.pk, "period_days": 30}).status_code == 405
+    preview = admin_client.get(url, {"customer": customer.pk, "period_days": 30}).content.decode()
+    form = dict(re.findall(r'name="(period_end|expected_total)" value="([^"]*)"', preview))
+    response = admin_client.post(
+        reverse("console-invoice-issue"),
+        {"customer": customer.pk, "period_days": 30, "confirmed": "yes", **form},
+    )
     assert response.status_code == 302
     invoice = billing_models.Invoice.objects.get(customer=customer)
     page = admin_client.get(response.url).content.decode()
     assert invoice.number in page
-    again = admin_client.get(
-        admin_client.post(url, {"customer": customer.pk, "period_days": 30}).url
-    )
+    again = admin_client.get(url, {"customer": customer.pk, "period_days": 30})
     assert "already invoiced" in again.content.decode()
 
 

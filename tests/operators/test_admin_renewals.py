@@ -3,12 +3,14 @@ through the audited service once per form, and the dashboard lists what ends soo
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
 from django.urls import reverse
 
 from audit.models import AuditEntry
+from config.display import utc_time
 from licensing.models import Batch, License, Renewal
 from licensing.services import license_issue
 from licensing.services.activation import unit_activate
@@ -33,7 +35,16 @@ def test_renew_batches_asks_for_the_term_then_renews_once_per_form(admin_client,
     assert not Renewal.objects.exists()
     bad = admin_client.post(url, {**selection, "apply": "1", "request_key": key, "term_days": 0})
     assert bad.status_code == 200 and not Renewal.objects.exists()
-    done = {**selection, "apply": "1", "request_key": key, "term_days": 30}
+    assert 'id="renew-quotes"' in confirm and utc_time(old_end) in confirm
+    # A term other than the one the amounts were shown for is quoted first, not renewed.
+    changed = {**selection, "apply": "1", "request_key": key, "term_days": 30}
+    quoted = admin_client.post(url, changed).content.decode()
+    assert "The term changed" in quoted and not Renewal.objects.exists()
+    assert utc_time(old_end + dt.timedelta(days=30)) in quoted and "30 days" in quoted
+    price = batch.unit_price
+    assert f'value="Renew for {price:,.2f} EUR"' in quoted  # 1 unit in service
+    assert 'name="quoted_term" value="30"' in quoted
+    done = {**changed, "quoted_term": "30"}
     assert admin_client.post(url, done).status_code == 302
     assert admin_client.post(url, done).status_code == 302  # posted twice: renewed once
     batch.refresh_from_db()
@@ -41,7 +52,7 @@ def test_renew_batches_asks_for_the_term_then_renews_once_per_form(admin_client,
     renewal = Renewal.objects.get()
     assert (renewal.batch_id, renewal.units, renewal.term_days) == (batch.pk, 1, 30)
     entry = AuditEntry.objects.filter(action="license.renew").first()
-    assert (entry.target, entry.actor_kind) == (batch.pk, "staff")
+    assert (entry.target, entry.actor_kind) == (batch.pk, "superuser")
 
 
 def test_renew_licenses_renews_a_direct_one_and_says_why_a_unit_is_refused(
@@ -61,6 +72,7 @@ def test_renew_licenses_renews_a_direct_one_and_says_why_a_unit_is_refused(
             "apply": "1",
             "request_key": "abc",
             "term_days": "",
+            "quoted_term": "",
         },
         follow=True,
     ).content.decode()

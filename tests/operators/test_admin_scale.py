@@ -83,6 +83,9 @@ def queries_of(client, url: str) -> int:
 # The most queries any console page may run (session, user, permissions, the page's
 # count and rows, its filters' choices, messages...): the largest today, checked below.
 PAGE_QUERIES_MAX = 16
+# The invoice preview drafts the next invoice by issuing it and rolling back (locks,
+# number, ledger, lines, event, audit entry): what issuing runs, a fixed number too.
+PAGE_QUERIES_MAX_OF = {"/admin/invoice-preview/": 50}
 
 
 def test_every_console_page_runs_a_fixed_number_of_queries(
@@ -95,7 +98,8 @@ def test_every_console_page_runs_a_fixed_number_of_queries(
     for url in urls:
         with django_assert_max_num_queries(small[url], info=url):
             admin_client.get(url)
-        with django_assert_max_num_queries(PAGE_QUERIES_MAX, info=url):
+        cap = PAGE_QUERIES_MAX_OF.get(url.partition("?")[0], PAGE_QUERIES_MAX)
+        with django_assert_max_num_queries(cap, info=url):
             admin_client.get(url)
 
 

@@ -31,7 +31,9 @@ def _only(action: str) -> AuditEntry:
 
 def _create_key(name: str) -> str:
     out, err = io.StringIO(), io.StringIO()
-    call_command("create_admin_key", name, stdout=out, stderr=err)
+    call_command(
+        "create_admin_key", name, "--scope", "operator,finance,key-admin", stdout=out, stderr=err
+    )
     assert "only time" in err.getvalue()
     return out.getvalue().strip()
 
@@ -161,7 +163,7 @@ def test_revoked_operator_key_is_refused_and_the_bootstrap_key_still_works(admin
 def test_duplicate_key_name_is_refused():
     _create_key("dave")
     with pytest.raises(CommandError, match="already exists"):
-        call_command("create_admin_key", "dave", stdout=io.StringIO())
+        call_command("create_admin_key", "dave", "--scope", "viewer", stdout=io.StringIO())
     assert _only_failed("operator_key.create")
 
 

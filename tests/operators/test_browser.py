@@ -109,7 +109,9 @@ def test_operator_console_in_a_real_browser(live_service, transactional_db):
             page.goto(f"{url}/admin/licensing/batch/add/?customer={customer.id}")
             page.select_option("#id_sku", "VISION-PRO")
             page.fill("#id_units", "10")
-            page.click("input[name=_submit]")
+            page.click("input[name=_submit]")  # Check the order…
+            assert "2,400.00 EUR" in page.inner_text("#confirmation")
+            page.click("input[name=_submit]")  # Yes, issue the batch (2,400.00 EUR)
             page.wait_for_selector("#batch-key")
             assert "issued" in page.inner_text(".messagelist")
             batch_key = page.input_value("#batch-key")
@@ -129,7 +131,7 @@ def test_operator_console_in_a_real_browser(live_service, transactional_db):
             page.click("button[name=index]")
             page.fill("#id_reason", "camera stolen from the lobby")
             page.click("input[value=Revoke]")
-            assert "Revoked 1 licences" in page.inner_text(".messagelist")
+            assert "Revoked 1 licence;" in page.inner_text(".messagelist")
 
             # The dashboard, linked from the admin index.
             page.goto(f"{url}/admin/")
@@ -147,6 +149,6 @@ def test_operator_console_in_a_real_browser(live_service, transactional_db):
     assert direct.revoke_reason == "camera stolen from the lobby"
     batch = Batch.objects.get(customer=customer)
     assert batch.units_activated == 9
-    by_staff = AuditEntry.objects.filter(actor="operator", actor_kind="staff", ip="127.0.0.1")
+    by_staff = AuditEntry.objects.filter(actor="operator", actor_kind="superuser", ip="127.0.0.1")
     assert set(by_staff.values_list("action", flat=True)) == {"batch.issue", "license.revoke"}
     assert License.objects.filter(kind="unit", customer=customer).count() == 9

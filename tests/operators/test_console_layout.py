@@ -155,27 +155,40 @@ def _chromium_or_skip() -> None:
         tool_missing(f"browser test: {CHROMIUM} is absent (apt-get install chromium)")
 
 
+def _ham(n: int) -> str:
+    """A camera id as firmware reports one: model and serial number."""
+    return f"nl-ham-{n:03d}-axis-p3265-lve-b8a44f3c2d{n:02d}"
+
+
 def _seed(url: str) -> dict[str, str]:
     """Three customers, batches with activations and usage, a weakly bound camera whose
     licence was revoked, a released seat, direct licences, an invoice and its credit
     note, and audit entries with long details."""
+    # Generated ids (CUST- and 16 characters) and names as long as real companies'.
     nordlicht = customer_create(
-        name="Nordlicht Sicherheitstechnik GmbH", kind="oem", id="NORDLICHT"
+        name="Nordlicht Sicherheitstechnik und Videoanalyse GmbH & Co. KG",
+        kind="oem",
+        contact="lizenzverwaltung@nordlicht-sicherheitstechnik.example",
+        billing_address="Überseeallee 12, Haus B\n20457 Hamburg\nDeutschland",
+        tax_id="DE298765432",
     )
-    harbour = customer_create(name="Port of Rotterdam Harbour Authority", kind="end_user")
-    acme = customer_create(name="Acme Cameras", kind="oem", id="ACME")
+    harbour = customer_create(
+        name="Port of Rotterdam Harbour Authority, Maasvlakte Container Terminals",
+        kind="end_user",
+    )
+    acme = customer_create(name="Acme Cameras International Ltd.", kind="oem")
     vision = batch_issue(customer_id=nordlicht.id, sku="VISION-PRO", units=10)
     detect = batch_issue(customer_id=nordlicht.id, sku="DETECT-STD", units=4)
     port = batch_issue(customer_id=harbour.id, sku="VISION-PRO", units=25, term_days=0)
     small = batch_issue(customer_id=acme.id, sku="DETECT-STD", units=7)
     for n in range(9):  # nine of ten: near exhaustion; two weakly bound
-        _camera(url, vision.license.token, f"nl-ham-{n:03d}", weak=n < 2, inferences=9000 * n)
+        _camera(url, vision.license.token, _ham(n), weak=n < 2, inferences=9000 * n)
     for n in range(3):  # heavy users: metered overage on the invoice
         _camera(url, detect.license.token, f"nl-brm-{n:03d}", weak=False, inferences=140_000)
     for n in range(4):
         _camera(url, port.license.token, f"rtm-quay-{n:02d}", weak=n == 0, inferences=25_000)
     _camera(url, small.license.token, "acme-demo-1", weak=False, inferences=800)
-    revoked = Activation.objects.get(device_id="nl-ham-001")
+    revoked = Activation.objects.get(device_id=_ham(1))
     license_revoke(license_id=revoked.license_id, reason="MAC address cloned on a second camera")
     license_revoke(license_id=small.license_id, reason="order cancelled by the customer")
     direct = license_issue(
@@ -188,7 +201,7 @@ def _seed(url: str) -> dict[str, str]:
     with rewritten():
         License.objects.filter(pk=gate.pk).update(issued_at=start_of_day() - dt.timedelta(days=10))
     invoice = invoice_issue(customer_id=acme.id, period_days=30, end=start_of_day())
-    credit_note_issue(number=invoice.number, reason="sent to the wrong billing address")
+    note = credit_note_issue(number=invoice.number, reason="sent to the wrong billing address")
     # Refused actions land in the audit log too, with all their arguments.
     for attempt in (
         lambda: batch_issue(customer_id="CUST-NOBODY", sku="VISION-PRO", units=5),
@@ -223,6 +236,7 @@ def _seed(url: str) -> dict[str, str]:
         "revoked_licence": revoked.license_id,
         "direct_licence": direct.id,
         "invoice": str(invoice.pk),
+        "credit_note": note.number,
     }
 
 
@@ -263,7 +277,15 @@ def test_console_pages_fit_the_window(width, live_service, transactional_db, tmp
         ("catalogue-list", "/admin/licensing/sku/", "#result_list"),
         ("customer-list", "/admin/customers/customer/", "#result_list"),
         ("invoice-list", "/admin/billing/invoice/", "#result_list"),
-        ("invoice-page", f"/admin/billing/invoice/{seeded['invoice']}/change/", "#content-main"),
+        ("invoice-page", f"/admin/billing/invoice/{seeded['invoice']}/change/", ".svc-document"),
+        ("credit-note-page", f"/admin/documents/{seeded['credit_note']}/", ".svc-document"),
+        (
+            "customer-page",
+            f"/admin/customers/customer/{seeded['customer']}/change/",
+            "#customer-batches",
+        ),  # fmt: skip
+        ("renewal-list", "/admin/licensing/renewal/", "#content-main"),
+        ("signing-key-list", "/admin/signing/signingkey/", "#result_list"),
         ("invoice-line-list", "/admin/billing/invoiceline/", "#result_list"),
         ("ledger-list", "/admin/billing/ledgerentry/", "#result_list"),
         ("usage-daily-list", "/admin/billing/usagedaily/", "#result_list"),
@@ -353,9 +375,9 @@ def test_console_pages_fit_the_window(width, live_service, transactional_db, tmp
     assert DATE.search(texts["batch-page"]) and DATE.search(texts["audit-log"])
     assert texts["batch-page"].lower().count("units activated") == 1
     weak = {row.split()[0]: row for row in weak_rows}
-    assert "revoked" in weak["nl-ham-001"], "the revoked weak device is not marked"
-    assert "revoked" not in weak["nl-ham-000"]
-    assert "Nordlicht Sicherheitstechnik GmbH" in parts["top-customers"]
+    assert "revoked" in weak[_ham(1)], "the revoked weak device is not marked"
+    assert "revoked" not in weak[_ham(0)]
+    assert "Nordlicht Sicherheitstechnik" in parts["top-customers"]
     assert "audit" in texts["admin-index"].lower()
     assert "eyJhbGciOiJFZERTQSJ9" * 30 not in texts["audit-log"]
     assert "eyJhbGciOiJFZERTQSJ9" * 30 in texts["audit-entry"].replace("\n", "")

@@ -4,6 +4,7 @@ subcommands), and with no server and no database at all (mint, inspect, keygen).
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -203,7 +204,9 @@ def test_wrong_or_missing_admin_key(online, live_service):
 @pytest.mark.live
 def test_named_operator_key_is_recorded_as_its_name(online, transactional_db):
     out = io.StringIO()
-    call_command("create_admin_key", "alice", stdout=out, stderr=io.StringIO())
+    call_command(
+        "create_admin_key", "alice", "--scope", "operator", stdout=out, stderr=io.StringIO()
+    )
     key = out.getvalue().strip()
     result = svcctl("customer", "Named", "--kind", "end_user", env={**online, "SVC_ADMIN_KEY": key})
     assert result.returncode == 0, result.stderr
@@ -502,7 +505,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
 ONLINE = ["customer", "batch", "license", "revoke", "release", "renew", "expiring", "fleet"]
-ONLINE += ["batch-status", "usage", "invoice", "catalogue", "webhooks", "events", "register"]
+ONLINE += ["batch-status", "usage", "invoice", "invoices", "invoice-show", "credit-note"]
+ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
 
@@ -601,8 +605,9 @@ def test_money_has_the_currencys_decimals_from_a_number_or_a_string():
     assert output.money(Decimal("630.0"), "EUR") == "630.00 EUR"  # the API's 630.0
     assert output.money(630, "EUR") == output.money("630", "EUR") == "630.00 EUR"
     assert output.money("0.035", "EUR") == "0.035 EUR"  # more decimals are kept, not rounded
-    assert output.money(Decimal("99999999999999999.99"), "EUR") == "99999999999999999.99 EUR"
-    assert output.money(Decimal("1500.0"), "JPY") == "1500 JPY"
+    assert output.money(Decimal("99999999999999999.99"), "EUR") == "99,999,999,999,999,999.99 EUR"
+    assert output.money(Decimal("1500.0"), "JPY") == "1,500 JPY"
+    assert output.money(Decimal("20000"), "EUR", grouped=False) == "20000.00 EUR"
     assert output.money("2.5", "KWD") == "2.500 KWD"
     assert output.amount(Decimal("12.5"), "EUR") == "12.50"
     with pytest.raises(TypeError, match="float"):
@@ -924,3 +929,55 @@ def test_a_missing_key_file_names_the_svcctl_command_that_makes_it(tmp_path):
 def test_release_help_reads_its_policy_as_written():
     text = " ".join(svcctl("release", "--help").stdout.split())
     assert "5% of its units per 30 days" in text and "%%" not in text
+
+
+@pytest.mark.live
+def test_finance_from_the_terminal_list_show_pdf_and_credit_note(
+    online, transactional_db, tmp_path, server_clock
+):
+    """svcctl invoices / invoice-show --pdf / credit-note against a live service."""
+    from billing.services import invoice_issue
+    from customers.services import customer_create
+    from licensing.services import license_issue
+
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    customer = customer_create(name="Nordlicht Sicherheitstechnik GmbH", kind="oem", id="NORD")
+    with server_clock.at(today - dt.timedelta(days=3)):
+        for n in range(3):
+            license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id=f"cam-{n}")
+    invoice = invoice_issue(customer_id=customer.pk, period_days=30, end=today)
+
+    listed = svcctl("invoices", "--customer", "CUST-NORD", env=online)
+    assert listed.returncode == 0, listed.stderr
+    assert invoice.number in listed.stdout and "Nordlicht" in listed.stdout
+    assert "1 document" in listed.stderr
+
+    pdf = tmp_path / "invoice.pdf"
+    shown = svcctl("invoice-show", invoice.number, "--pdf", str(pdf), env=online)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"^invoice\s+{invoice.number}$", shown.stdout, re.M), shown.stdout
+    assert re.search(r"^due\s+\d{4}-", shown.stdout, re.M)
+    assert pdf.read_bytes().startswith(b"%PDF-")
+    again = svcctl("invoice-show", invoice.number, "--pdf", str(pdf), env=online)
+    assert again.returncode == 1 and "already exists" in again.stderr
+
+    # No terminal to ask on: refused without --yes, naming the amount.
+    refused = svcctl("credit-note", invoice.number, "--reason", "wrong SKU", env=online, stdin="")
+    assert refused.returncode == 2, refused.stderr
+    assert f"{invoice.total:,.2f} EUR" in refused.stderr and "--yes" in refused.stderr
+    credited = svcctl("credit-note", invoice.number, "--reason", "wrong SKU", "--yes", env=online)
+    assert credited.returncode == 0, credited.stderr
+    assert f"reversing {invoice.number}" in credited.stdout
+    twice = svcctl("credit-note", invoice.number, "--reason", "again", "--yes", env=online)
+    assert twice.returncode == 1 and "already credited" in twice.stderr
+    notes = svcctl("invoices", "--kind", "credit-note", "--json", env=online)
+    assert [d["credits"] for d in _json(notes)["invoices"]] == [invoice.number]
+    missing = svcctl("invoice-show", "INV-1999-000009", env=online)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+def test_inspect_of_a_missing_file_says_so_before_asking_for_a_key(tmp_path):
+    missing = tmp_path / "nonexistent.lic"
+    result = svcctl("inspect", str(missing))
+    assert result.returncode == 1
+    assert result.stderr == f"svcctl: error: token file {missing} does not exist\n"

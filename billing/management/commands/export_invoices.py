@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing import exports
 from billing.models import Invoice
+from config.display import counted
 
 
 class Command(BaseCommand):
@@ -54,4 +55,4 @@ class Command(BaseCommand):
             when = "yet" if since is None else f"on or after {since}"
             why = f" (no invoice or credit note has been issued {when})"
         # On stderr, since --out - writes the export to stdout; a report, not an error.
-        self.stderr.write(f"{count} invoice line(s) written to {out}{why}", style_func=str)
+        self.stderr.write(f"{counted(count, 'invoice line')} written to {out}{why}", style_func=str)

@@ -7,6 +7,7 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 
 from billing import services
+from config.display import counted
 from config.errors import ServiceError
 
 
@@ -53,18 +54,21 @@ class Command(BaseCommand):
             if result.invoice is not None:
                 issued += 1
                 lines = result.invoice.lines.count()
-                self.stdout.write(f"issued {result.note} ({result.customer_id}, {lines} lines)")
+                self.stdout.write(
+                    f"issued {result.note} ({result.customer_id}, {counted(lines, 'line')})"
+                )
             elif result.overlap:
                 self.stderr.write(f"refused {result.customer_id}: {result.note}")
             else:  # the reason, with the period and the numbers
                 self.stdout.write(f"skipped {result.customer_id}: {result.note}")
         self.stdout.write(
-            f"{issued} invoice(s) issued, {len(results) - issued} customer(s) skipped"
+            f"{counted(issued, 'invoice')} issued, "
+            f"{counted(len(results) - issued, 'customer')} skipped"
         )
         overlaps = [result.customer_id for result in results if result.overlap]
         if overlaps:
             raise CommandError(
-                f"--end {end} is inside an issued period of {len(overlaps)} customer(s) "
+                f"--end {end} is inside an issued period of {counted(len(overlaps), 'customer')} "
                 f"({', '.join(overlaps[:5])}{', ...' if len(overlaps) > 5 else ''}): "
                 "no invoice overlaps another"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.partitions import is_partitioned, usage_prune
+from config.display import counted
 from config.errors import ServiceError
 
 
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         if not is_partitioned():
             # Nothing to do, and why: a monthly job run against SQLite is not an error.
             self.stdout.write(
-                "0 month(s) pruned: usage records are not partitioned on this database "
+                "0 months pruned: usage records are not partitioned on this database "
                 "(SQLite keeps one plain table, nothing to drop); pruning needs PostgreSQL"
             )
             return
@@ -42,5 +43,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"kept {what}: {check.problem}")
         pruned = sum(check.prunable for check in checks)
         self.stdout.write(
-            f"{pruned} month(s) {'prunable' if dry_run else 'pruned'}, {len(checks) - pruned} kept"
+            f"{counted(pruned, 'month')} {'prunable' if dry_run else 'pruned'}, "
+            f"{len(checks) - pruned:,} kept"
         )

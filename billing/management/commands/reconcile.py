@@ -6,21 +6,30 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing.reconciliation import ledger_check_result, ledger_reconcile
 from billing.services import ledger_check_run
+from config.display import counted
 from customers.models import Customer
 
 _COLUMNS = (
-    ("customer", 18), ("SKU", 15), ("stored", 14), ("billed", 14), ("waiting", 12),
-    ("unbillable", 11), ("activ. stored", 13), ("billed", 7), ("direct stored", 13),
-    ("billed", 7), ("transfers", 9), ("renewed units", 13), ("billed", 7),
+    "customer", "SKU", "stored", "billed", "waiting", "unbillable", "activ. stored",
+    "billed", "direct stored", "billed", "transfers", "renewed units", "billed",
 )  # fmt: skip
+_TEXT_COLUMNS = 2  # customer and SKU, left-aligned; the numbers right-aligned
 
 
-def _row(values) -> str:
-    cells = []
-    for (_, width), value in zip(_COLUMNS, values, strict=True):
-        text = f"{value:,}" if isinstance(value, int) else str(value)
-        cells.append(text.ljust(width) if len(cells) < 2 else text.rjust(width))
-    return " ".join(cells)
+def _table(rows: list[list]) -> list[str]:
+    """``rows`` under the header, each column as wide as its widest cell (real ids and
+    names do not push the numbers out of line), numbers grouped."""
+    cells = [list(_COLUMNS)] + [
+        [f"{value:,}" if isinstance(value, int) else str(value) for value in row] for row in rows
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(_COLUMNS))]
+    return [
+        "  ".join(
+            text.ljust(width) if i < _TEXT_COLUMNS else text.rjust(width)
+            for i, (text, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
 
 
 class Command(BaseCommand):
@@ -52,27 +61,28 @@ class Command(BaseCommand):
         else:
             result = ledger_reconcile(customer_id=customer, deep=deep)
         self.stdout.write(f"ledger on {result.today} (UTC); inferences:")
-        self.stdout.write(_row([name for name, _ in _COLUMNS]))
-        for row in [*result.rows, result.totals()]:
-            self.stdout.write(
-                _row(
-                    [
-                        row.customer_id or "TOTAL",
-                        row.sku,
-                        row.inferences,
-                        row.billed,
-                        row.waiting,
-                        row.unbillable,
-                        row.activations,
-                        row.activations_billed,
-                        row.licenses,
-                        row.licenses_billed,
-                        row.transfers,
-                        row.renewal_units,
-                        row.renewal_units_billed,
-                    ]
-                )  # fmt: skip
-            )
+        lines = _table(
+            [
+                [
+                    f"{row.customer_name} ({row.customer_id})" if row.customer_id else "TOTAL",
+                    row.sku,
+                    row.inferences,
+                    row.billed,
+                    row.waiting,
+                    row.unbillable,
+                    row.activations,
+                    row.activations_billed,
+                    row.licenses,
+                    row.licenses_billed,
+                    row.transfers,
+                    row.renewal_units,
+                    row.renewal_units_billed,
+                ]
+                for row in [*result.rows, result.totals()]
+            ]
+        )
+        for line in lines:
+            self.stdout.write(line)
         total = result.totals()
         self.stdout.write(
             f"{total.billed_records:,} of {total.records:,} usage records billed, "
@@ -83,4 +93,6 @@ class Command(BaseCommand):
             return
         for problem in result.problems:
             self.stderr.write(f"PROBLEM: {problem}")
-        raise CommandError(f"{len(result.problems)} problem(s) found in the billing ledger")
+        raise CommandError(
+            f"{counted(len(result.problems), 'problem')} found in the billing ledger"
+        )

@@ -15,6 +15,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections, connections
 
+from config.display import counted
 from events import delivery
 from events.alerts import alerts_send
 from events.scan import events_scan
@@ -87,7 +88,7 @@ class Command(BaseCommand):
                     "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
                 )
             if mailed:
-                self.stdout.write(f"alerts: {mailed} digest(s) sent")
+                self.stdout.write(f"alerts: {counted(mailed, 'digest')} sent")
         worked = False
         while not self.stopping:
             outcome = delivery.deliver_one()

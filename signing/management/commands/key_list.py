@@ -3,8 +3,17 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand
 
+from config.display import utc_time
 from signing import keyring
 from signing.selectors import signing_keys_list
+
+
+def _window(key) -> str:
+    """The certificate's validity in UTC: ``2026-11-26 17:00 UTC to 2027-11-26 ...``."""
+    if not key.certificate:
+        return "not certified"
+    start = utc_time(key.not_before) or "any time"
+    return f"{start} to {utc_time(key.not_after) or 'no end'}"
 
 
 class Command(BaseCommand):
@@ -12,7 +21,7 @@ class Command(BaseCommand):
         "List the authority's signing keys: key id, use (online / offline air-gap), state "
         "(active: the key of SVC_SIGNING_KEY_FILE; standby: certified, not in use here; "
         "retired: signs nothing more, its tokens verify until they expire; revoked: nothing "
-        "it signed verifies), fingerprint and certificate window (Unix seconds)."
+        "it signed verifies), fingerprint and certificate window (UTC)."
     )
 
     def handle(self, *args, **options):
@@ -21,7 +30,7 @@ class Command(BaseCommand):
         except ImproperlyConfigured as exc:
             problem = str(exc)
         rows = [
-            (key.kid, key.use, keyring.key_state(key), key.fingerprint, key.window())
+            (key.kid, key.use, keyring.key_state(key), key.fingerprint, _window(key))
             for key in signing_keys_list()
         ]
         header = ("KID", "USE", "STATE", "FINGERPRINT", "WINDOW")

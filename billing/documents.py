@@ -1,0 +1,107 @@
+"""An issued invoice or credit note as the document a customer is sent: one template
+(``billing/document.html``) rendered as printable HTML (the console) and as PDF
+(WeasyPrint; the console and ``GET /v1/admin/invoices/{number}.pdf``).
+
+The seller block comes from settings (``SVC_SELLER_*``), the buyer block from the
+customer (name, billing address, tax id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
+Numbers go through :mod:`config.display`, as everywhere in the console: money with the
+currency's decimals and thousands separators, quantities grouped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+
+from billing.models import Invoice, InvoiceLine
+from config.display import amount, money, quantity
+
+_KINDS = dict(InvoiceLine.Kind.choices)
+
+
+def _day(moment: dt.datetime) -> str:
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%d}"
+
+
+def due_date(document: Invoice) -> dt.datetime | None:
+    """When an invoice is due: issued plus the payment terms; a credit note has none."""
+    if document.kind != Invoice.Kind.INVOICE:
+        return None
+    return document.issued_at + dt.timedelta(days=settings.SVC_PAYMENT_TERMS_DAYS)
+
+
+def document_context(document: Invoice) -> dict[str, Any]:
+    """What the template shows of ``document`` (with its customer, lines and, on a credit
+    note, the invoice it credits), every value already formatted."""
+    currency = document.currency
+    customer = document.customer
+    credit_note = document.kind == Invoice.Kind.CREDIT_NOTE
+    due = due_date(document)
+    # The period's last day: a period ends at 00:00 UTC of the day after it.
+    last_day = document.period_end - dt.timedelta(days=1)
+    return {
+        "heading": "Credit note" if credit_note else "Invoice",
+        "number": document.number,
+        "credit_note": credit_note,
+        "credits": document.credits.number if document.credits_id else "",
+        "reason": document.reason,
+        "issued": _day(document.issued_at),
+        "due": _day(due) if due else "",
+        "terms_days": settings.SVC_PAYMENT_TERMS_DAYS,
+        "period": f"{_day(document.period_start)} to {_day(last_day)}",
+        "period_days": document.period_days,
+        "currency": currency,
+        "seller": {
+            "name": settings.SVC_SELLER_NAME,
+            "address": settings.SVC_SELLER_ADDRESS,
+            "tax_id": settings.SVC_SELLER_TAX_ID,
+            "email": settings.SVC_SELLER_EMAIL,
+        },
+        "buyer": {
+            "name": customer.name,
+            "id": customer.pk,
+            "address": customer.billing_address.splitlines(),
+            "tax_id": customer.tax_id,
+            "contact": customer.contact,
+        },
+        "lines": [
+            {
+                "position": line.position,
+                "title": f"{_KINDS.get(line.kind, line.kind)}, {line.sku}",
+                "description": line.description,
+                "reference": line.batch_id or line.license_id,
+                "quantity": quantity(line.quantity),
+                "unit": line.unit,
+                "unit_price": amount(line.unit_price, currency),
+                "amount": amount(line.amount, currency),
+            }
+            for line in document.lines.all().order_by("position")
+        ],
+        "total": money(document.total, currency),
+    }
+
+
+def document_html(document: Invoice) -> str:
+    """The document as a standalone, printable HTML page (no external resources)."""
+    return render_to_string("billing/document.html", document_context(document))
+
+
+def _no_fetching(url: str, *args: Any, **kwargs: Any):
+    """WeasyPrint's URL fetcher: the document is self-contained, so nothing is fetched
+    (a customer's name or address can never make the server open a URL or a file)."""
+    raise ValueError(f"invoice documents fetch nothing ({url[:60]!r})")
+
+
+def document_pdf(document: Invoice) -> bytes:
+    """The document as PDF (A4), from the same HTML."""
+    import weasyprint  # imported on first use: it loads Pango and fonts (~0.3 s)
+
+    html = weasyprint.HTML(string=document_html(document), url_fetcher=_no_fetching)
+    return html.write_pdf()
+
+
+def pdf_filename(document: Invoice) -> str:
+    return f"{document.number}.pdf"

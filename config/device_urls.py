@@ -1,0 +1,20 @@
+"""The device application's routes (``config.device_wsgi``): what cameras call and
+nothing else. Everything else is a JSON 404 naming where it lives."""
+
+from __future__ import annotations
+
+from django.urls import include, path, re_path
+
+from config import views
+from licensing import health
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("v1/", include("licensing.device_urls")),
+    path("v1/", include("billing.device_urls")),
+    # [\\s\\S], not ".": a path holding a newline (%0A) is unknown too.
+    re_path(r"^[\s\S]*$", views.device_not_found),
+]
+
+handler400 = "config.views.bad_request"
+handler500 = "config.views.server_error"

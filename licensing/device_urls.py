@@ -1,0 +1,16 @@
+"""The /v1 routes cameras call (under /v1/): served by the full application
+(``licensing.urls`` includes them) and by the device application alone
+(``config.device_urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from licensing import api
+
+urlpatterns = [
+    path("activate", api.ActivateApi.as_view(), name="activate"),
+    path("revocations", api.RevocationListApi.as_view(), name="revocations"),
+    path("revocations/status", api.RevocationStatusApi.as_view(), name="revocations-status"),
+    path("license", api.LicenseRefreshApi.as_view(), name="license-refresh"),
+]

@@ -1,0 +1,227 @@
+"""The customer API (``/v1/customer/*``: read-only, a customer's key, its own rate
+limit; the admin API's shapes, always the key's customer only) and the operators'
+invitations (``/v1/admin/customers/{id}/users``)."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing import documents
+from billing import selectors as billing_selectors
+from billing.serializers import InvoiceOut, InvoicePageOut
+from config import clock, schema
+from config.errors import InvalidInput
+from config.fields import rendered, validated
+from customers.services import customer_get
+from licensing import selectors as licensing_selectors
+from licensing.serializers import FleetOut
+from operators.permissions import requires
+from portal import selectors, serializers, services
+from portal.authentication import CustomerKeyAuthentication, IsCustomer
+from portal.models import CustomerUser, Invitation
+from svccore.timeunits import unix
+
+CUSTOMER_ERRORS = {
+    401: "Authorization: Bearer <customer API key> missing.",
+    403: "The key is not valid or was revoked.",
+    429: "The key's rate limit (SVC_CUSTOMER_API_RATE a minute), or too many wrong keys "
+    "from this address; retry after Retry-After seconds.",
+}
+
+
+class CustomerApi(APIView):
+    """A customer key's endpoint: ``request.user.customer`` is the only customer it
+    reads; another customer's ids are 404, as if they did not exist."""
+
+    authentication_classes = (CustomerKeyAuthentication,)
+    permission_classes = (IsCustomer,)
+
+
+def _page(rows, cursor: str | None, limit: int):
+    """``rows`` (newest first by issued_at, then id) after the row ``cursor`` names."""
+    if cursor is not None:
+        last = rows.filter(pk=cursor).values_list("issued_at", flat=True).first()
+        if last is None:
+            raise InvalidInput("cursor must be a next_cursor this API gave")
+        rows = rows.filter(issued_at__lte=last).exclude(issued_at=last, pk__gte=cursor)
+    found = list(rows[: limit + 1])
+    return found[:limit], (found[limit - 1].pk if len(found) > limit else None)
+
+
+class CustomerFleetApi(CustomerApi):
+    @extend_schema(
+        parameters=[serializers.CustomerFleetQuery],
+        responses={200: FleetOut, **schema.errors({**CUSTOMER_ERRORS, 404: "No such batch."})},
+        description="The customer's activated units, as GET /v1/admin/fleet answers them.",
+    )
+    def get(self, request):
+        customer = request.user.customer
+        query = validated(serializers.CustomerFleetQuery, request.query_params.dict())
+        if query.get("batch_id"):
+            selectors.batch_of(customer, query["batch_id"])
+        weak = query.pop("weak_binding", None)
+        if weak is not None:
+            query["weak_binding"] = weak in ("1", "true")
+        page = licensing_selectors.fleet_page(customer_id=customer.pk, **query)
+        answer = {
+            "units": page.units,
+            "count": len(page.units),
+            "next_cursor": page.next_cursor,
+            "as_of": unix(clock.now()),
+        }
+        return Response(rendered(FleetOut, answer))
+
+
+class CustomerBatchesApi(CustomerApi):
+    @extend_schema(
+        parameters=[serializers.PageQuery],
+        responses={200: serializers.BatchPageOut, **schema.errors(CUSTOMER_ERRORS)},
+        description="The customer's batches with their seats, newest first.",
+    )
+    def get(self, request):
+        query = validated(serializers.PageQuery, request.query_params.dict())
+        batches, cursor = _page(
+            selectors.batches_of(request.user.customer), query.get("cursor"), query["limit"]
+        )
+        return Response(
+            rendered(serializers.BatchPageOut, {"batches": batches, "next_cursor": cursor})
+        )
+
+
+class CustomerUsageApi(CustomerApi):
+    @extend_schema(
+        parameters=[serializers.UsageQuery],
+        responses={
+            200: serializers.UsagePageOut,
+            **schema.errors({**CUSTOMER_ERRORS, 404: "No such licence."}),
+        },
+        description="Usage totals per licence (as GET /v1/admin/usage/{license_id}), newest "
+        "licence first; license_id: that licence only.",
+    )
+    def get(self, request):
+        customer = request.user.customer
+        query = validated(serializers.UsageQuery, request.query_params.dict())
+        licences = selectors.licenses_of(customer).exclude(kind="batch_key")
+        if query.get("license_id"):
+            selectors.license_of(customer, query["license_id"])
+            licences = licences.filter(pk=query["license_id"])
+        page, cursor = _page(licences, query.get("cursor"), query["limit"])
+        usage = [billing_selectors.license_usage(license_id=lic.pk) for lic in page]
+        return Response(
+            rendered(serializers.UsagePageOut, {"licenses": usage, "next_cursor": cursor})
+        )
+
+
+class CustomerInvoicesApi(CustomerApi):
+    @extend_schema(
+        parameters=[serializers.CustomerInvoiceQuery],
+        responses={200: InvoicePageOut, **schema.errors(CUSTOMER_ERRORS)},
+        operation_id="v1_customer_invoices_list",
+        description="The customer's invoices and credit notes, newest first.",
+    )
+    def get(self, request):
+        query = validated(serializers.CustomerInvoiceQuery, request.query_params.dict())
+        page = billing_selectors.invoices_page(customer_id=request.user.customer.pk, **query)
+        answer = {"invoices": page.invoices, "next_cursor": page.next_cursor}
+        return Response(rendered(InvoicePageOut, answer))
+
+
+class CustomerInvoiceDetailApi(CustomerApi):
+    @extend_schema(
+        responses={200: InvoiceOut, **schema.errors({**CUSTOMER_ERRORS, 404: "No such invoice."})},
+        description="One of the customer's invoices or credit notes, with its lines.",
+    )
+    def get(self, request, number: str):
+        return Response(rendered(InvoiceOut, selectors.document_of(request.user.customer, number)))
+
+
+class CustomerInvoicePdfApi(CustomerApi):
+    @extend_schema(
+        responses={
+            (200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY),
+            **schema.errors({**CUSTOMER_ERRORS, 404: "No such invoice."}),
+        },
+        description="One of the customer's invoices or credit notes as PDF.",
+    )
+    def get(self, request, number: str):
+        document = selectors.document_of(request.user.customer, number)
+        response = HttpResponse(documents.document_pdf(document), content_type="application/pdf")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{documents.pdf_filename(document)}"'
+        )
+        return response
+
+
+# --- the operators' side: invitations --------------------------------------------------
+
+
+def invitation_link_base(request) -> str:
+    return request.build_absolute_uri(reverse("portal-invitation-base"))
+
+
+def users_of(customer_id: str) -> dict:
+    accounts = CustomerUser.objects.filter(customer_id=customer_id).select_related("user")
+    return {
+        "users": [
+            {
+                "email": a.user.email or a.user.get_username(),
+                "name": a.name,
+                "created_at": unix(a.created_at),
+                "active": a.user.is_active,
+            }
+            for a in accounts
+        ],
+        "invitations": list(Invitation.objects.filter(customer_id=customer_id)[:100]),
+    }
+
+
+class CustomerUsersApi(APIView):
+    @extend_schema(
+        parameters=[schema.id_path("customer_id", "The customer."), schema.retry_after(429, 503)],
+        responses={
+            200: serializers.CustomerUsersOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such customer."}),
+        },
+        description="The customer's portal users and its latest 100 invitations.",
+    )
+    @requires("view_service")
+    def get(self, request, customer_id: str):
+        customer = customer_get(customer_id=customer_id)
+        return Response(rendered(serializers.CustomerUsersOut, users_of(customer.pk)))
+
+    @extend_schema(
+        request=serializers.InvitationIn,
+        parameters=[schema.id_path("customer_id", "The customer."), schema.retry_after(429, 503)],
+        responses={
+            201: serializers.InvitationOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    404: "No such customer.",
+                    409: "The address already has an account.",
+                }
+            ),
+        },
+        description="Invite a person to the customer's portal: an e-mail with a one-time "
+        f"link that sets a password, valid {services.INVITATION_DAYS} days. Audited.",
+    )
+    @requires("manage_customers")
+    def post(self, request, customer_id: str):
+        data = validated(serializers.InvitationIn, request.data)
+        invitation, _link = services.invitation_create(
+            customer_id=customer_id,
+            email=data["email"],
+            name=data["name"],
+            invited_by=str(request.user),
+            link_base=invitation_link_base(request),
+        )
+        return Response(
+            rendered(serializers.InvitationOut, invitation), status=status.HTTP_201_CREATED
+        )

@@ -1,0 +1,31 @@
+"""/v1 routes of the portal (included under /v1/ by config.urls): the customer API and
+the operators' invitations."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from config import converters  # noqa: F401 - registers <id:...>
+from portal import api
+
+urlpatterns = [
+    path("customer/fleet", api.CustomerFleetApi.as_view(), name="customer-fleet"),
+    path("customer/batches", api.CustomerBatchesApi.as_view(), name="customer-batches"),
+    path("customer/usage", api.CustomerUsageApi.as_view(), name="customer-usage"),
+    path("customer/invoices", api.CustomerInvoicesApi.as_view(), name="customer-invoices"),
+    path(
+        "customer/invoices/<id:number>.pdf",
+        api.CustomerInvoicePdfApi.as_view(),
+        name="customer-invoice-pdf",
+    ),
+    path(
+        "customer/invoices/<id:number>",
+        api.CustomerInvoiceDetailApi.as_view(),
+        name="customer-invoice-detail",
+    ),
+    path(
+        "admin/customers/<id:customer_id>/users",
+        api.CustomerUsersApi.as_view(),
+        name="admin-customer-users",
+    ),
+]

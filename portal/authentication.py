@@ -1,0 +1,97 @@
+"""``Authorization: Bearer svccu_...``: the customer API's authentication (read-only
+keys a customer creates in the portal) and its permission.
+
+A missing key is 401, a wrong or revoked one 403 (compared in constant time; an address
+with ``SVC_ADMIN_KEY_FAILURES`` wrong keys in 60 s gets 429, as for operator keys).
+Each key has its own rate limit, ``SVC_CUSTOMER_API_RATE`` requests a minute (429 with
+``Retry-After``). ``request.user`` is the :class:`CustomerPrincipal`: every view reads
+its customer from there, never from the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.permissions import BasePermission
+
+from config import clock
+from config.clientip import client_ip
+from config.errors import RateLimited
+from customers.models import Customer
+from ratelimits import counters
+
+WINDOW_SECONDS = 60
+
+
+@dataclass(frozen=True)
+class CustomerPrincipal:
+    customer: Customer
+    key_prefix: str
+    is_authenticated = True
+
+    def __str__(self) -> str:
+        return f"customer key {self.key_prefix} ({self.customer.pk})"
+
+
+class CustomerKeyAuthentication(BaseAuthentication):
+    def authenticate(self, request):
+        from portal.models import CustomerApiKey
+        from portal.selectors import customer_key_match
+
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not presented.strip():
+            raise exceptions.NotAuthenticated("Authorization: Bearer <customer API key> required")
+        ip = client_ip(request._request)
+        limit = settings.SVC_ADMIN_KEY_FAILURES
+        state = counters.peek("customer-key", ip, limit=limit, span=WINDOW_SECONDS)
+        if not state.allowed:
+            raise RateLimited(
+                state.retry_after,
+                f"too many wrong customer API keys from this address ({limit} in "
+                f"{WINDOW_SECONDS} s); retry in {state.retry_after} s",
+            )
+        row = customer_key_match(presented.strip())
+        if row is None:
+            counters.hit("customer-key", ip, limit=limit, span=WINDOW_SECONDS)
+            raise exceptions.PermissionDenied("the customer API key is not valid or was revoked")
+        rate = settings.SVC_CUSTOMER_API_RATE
+        decision = counters.hit("customer-api", row.prefix, limit=rate, span=WINDOW_SECONDS)
+        if not decision.allowed:
+            raise RateLimited(
+                decision.retry_after,
+                f"this key's limit is {rate} requests a minute (SVC_CUSTOMER_API_RATE); "
+                f"retry in {decision.retry_after} s",
+            )
+        now = clock.now()
+        if row.last_used_at is None or (now - row.last_used_at).total_seconds() > WINDOW_SECONDS:
+            CustomerApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
+        return CustomerPrincipal(customer=row.customer, key_prefix=row.prefix), row.prefix
+
+    def authenticate_header(self, request) -> str:
+        return 'Bearer realm="customer API"'
+
+
+class IsCustomer(BasePermission):
+    """Only a request :class:`CustomerKeyAuthentication` let in; only reads."""
+
+    message = "a customer API key is required; it reads, never writes"
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, CustomerPrincipal) and request.method in ("GET", "HEAD")
+
+
+class CustomerKeySchema(OpenApiAuthenticationExtension):
+    target_class = CustomerKeyAuthentication
+    name = "CustomerKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A customer's read-only key (created in the portal) for "
+            "/v1/customer/*: missing 401, wrong or revoked 403; SVC_CUSTOMER_API_RATE "
+            "requests a minute per key (429 with Retry-After).",
+        }

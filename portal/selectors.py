@@ -1,0 +1,160 @@
+"""Reads of the customer portal: who a customer user or key is, and what a customer
+sees (always filtered by its own id: another customer's ids read as absent)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import math
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import F, Q, Sum
+
+from billing import issuing, pricing
+from billing import selectors as billing_selectors
+from config import clock
+from config.errors import NotFound
+from customers.models import Customer
+from licensing import selectors as licensing_selectors
+from licensing.models import Activation, ActivationDaily, Batch, License, Sku
+from portal.models import CustomerApiKey, CustomerUser
+from svccore.timeunits import unix
+
+KEY_SCHEME = "svccu"
+PRESENTED = re.compile(r"\Asvccu_([0-9a-f]{12})_([A-Za-z0-9_-]{20,100})\Z")
+EXPIRING_DAYS = 30
+
+
+def invitation_digest(secret: str) -> str:
+    return hashlib.sha256(b"invitation:" + secret.encode()).hexdigest()
+
+
+def customer_key_digest(key: str) -> str:
+    """HMAC-SHA256 under the service secret, as operator keys (a copy of the table alone
+    does not let anyone test guesses offline)."""
+    return hmac.new(
+        settings.SECRET_KEY.encode(), b"customer-key:" + key.encode(), hashlib.sha256
+    ).hexdigest()
+
+
+def customer_key_match(presented: str) -> CustomerApiKey | None:
+    """The active customer key ``presented`` is, or None."""
+    match = PRESENTED.match(presented or "")
+    if not match:
+        return None
+    row = (
+        CustomerApiKey.objects.select_related("customer")
+        .filter(prefix=match.group(1), revoked_at__isnull=True)
+        .first()
+    )
+    if row is not None and hmac.compare_digest(row.digest, customer_key_digest(presented)):
+        return row
+    return None
+
+
+def account_of(user) -> CustomerUser | None:
+    """The customer account of a logged-in user, or None (staff, or no account)."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active or user.is_staff:
+        return None
+    return CustomerUser.objects.select_related("customer").filter(user=user).first()
+
+
+def batch_of(customer: Customer, batch_id: str) -> Batch:
+    batch = Batch.objects.filter(pk=batch_id, customer=customer).first()
+    if batch is None:
+        raise NotFound(f"you have no batch {batch_id[:64]}")
+    return batch
+
+
+def license_of(customer: Customer, license_id: str) -> License:
+    lic = License.objects.filter(pk=license_id, customer=customer).first()
+    if lic is None:
+        raise NotFound(f"you have no licence {license_id[:64]}")
+    return lic
+
+
+def document_of(customer: Customer, number: str):
+    document = billing_selectors.invoice_get(number=number)
+    if document.customer_id != customer.pk:
+        raise NotFound(f"no invoice or credit note {number}")
+    return document
+
+
+def batches_of(customer: Customer):
+    return Batch.objects.filter(customer=customer).order_by("-issued_at", "-id")
+
+
+def licenses_of(customer: Customer):
+    return License.objects.filter(customer=customer).order_by("-issued_at", "-id")
+
+
+@dataclass(frozen=True)
+class Period:
+    since: dt.datetime
+    invoice: str  # the last invoice the period follows, or ""
+    inferences: dict[str, int]  # by SKU
+    allowance: dict[str, int]  # pooled included inferences by SKU (metered SKUs)
+
+
+def usage_this_period(customer: Customer) -> Period:
+    """Inferences since the customer's last invoice (or the last 30 days), by SKU, and
+    the pooled allowance of its metered units."""
+    now = clock.now()
+    last = issuing.open_invoice(customer_id=customer.pk)
+    since = last.period_end if last else now - dt.timedelta(days=30)
+    used = billing_selectors.inferences_by_sku(
+        customer_id=customer.pk, start=unix(since), end=unix(now)
+    )
+    units = billing_selectors.billable_units_by_sku(customer_id=customer.pk, start=since, end=now)
+    days = max(1, math.ceil((now - since).total_seconds() / 86_400))
+    per_unit = dict(Sku.objects.values_list("code", "allowance_per_unit"))
+    allowance = {
+        sku: int(pricing.allowance(units=n, allowance_per_unit=per_unit[sku], period_days=days))
+        for sku, n in units.items()
+        if n and per_unit.get(sku)
+    }
+    return Period(
+        since=since, invoice=last.number if last else "", inferences=used, allowance=allowance
+    )
+
+
+def expiring_of(customer: Customer):
+    return licensing_selectors.expiring_list(days=EXPIRING_DAYS, customer_id=customer.pk)
+
+
+def weak_binding_of(customer: Customer, *, limit: int = 20):
+    return (
+        Activation.objects.filter(batch__customer=customer, weak_binding=True)
+        .select_related("batch")
+        .order_by("-activated_at", "-id")[:limit]
+    )
+
+
+def in_grace_of(customer: Customer, *, limit: int = 50) -> list[License]:
+    """Licences past their end but inside their grace days: cameras still running that
+    stop unless renewed."""
+    now = clock.now()
+    rows = (
+        License.objects.filter(customer=customer, revoked_at__isnull=True, expires_at__lte=now)
+        .filter(~Q(grace_days=0))
+        .order_by("expires_at")[:1000]
+    )
+    return [lic for lic in rows if lic.expires_at + dt.timedelta(days=lic.grace_days) > now][:limit]
+
+
+def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date, int]]:
+    """(date, new activations and transfers) of the customer's batches for each of the
+    last ``days`` days (UTC), oldest first, zero-filled, from the daily rollups."""
+    today = clock.now().date()
+    dates = [today - dt.timedelta(days=n) for n in range(days - 1, -1, -1)]
+    counts = dict(
+        ActivationDaily.objects.filter(batch__customer=customer, day__gte=dates[0])
+        .values_list("day")
+        .annotate(n=Sum(F("activations") + F("transfers")))
+        .order_by()
+        .values_list("day", "n")
+    )
+    return [(day, counts.get(day, 0)) for day in dates]

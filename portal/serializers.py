@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from billing.serializers import InvoiceListQuery, LicenseUsageOut
+from config.fields import BodyIn, IdField, QueryIntegerField, UnixField
+from licensing.serializers import BatchStatusOut, FleetQuery
+
+PAGE_MAX = 1000
+
+
+class InvitationIn(BodyIn):
+    email = serializers.CharField(max_length=254, help_text="Where the invitation goes.")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class InvitationOut(serializers.Serializer):
+    invitation_id = serializers.IntegerField(source="pk")
+    customer_id = serializers.CharField()
+    email = serializers.CharField()
+    name = serializers.CharField()
+    state = serializers.CharField(help_text="pending, accepted or expired.")
+    created_at = UnixField()
+    expires_at = UnixField()
+    invited_by = serializers.CharField()
+
+
+class CustomerUsersOut(serializers.Serializer):
+    users = serializers.ListField(
+        child=serializers.DictField(), help_text="{email, name, created_at, active}"
+    )
+    invitations = InvitationOut(many=True)
+
+
+class CustomerFleetQuery(FleetQuery):
+    """The fleet's query without customer_id: a key reads its own customer's units."""
+
+    customer_id = None
+
+
+class PageQuery(serializers.Serializer):
+    cursor = serializers.RegexField(
+        r"^[A-Za-z0-9_-]{1,64}$", required=False, help_text="next_cursor of the page before."
+    )
+    limit = QueryIntegerField(required=False, default=100, min_value=1, max_value=PAGE_MAX)
+
+
+class UsageQuery(PageQuery):
+    license_id = IdField(required=False, help_text="One licence only.")
+
+
+class CustomerInvoiceQuery(InvoiceListQuery):
+    customer_id = None
+
+
+class BatchPageOut(serializers.Serializer):
+    batches = BatchStatusOut(many=True, help_text="Newest first.")
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class UsagePageOut(serializers.Serializer):
+    licenses = LicenseUsageOut(many=True, help_text="Newest licence first.")
+    next_cursor = serializers.CharField(allow_null=True)

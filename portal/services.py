@@ -1,0 +1,323 @@
+"""Writes of the customer portal, each audited: invitations (made, accepted), customer
+API keys (created, revoked), renewal requests (made, approved, declined) and a
+customer's own webhook endpoints."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+
+from audit.services import audited
+from config import clock
+from config.errors import Conflict, InvalidInput, NotFound
+from customers.models import Customer
+from customers.services import customer_get
+from events import services as events_services
+from events.models import Event, Webhook
+from licensing.models import Batch, License
+from licensing.services import renewals
+from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
+from portal.selectors import KEY_SCHEME, customer_key_digest, invitation_digest
+from svccore.claims import TERM_DAYS_MAX
+from svccore.ids import random_id
+
+INVITATION_DAYS = 7
+# What a customer's own endpoint may ask for: its licences, batches, usage and
+# documents; never the operators' events (signing keys, tokens, webhooks).
+CUSTOMER_EVENTS = [
+    Event.Type.LICENSE_ACTIVATED,
+    Event.Type.LICENSE_REVOKED,
+    Event.Type.LICENSE_RENEWED,
+    Event.Type.LICENSE_EXPIRING,
+    Event.Type.LICENSE_GRACE_STARTED,
+    Event.Type.BATCH_THRESHOLD,
+    Event.Type.SEAT_RELEASED,
+    Event.Type.USAGE_QUOTA_THRESHOLD,
+    Event.Type.INVOICE_ISSUED,
+    Event.Type.CREDIT_NOTE_ISSUED,
+]
+
+
+def _email(value: str) -> str:
+    address = (value or "").strip()
+    local, _, domain = address.rpartition("@")
+    if not local or "." not in domain or any(c.isspace() for c in address) or len(address) > 254:
+        raise InvalidInput(f"email: {address[:80]!r} is not an e-mail address")
+    return local + "@" + domain.lower()
+
+
+@audited(
+    "customer_user.invite",
+    target=lambda result, arguments: arguments["customer_id"],
+    detail=lambda result, arguments: {"email": arguments["email"], "invitation": result[0].pk},
+)
+def invitation_create(
+    *, customer_id: str, email: str, name: str = "", invited_by: str = "", link_base: str
+) -> tuple[Invitation, str]:
+    """Invite ``email`` to ``customer_id``'s portal: an invitation valid for
+    INVITATION_DAYS, and an e-mail (Django's e-mail backend) with its one-time link
+    ``link_base`` + the secret. Returns the invitation and the link (shown to the
+    operator only where the e-mail cannot go out). Refused: an address that already has
+    an account (409)."""
+    customer = customer_get(customer_id=customer_id)
+    email = _email(email)
+    if get_user_model().objects.filter(username__iexact=email).exists():
+        raise Conflict(f"{email} already has an account; one address, one account")
+    secret = secrets.token_urlsafe(32)
+    now = clock.now()
+    with transaction.atomic():
+        invitation = Invitation.objects.create(
+            customer=customer,
+            email=email,
+            name=name.strip()[:200],
+            digest=invitation_digest(secret),
+            created_at=now,
+            expires_at=now + dt.timedelta(days=INVITATION_DAYS),
+            invited_by=invited_by[:150],
+        )
+    link = f"{link_base.rstrip('/')}/{secret}/"
+    greeting = f"Hello {invitation.name}," if invitation.name else "Hello,"
+    send_mail(
+        subject=f"Your access to {customer.name}'s licences",
+        message=(
+            f"{greeting}\n\n{invited_by or 'An operator'} invited you to the licensing "
+            f"portal of {customer.name}: its cameras, seats, usage and invoices.\n\n"
+            f"Set your password here (the link works once, until "
+            f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC):\n{link}\n\n"
+            "If you did not expect this, ignore this message.\n"
+        ),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        recipient_list=[email],
+    )
+    return invitation, link
+
+
+def invitation_open(secret: str) -> Invitation:
+    """The pending invitation ``secret`` belongs to; NotFound for anything else (an
+    unknown, used or expired link all read the same to whoever holds it)."""
+    invitation = (
+        Invitation.objects.select_related("customer")
+        .filter(digest=invitation_digest(secret or ""), accepted_at__isnull=True)
+        .first()
+    )
+    if invitation is None or invitation.expires_at <= clock.now():
+        raise NotFound(
+            "this invitation link is not valid: it was used, it expired, or it was "
+            "mistyped; ask your operator for a new one"
+        )
+    return invitation
+
+
+@audited(
+    "customer_user.accept",
+    target=lambda result, arguments: result.user.get_username() if result else "",
+    detail=lambda result, arguments: {"customer_id": result.customer_id},
+)
+def invitation_accept(*, secret: str, password: str) -> CustomerUser:
+    """Accept an invitation: its account, with ``password`` (Django's password
+    validators). The link works once: a second use is NotFound."""
+    with transaction.atomic():
+        invitation = invitation_open(secret)
+        invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
+        if invitation.accepted_at is not None:
+            raise NotFound("this invitation link was already used")
+        user_model = get_user_model()
+        user = user_model(username=invitation.email, email=invitation.email)
+        try:
+            password_validation.validate_password(password, user)
+        except ValidationError as exc:
+            raise InvalidInput("password: " + " ".join(exc.messages)) from None
+        user.set_password(password)
+        try:
+            with transaction.atomic():
+                user.save()
+        except IntegrityError:
+            raise Conflict(f"{invitation.email} already has an account") from None
+        account = CustomerUser.objects.create(
+            user=user,
+            customer_id=invitation.customer_id,
+            name=invitation.name,
+            invited_by=invitation.invited_by,
+        )
+        invitation.accepted_at = clock.now()
+        invitation.account = account
+        invitation.save(update_fields=["accepted_at", "account"])
+    return account
+
+
+# --- customer API keys ----------------------------------------------------------------
+
+
+@audited(
+    "customer_key.create",
+    target=lambda result, arguments: arguments["customer_id"],
+    detail=lambda result, arguments: {"name": arguments["name"], "prefix": result[0].prefix},
+)
+def customer_key_create(
+    *, customer_id: str, name: str, created_by: str
+) -> tuple[CustomerApiKey, str]:
+    """A read-only API key of ``customer_id``; returns the row and the key, which is
+    stored nowhere and cannot be shown again."""
+    name = (name or "").strip()
+    if not 1 <= len(name) <= 100:
+        raise InvalidInput("name: 1-100 characters")
+    prefix = secrets.token_hex(6)
+    key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+    try:
+        with transaction.atomic():
+            row = CustomerApiKey.objects.create(
+                customer_id=customer_id,
+                name=name,
+                prefix=prefix,
+                digest=customer_key_digest(key),
+                created_by=created_by[:150],
+            )
+    except IntegrityError:
+        raise Conflict(
+            f"a key named {name!r} already exists; revoke it or pick another name"
+        ) from None
+    return row, key
+
+
+@audited("customer_key.revoke", target=lambda result, arguments: arguments["prefix"])
+@transaction.atomic
+def customer_key_revoke(*, customer_id: str, prefix: str) -> CustomerApiKey:
+    """Revoke one of ``customer_id``'s keys at once (another customer's: NotFound)."""
+    row = (
+        CustomerApiKey.objects.select_for_update()
+        .filter(customer_id=customer_id, prefix=prefix)
+        .first()
+    )
+    if row is None:
+        raise NotFound(f"no API key {prefix}")
+    if row.revoked_at is None:
+        row.revoked_at = clock.now()
+        row.save(update_fields=["revoked_at"])
+    return row
+
+
+# --- renewal requests -----------------------------------------------------------------
+
+
+def _owned_target(customer: Customer, target: str) -> tuple[str, str]:
+    """(batch_id, license_id) of ``target`` if it is the customer's: a batch, or a
+    licence not part of one; anything else (another customer's included) NotFound."""
+    target = (target or "").strip()
+    if Batch.objects.filter(pk=target, customer=customer).exists():
+        return target, ""
+    lic = License.objects.filter(pk=target, customer=customer).only("id", "batch_id").first()
+    if lic is not None:
+        if lic.batch_id:
+            return lic.batch_id, ""  # a unit renews with its batch
+        return "", lic.id
+    raise NotFound(f"you have no batch or licence {target[:64]!r}")
+
+
+@audited("renewal_request.create", target=lambda result, arguments: result.id if result else "")
+@transaction.atomic
+def renewal_request_create(
+    *, customer_id: str, target: str, term_days: int | None, note: str, requested_by: str
+) -> RenewalRequest:
+    """Ask the operators to renew a batch or licence of the customer's. Nothing is
+    renewed or billed until one approves; a second pending request for the same target
+    is refused (409) naming the first."""
+    customer = customer_get(customer_id=customer_id)
+    batch_id, license_id = _owned_target(customer, target)
+    if term_days is not None and not 1 <= term_days <= TERM_DAYS_MAX:
+        raise InvalidInput(f"term_days: 1..{TERM_DAYS_MAX}, not {term_days}")
+    pending = RenewalRequest.objects.filter(
+        customer=customer,
+        batch_id=batch_id,
+        license_id=license_id,
+        state=RenewalRequest.State.PENDING,
+    ).first()
+    if pending is not None:
+        raise Conflict(f"renewal request {pending.id} for this is already waiting for approval")
+    return RenewalRequest.objects.create(
+        id=f"RR-{random_id()}",
+        customer=customer,
+        batch_id=batch_id,
+        license_id=license_id,
+        term_days=term_days,
+        note=(note or "").strip()[:500],
+        requested_by=requested_by[:150],
+    )
+
+
+def _pending(request_id: str) -> RenewalRequest:
+    request = RenewalRequest.objects.select_for_update().filter(pk=request_id).first()
+    if request is None:
+        raise NotFound(f"no renewal request {request_id}")
+    if request.state != RenewalRequest.State.PENDING:
+        raise Conflict(f"renewal request {request_id} was already {request.state}")
+    return request
+
+
+@audited("renewal_request.approve", target=lambda result, arguments: arguments["request_id"])
+def renewal_request_approve(*, request_id: str, decided_by: str) -> RenewalRequest:
+    """Approve: the renewal runs (idempotent on the request id, so a retry renews
+    once) and is billed as any operator's renewal."""
+    with transaction.atomic():
+        request = _pending(request_id)
+        result = renewals.license_renew(
+            idempotency_key=f"portal-{request.id}",
+            batch_id=request.batch_id or None,
+            license_id=request.license_id or None,
+            term_days=request.term_days,
+        )
+        request.state = RenewalRequest.State.APPROVED
+        request.decided_at = clock.now()
+        request.decided_by = decided_by[:150]
+        request.new_expires_at = result.renewal.expires_at
+        request.save()
+    return request
+
+
+@audited("renewal_request.decline", target=lambda result, arguments: arguments["request_id"])
+@transaction.atomic
+def renewal_request_decline(*, request_id: str, decided_by: str, note: str = "") -> RenewalRequest:
+    request = _pending(request_id)
+    request.state = RenewalRequest.State.DECLINED
+    request.decided_at = clock.now()
+    request.decided_by = decided_by[:150]
+    request.decision_note = (note or "").strip()[:500]
+    request.save()
+    return request
+
+
+# --- a customer's own webhooks --------------------------------------------------------
+
+
+def customer_webhook_create(*, customer_id: str, url: str, events: list[str]) -> Webhook:
+    """An endpoint for the customer's own events (CUSTOMER_EVENTS only)."""
+    allowed = set(CUSTOMER_EVENTS)
+    unknown = [e for e in events if e not in allowed]
+    if unknown or not events:
+        raise InvalidInput(
+            f"events: choose among {', '.join(CUSTOMER_EVENTS)}"
+            + (f"; not {', '.join(unknown)}" if unknown else "")
+        )
+    return events_services.webhook_create(url=url, events=events, customer_id=customer_id)
+
+
+def customer_webhook(*, customer_id: str, webhook_id: str) -> Webhook:
+    hook = Webhook.objects.filter(pk=webhook_id, customer_id=customer_id).first()
+    if hook is None:
+        raise NotFound(f"you have no webhook {webhook_id[:64]}")
+    return hook
+
+
+def customer_webhook_delete(*, customer_id: str, webhook_id: str) -> None:
+    customer_webhook(customer_id=customer_id, webhook_id=webhook_id)
+    events_services.webhook_delete(webhook_id=webhook_id)
+
+
+def customer_webhook_rotate(*, customer_id: str, webhook_id: str) -> Webhook:
+    customer_webhook(customer_id=customer_id, webhook_id=webhook_id)
+    return events_services.webhook_rotate_secret(webhook_id=webhook_id)

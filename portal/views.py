@@ -1,0 +1,500 @@
+"""The customer portal's pages (``/portal/``): plain Django views and templates in the
+console's look, each reading only the logged-in user's customer.
+
+Every page but the login, the invitation and the second factor goes through
+:func:`customer_page`: a user with no customer account (staff included) is sent to the
+portal's login; with ``SVC_REQUIRE_2FA`` a session that has passed no second factor is
+sent to the portal's second-factor page first. Another customer's ids answer 404, as if
+they did not exist."""
+
+from __future__ import annotations
+
+import functools
+from urllib.parse import urlencode
+
+from django import forms
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from billing import documents
+from billing import selectors as billing_selectors
+from config import clock
+from config.display import money, utc_time
+from config.errors import ServiceError
+from console import charts
+from console.second_factor import Site
+from console.second_factor import second_factor as second_factor_flow
+from licensing import exports
+from licensing import selectors as licensing_selectors
+from licensing.admin.display import progress_bar
+from licensing.models import Activation
+from portal import selectors, services
+from portal.models import CustomerApiKey, RenewalRequest
+from portal.services import CUSTOMER_EVENTS
+
+SEARCH_MAX = 100
+FLEET_PAGE = 100
+DAYS = 30
+
+
+def _context(request: HttpRequest, title: str, **extra) -> dict:
+    account = getattr(request, "account", None)
+    return {
+        "title": title,
+        "account": account,
+        "customer": account.customer if account else None,
+        **extra,
+    }
+
+
+def customer_page(view):
+    """Only a customer user (with its second factor when required) reaches ``view``;
+    ``request.account`` and ``request.customer`` are set."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        account = selectors.account_of(request.user)
+        if account is None:
+            query = urlencode({"next": request.get_full_path()})
+            return HttpResponseRedirect(f"{reverse('portal-login')}?{query}")
+        if settings.SVC_REQUIRE_2FA and not request.user.is_verified():
+            query = urlencode({"next": request.get_full_path()})
+            return HttpResponseRedirect(f"{reverse('portal-second-factor')}?{query}")
+        request.account = account
+        request.customer = account.customer
+        try:
+            return view(request, *args, **kwargs)
+        except ServiceError as exc:
+            if exc.status_code == 404:
+                raise Http404(exc.detail) from None
+            raise
+
+    return wrapper
+
+
+# --- logging in ----------------------------------------------------------------------
+
+
+class PortalLoginForm(auth_views.AuthenticationForm):
+    def confirm_login_allowed(self, user) -> None:
+        super().confirm_login_allowed(user)
+        if selectors.account_of(user) is None:
+            raise forms.ValidationError(
+                "This is not a customer account. Operators log in to the console at /admin/.",
+                code="not_customer",
+            )
+
+
+class PortalLoginView(auth_views.LoginView):
+    template_name = "portal/login.html"
+    authentication_form = PortalLoginForm
+    redirect_authenticated_user = False
+    extra_context = {"title": "Log in"}
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("portal-dashboard")
+
+
+class PortalLogoutView(auth_views.LogoutView):
+    next_page = "portal-login"
+
+
+SITE = Site(
+    template="portal/second_factor.html",
+    codes_template="portal/second_factor_codes.html",
+    home="portal-dashboard",
+    login="portal-login",
+    logout="portal-logout",
+    context=lambda request: {},
+)
+
+
+def second_factor(request: HttpRequest) -> HttpResponse:
+    if selectors.account_of(request.user) is None:
+        return redirect("portal-login")
+    return second_factor_flow(request, SITE)
+
+
+class PasswordForm(forms.Form):
+    password = forms.CharField(widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+    confirm = forms.CharField(
+        label="Password again", widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("password") and data.get("password") != data.get("confirm"):
+            self.add_error("confirm", "The two passwords differ.")
+        return data
+
+
+def invitation_base(request: HttpRequest) -> HttpResponse:
+    return redirect("portal-login")
+
+
+def invitation(request: HttpRequest, secret: str) -> HttpResponse:
+    """The e-mailed link: set a password, then straight into the portal."""
+    try:
+        invited = services.invitation_open(secret)
+    except ServiceError as exc:
+        return TemplateResponse(
+            request, "portal/invitation.html", _context(request, "Invitation", error=exc.detail),
+            status=404,
+        )  # fmt: skip
+    form = PasswordForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            account = services.invitation_accept(
+                secret=secret, password=form.cleaned_data["password"]
+            )
+        except ServiceError as exc:
+            form.add_error("password", exc.detail.removeprefix("password: "))
+        else:
+            auth_login(request, account.user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(
+                request, f"Welcome, your account for {account.customer.name} is ready."
+            )
+            return redirect("portal-dashboard")
+    context = _context(request, f"Join {invited.customer.name}", form=form, invited=invited)
+    return TemplateResponse(request, "portal/invitation.html", context)
+
+
+# --- pages ---------------------------------------------------------------------------
+
+
+def _batches(customer, limit: int | None = None) -> list[dict]:
+    rows = selectors.batches_of(customer)
+    return [
+        {
+            "batch": b,
+            "bar": progress_bar(activated=b.units_activated, purchased=b.units_purchased),
+            "expires": utc_time(b.expires_at) or "perpetual",
+        }
+        for b in (rows[:limit] if limit else rows)
+    ]
+
+
+@customer_page
+def dashboard(request: HttpRequest) -> HttpResponse:
+    customer = request.customer
+    period = selectors.usage_this_period(customer)
+    usage = [
+        {
+            "sku": sku,
+            "used": f"{period.inferences.get(sku, 0):,}",
+            "allowance": f"{period.allowance[sku]:,}" if sku in period.allowance else "",
+            "bar": progress_bar(
+                activated=period.inferences.get(sku, 0), purchased=period.allowance[sku]
+            )
+            if period.allowance.get(sku)
+            else "",
+        }
+        for sku in sorted(set(period.inferences) | set(period.allowance))
+    ]
+    context = _context(
+        request,
+        f"{customer.name}",
+        batches=_batches(customer, limit=20),
+        chart=charts.day_columns(
+            selectors.activations_per_day(customer, days=DAYS),
+            title=f"New activations, last {DAYS} days",
+        ),
+        usage=usage,
+        usage_since=utc_time(period.since),
+        usage_invoice=period.invoice,
+        expiring=selectors.expiring_of(customer),
+        expiring_days=selectors.EXPIRING_DAYS,
+        grace=selectors.in_grace_of(customer),
+        weak=selectors.weak_binding_of(customer),
+    )
+    return TemplateResponse(request, "portal/dashboard.html", context)
+
+
+@customer_page
+def batches(request: HttpRequest) -> HttpResponse:
+    return TemplateResponse(
+        request,
+        "portal/batches.html",
+        _context(request, "Batches", batches=_batches(request.customer)),
+    )
+
+
+@customer_page
+def batch(request: HttpRequest, batch_id: str) -> HttpResponse:
+    found = selectors.batch_of(request.customer, batch_id)
+    units = licensing_selectors.fleet_page(
+        customer_id=request.customer.pk, batch_id=found.pk, limit=FLEET_PAGE
+    )
+    context = _context(
+        request,
+        f"Batch {found.pk}",
+        batch=found,
+        bar=progress_bar(activated=found.units_activated, purchased=found.units_purchased),
+        expires=utc_time(found.expires_at) or "perpetual",
+        units=[_unit(u) for u in units.units],
+        more=units.next_cursor is not None,
+    )
+    return TemplateResponse(request, "portal/batch.html", context)
+
+
+def _unit(unit: dict) -> dict:
+    return {**unit, "activated": utc_time(unit["activated_at"])}
+
+
+@customer_page
+def fleet(request: HttpRequest) -> HttpResponse:
+    customer = request.customer
+    search = request.GET.get("q", "").strip()[:128]
+    cursor = request.GET.get("cursor") or None
+    next_cursor = None
+    if search:
+        rows = (
+            Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
+            .select_related("batch")
+            .order_by("-activated_at", "-id")[:SEARCH_MAX]
+        )
+        units = [
+            {
+                "device_id": r.device_id,
+                "license_id": r.license_id,
+                "batch_id": r.batch_id,
+                "sku": r.batch.sku,
+                "weak_binding": int(r.weak_binding),
+                "activated": utc_time(r.activated_at),
+            }
+            for r in rows
+        ]
+    else:
+        try:
+            page = licensing_selectors.fleet_page(
+                customer_id=customer.pk, cursor=cursor, limit=FLEET_PAGE
+            )
+        except ServiceError:
+            return redirect("portal-fleet")
+        units = [_unit(u) for u in page.units]
+        next_cursor = page.next_cursor
+    context = _context(
+        request, "Fleet", units=units, search=search, next_cursor=next_cursor, search_max=SEARCH_MAX
+    )
+    return TemplateResponse(request, "portal/fleet.html", context)
+
+
+@customer_page
+def fleet_csv(request: HttpRequest) -> HttpResponse:
+    """Every unit of the customer (or of one of its batches), the admin export's
+    columns, cells that a spreadsheet would run as a formula made inert."""
+    customer = request.customer
+    batch_id = request.GET.get("batch_id") or None
+    if batch_id:
+        selectors.batch_of(customer, batch_id)
+    response = StreamingHttpResponse(
+        exports.fleet_csv(customer_id=customer.pk, batch_id=batch_id),
+        content_type="text/csv; charset=utf-8",
+    )
+    stamp = clock.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = (
+        f'attachment; filename="fleet-{batch_id or customer.pk}-{stamp}.csv"'
+    )
+    return response
+
+
+@customer_page
+def invoices(request: HttpRequest) -> HttpResponse:
+    page = (
+        billing_selectors.invoices_page(
+            customer_id=request.customer.pk, cursor=request.GET.get("cursor") or None, limit=50
+        )
+        if (request.GET.get("cursor") or "").isdigit() or not request.GET.get("cursor")
+        else None
+    )
+    if page is None:
+        return redirect("portal-invoices")
+    rows = [
+        {"document": d, "total": money(d.total, d.currency), "issued": utc_time(d.issued_at),
+         "due": utc_time(documents.due_date(d)) if d.kind == "invoice" else ""}
+        for d in page.invoices
+    ]  # fmt: skip
+    context = _context(
+        request, "Invoices and credit notes", rows=rows, next_cursor=page.next_cursor
+    )
+    return TemplateResponse(request, "portal/invoices.html", context)
+
+
+@customer_page
+def document(request: HttpRequest, number: str) -> HttpResponse:
+    found = selectors.document_of(request.customer, number)
+    context = _context(
+        request,
+        f"{'Credit note' if found.credits_id else 'Invoice'} {number}",
+        body=documents.document_html(found),
+        document=found,
+    )
+    return TemplateResponse(request, "portal/document.html", context)
+
+
+@customer_page
+def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
+    found = selectors.document_of(request.customer, number)
+    response = HttpResponse(documents.document_pdf(found), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{documents.pdf_filename(found)}"'
+    return response
+
+
+# --- renewal requests ----------------------------------------------------------------
+
+
+class RenewalForm(forms.Form):
+    target = forms.CharField(
+        max_length=64, label="Batch or licence", help_text="The id of a batch or a direct licence."
+    )
+    term_days = forms.IntegerField(
+        min_value=1,
+        max_value=3650,
+        required=False,
+        label="Days",
+        help_text="Empty: the product's term.",
+    )
+    note = forms.CharField(max_length=500, required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+@customer_page
+def renewals(request: HttpRequest) -> HttpResponse:
+    customer = request.customer
+    form = RenewalForm(request.POST or None, initial={"target": request.GET.get("target", "")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            made = services.renewal_request_create(
+                customer_id=customer.pk,
+                target=form.cleaned_data["target"],
+                term_days=form.cleaned_data["term_days"],
+                note=form.cleaned_data["note"],
+                requested_by=request.user.get_username(),
+            )
+        except ServiceError as exc:
+            if exc.status_code == 404:
+                raise Http404(exc.detail) from None
+            form.add_error("target", exc.detail)
+        else:
+            messages.success(
+                request,
+                f"Renewal request {made.id} for {made.target} sent. Nothing is renewed or "
+                "billed until an operator approves it.",
+            )
+            return redirect("portal-renewals")
+    context = _context(
+        request,
+        "Renewal requests",
+        form=form,
+        requests=RenewalRequest.objects.filter(customer=customer)[:100],
+        expiring=selectors.expiring_of(customer),
+    )
+    return TemplateResponse(request, "portal/renewals.html", context)
+
+
+# --- API keys and webhooks -----------------------------------------------------------
+
+
+class KeyForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What the key is for (e.g. fleet-sync).")
+
+
+@customer_page
+def api_keys(request: HttpRequest) -> HttpResponse:
+    customer = request.customer
+    form = KeyForm(request.POST or None)
+    created = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            _row, created = services.customer_key_create(
+                customer_id=customer.pk,
+                name=form.cleaned_data["name"],
+                created_by=request.user.get_username(),
+            )
+        except ServiceError as exc:
+            form.add_error("name", exc.detail)
+        else:
+            form = KeyForm()
+    context = _context(
+        request,
+        "API keys",
+        form=form,
+        created=created,
+        keys=CustomerApiKey.objects.filter(customer=customer)[:100],
+        rate=settings.SVC_CUSTOMER_API_RATE,
+        api_base=request.build_absolute_uri("/v1/customer/"),
+    )
+    return TemplateResponse(request, "portal/api_keys.html", context)
+
+
+@require_POST
+@customer_page
+def api_key_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
+    row = services.customer_key_revoke(customer_id=request.customer.pk, prefix=prefix)
+    messages.success(request, f"Key {row.name} revoked: it opens nothing from now on.")
+    return redirect("portal-api-keys")
+
+
+class WebhookForm(forms.Form):
+    url = forms.URLField(max_length=2000, label="URL", assume_scheme="https")
+    events = forms.MultipleChoiceField(
+        choices=[(e, e) for e in CUSTOMER_EVENTS], widget=forms.CheckboxSelectMultiple
+    )
+
+
+@customer_page
+def webhooks(request: HttpRequest) -> HttpResponse:
+    customer = request.customer
+    form = WebhookForm(request.POST or None)
+    secret = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            hook = services.customer_webhook_create(
+                customer_id=customer.pk,
+                url=form.cleaned_data["url"],
+                events=form.cleaned_data["events"],
+            )
+        except ServiceError as exc:
+            form.add_error("url", exc.detail)
+        else:
+            secret = (hook.id, hook.secret)
+            form = WebhookForm()
+    context = _context(
+        request,
+        "Webhooks",
+        form=form,
+        secret=secret,
+        hooks=customer.webhooks.order_by("created_at", "id"),
+    )
+    return TemplateResponse(request, "portal/webhooks.html", context)
+
+
+@require_POST
+@customer_page
+def webhook_delete(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    services.customer_webhook_delete(customer_id=request.customer.pk, webhook_id=webhook_id)
+    messages.success(request, f"Webhook {webhook_id} deleted.")
+    return redirect("portal-webhooks")
+
+
+@require_POST
+@customer_page
+def webhook_rotate(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    hook = services.customer_webhook_rotate(customer_id=request.customer.pk, webhook_id=webhook_id)
+    context = _context(
+        request, "Webhooks", form=WebhookForm(), secret=(hook.id, hook.secret),
+        hooks=request.customer.webhooks.order_by("created_at", "id"), rotated=True,
+    )  # fmt: skip
+    return TemplateResponse(request, "portal/webhooks.html", context)

@@ -1,0 +1,205 @@
+"""Finance and operator flows end to end in a real browser (issue 26): Debian's Chromium
+through Playwright against a live gunicorn.
+
+Finance: invoice preview, issue (confirmed with its total), the document's PDF, a credit
+note (confirmed with what it reverses), and the same period issued again. Operator: a
+customer edited, a 250-unit batch issued after its amount is confirmed, a camera's
+licence revoked and the batch renewed, each after a confirmation that shows its context.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import re
+
+import pypdf
+import pytest
+from django.contrib.auth import get_user_model
+
+from audit.models import AuditEntry
+from billing.models import Invoice
+from customers.models import Customer
+from customers.services import customer_create
+from licensing.models import Batch, License, Renewal
+from licensing.services import license_issue
+from tests.operators.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PASSWORD,
+    _browser_or_skip,
+    _camera,
+)
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture(autouse=True)
+def _database_beside_the_browser(monkeypatch):
+    """The tests read the database between clicks; Playwright's sync API runs an event
+    loop in this thread, which Django would otherwise take for async code."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+NAME = "Nordlicht Sicherheitstechnik und Videoanalyse GmbH & Co. KG"
+
+
+def _login(page, url: str) -> None:
+    page.goto(f"{url}/admin/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("#svc-console-links")
+
+
+def _browser(playwright):
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+    )
+
+
+def test_finance_preview_issue_pdf_credit_note_and_reissue(
+    live_service, transactional_db, server_clock
+):
+    sync_playwright = _browser_or_skip()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    address = "Hafenstraße 1\n20457 Hamburg"
+    customer = customer_create(name=NAME, kind="oem", billing_address=address, tax_id="DE298765432")
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    with server_clock.at(today - dt.timedelta(days=3)):
+        for n in range(3):
+            license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id=f"nl-lobby-{n}")
+    url = live_service.url
+
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+            page.set_default_timeout(15_000)
+            _login(page, url)
+
+            # Preview: the next invoice as "Issue" issues it, and the estimate beside it.
+            page.click("#svc-console-links a:text('Invoice preview')")
+            page.select_option("#id_customer", customer.pk)
+            page.click("input[value=Preview]")
+            assert "270.00 EUR" in page.inner_text("#draft-lines .svc-total")
+            page.click("#invoice-issue-form input[type=submit]")
+
+            # Confirm with the total, then the issued document.
+            assert "270.00 EUR" in page.inner_text("#confirm-total")
+            assert not Invoice.objects.exists()
+            page.click("#confirm-issue")
+            page.wait_for_selector(".svc-document")
+            first = Invoice.objects.get()
+            assert f"Invoice {first.number} issued" in page.inner_text(".messagelist")
+            document = page.inner_text(".svc-document")
+            assert "Hafenstraße 1" in document and "DE298765432" in document
+            assert "Total due 270.00 EUR" in " ".join(document.split())
+
+            # The PDF, as the customer gets it.
+            with page.expect_download() as download:
+                page.click("#document-pdf")
+            pdf = download.value
+            assert pdf.suggested_filename == f"{first.number}.pdf"
+            text = (
+                pypdf.PdfReader(io.BytesIO(open(pdf.path(), "rb").read())).pages[0].extract_text()
+            )
+            assert f"Invoice {first.number}" in text and "Total due 270.00 EUR" in text
+
+            # Credit it: the confirmation shows what is reversed.
+            page.click("#document-credit")
+            assert "-270.00 EUR" in page.inner_text("#credit-total")
+            assert "-3" in page.inner_text("#credit-lines")
+            page.fill("#id_reason", "wrong SKU agreed with the customer")
+            page.click("#confirm-credit")
+            page.wait_for_selector(".svc-document")
+            note = Invoice.objects.get(kind="credit_note")
+            assert f"Credit note {note.number}" in page.inner_text(".svc-document")
+            assert page.locator("#document-credit").count() == 0
+
+            # The credited period is issued again: the same lines wait for it.
+            page.goto(f"{url}/admin/invoice-preview/?customer={customer.pk}&period_days=30")
+            assert "270.00 EUR" in page.inner_text("#draft-lines .svc-total")
+            page.click("#invoice-issue-form input[type=submit]")
+            page.click("#confirm-issue")
+            page.wait_for_selector(".svc-document")
+        finally:
+            browser.close()
+
+    again = Invoice.objects.filter(kind="invoice").exclude(pk=first.pk).get()
+    assert (again.period_start, again.period_end, again.total) == (
+        first.period_start, first.period_end, first.total,
+    )  # fmt: skip
+    assert again.revision == 1
+    actions = AuditEntry.objects.filter(actor="operator", result="ok").values_list(
+        "action", flat=True
+    )
+    assert sorted(actions) == ["invoice.credit", "invoice.issue", "invoice.issue"]
+
+
+def test_operator_edit_customer_issue_batch_revoke_and_renew(live_service, transactional_db):
+    sync_playwright = _browser_or_skip()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    customer = customer_create(name=NAME, kind="oem")
+    url = live_service.url
+
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.set_default_timeout(15_000)
+            _login(page, url)
+
+            # Edit the customer: billing address and tax id.
+            page.goto(f"{url}/admin/customers/customer/{customer.pk}/change/")
+            page.fill("#id_billing_address", "Überseeallee 12\n20457 Hamburg")
+            page.fill("#id_tax_id", "DE298765432")
+            page.click("#customer-save")
+            assert "updated: billing address, tax id" in page.inner_text(".messagelist")
+
+            # Issue a 250-unit batch: the SKU is chosen, the amount confirmed first.
+            page.click("a:text('Issue batch')")
+            assert page.input_value("#id_sku") == ""
+            page.select_option("#id_sku", "VISION-PRO")
+            page.fill("#id_units", "250")
+            page.click("input[name=_submit]")
+            amount = page.inner_text("#confirm-amount")
+            assert re.fullmatch(r"\d{1,3}(,\d{3})*\.\d\d EUR", amount), amount
+            assert not Batch.objects.exists()
+            page.click(f"input[value='Yes, issue the batch ({amount})']")
+            page.wait_for_selector("#batch-key")
+            batch = Batch.objects.get()
+            batch_key = page.input_value("#batch-key")
+
+            # A camera activates; its licence is revoked after a confirmation naming it.
+            device = "nl-ham-007-axis-p3265-lve-b8a44f3c2d19"
+            _camera(url, batch_key, device, weak=False, inferences=100)
+            page.goto(f"{url}/admin/licensing/activation/")
+            page.check("#result_list input.action-select")
+            page.select_option("select[name=action]", "revoke_units")
+            page.click("button[name=index]")
+            context = page.inner_text("#revoke-rows")
+            assert device in context and NAME in context and batch.pk in context
+            page.fill("#id_reason", "camera stolen from the quay")
+            page.click("input[value=Revoke]")
+            assert "Revoked 1 unit licence;" in page.inner_text(".messagelist")
+
+            # Renew the batch: its new end and amount before anything is renewed.
+            page.goto(f"{url}/admin/licensing/batch/")
+            page.check("#result_list input.action-select")
+            page.select_option("select[name=action]", "renew_batches")
+            page.click("button[name=index]")
+            quote = page.inner_text("#renew-quotes")
+            assert batch.pk in quote and "365 days" in quote
+            assert not Renewal.objects.exists()
+            page.click("input[type=submit].default")
+            assert "Renewed 1 batch;" in page.inner_text(".messagelist")
+        finally:
+            browser.close()
+
+    customer = Customer.objects.get()
+    assert (customer.billing_address, customer.tax_id) == ("Überseeallee 12\n20457 Hamburg",
+                                                            "DE298765432")  # fmt: skip
+    assert License.objects.get(kind="unit").revoke_reason == "camera stolen from the quay"
+    renewal = Renewal.objects.get()
+    assert renewal.batch_id == batch.pk and renewal.units == 0  # the one unit was revoked
