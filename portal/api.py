@@ -107,11 +107,11 @@ class CustomerUsageApi(CustomerApi):
     def get(self, request):
         customer = request.user.customer
         query = validated(serializers.UsageQuery, request.query_params.dict())
-        licences = selectors.licenses_of(customer).exclude(kind="batch_key")
+        licenses = selectors.licenses_of(customer).exclude(kind="batch_key")
         if query.get("license_id"):
             selectors.license_of(customer, query["license_id"])
-            licences = licences.filter(pk=query["license_id"])
-        page, cursor = _page(licences, query.get("cursor"), query["limit"])
+            licenses = licenses.filter(pk=query["license_id"])
+        page, cursor = _page(licenses, query.get("cursor"), query["limit"])
         usage = [billing_selectors.license_usage(license_id=lic.pk) for lic in page]
         return Response(
             rendered(serializers.UsagePageOut, {"licenses": usage, "next_cursor": cursor})

@@ -15,24 +15,25 @@ from licensing.models import (
 )
 
 
-def progress_bar(*, activated: int, purchased: int):
-    """A bar of the units activated out of those purchased, red near exhaustion, then
-    ``9/10``; it never wraps."""
+def progress_bar(*, activated: int, purchased: int, what: str = "units activated"):
+    """A bar of the units activated out of those purchased (or ``what`` else used of an
+    allowance), red near exhaustion, then ``9/10`` (``1,500/20,000``); it never wraps."""
     share = activated / purchased if purchased else 0
     near = is_near_exhaustion(activated=activated, purchased=purchased)
     colour = "#ba2121" if near else "#417690"
     return format_html(
-        '<span class="svc-progress{}" title="{} of {} units activated">'
+        '<span class="svc-progress{}" title="{} of {} {}">'
         '<span class="svc-progress-bar">'
         '<span style="width:{}%;background:{}"></span></span>'
         ' <span style="color:{}">{}</span></span>',
         " near-exhaustion" if near else "",
-        activated,
-        purchased,
-        f"{share * 100:.0f}",
+        f"{activated:,}",
+        f"{purchased:,}",
+        what,
+        f"{min(share, 1) * 100:.0f}",
         colour,
         colour if near else "inherit",
-        f"{activated}/{purchased}",
+        f"{activated:,}/{purchased:,}",
     )
 
 

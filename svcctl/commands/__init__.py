@@ -8,6 +8,8 @@ from svcctl.commands.base import Command
 
 ORDER = (
     "customer",
+    "invite",
+    "portal-users",
     "batch",
     "license",
     "revoke",

@@ -70,10 +70,20 @@ def _drf_views(patterns, prefix=""):
                 yield prefix + str(entry.pattern), view_class
 
 
-def test_every_api_view_is_an_operators_unless_it_is_a_device_endpoint():
+def test_every_api_view_is_an_operators_unless_it_is_a_device_or_customer_endpoint():
     """Authentication is declared by the view, not by where it is mounted: a view that
-    does not derive from DeviceApi asks for X-Admin-Key wherever its route is."""
+    derives from neither DeviceApi nor CustomerApi asks for X-Admin-Key wherever its
+    route is; a CustomerApi asks for a customer key, and lives under v1/customer/."""
+    from portal.api import CustomerApi
+    from portal.authentication import CustomerKeyAuthentication, IsCustomer
+
     views = dict(_drf_views(get_resolver().url_patterns))
+    customer = {route for route, view in views.items() if issubclass(view, CustomerApi)}
+    assert customer and all(route.startswith("v1/customer/") for route in customer)
+    for route in customer:
+        view = views[route]()
+        assert [type(a) for a in view.get_authenticators()] == [CustomerKeyAuthentication]
+        assert [type(p) for p in view.get_permissions()] == [IsCustomer]
     device = {route for route, view in views.items() if issubclass(view, DeviceApi)}
     assert device == {
         "v1/activate",
@@ -83,7 +93,7 @@ def test_every_api_view_is_an_operators_unless_it_is_a_device_endpoint():
         "v1/usage",
     }
     for route, view in views.items():
-        if route in device or not route.startswith("v1/"):
+        if route in device | customer or not route.startswith("v1/"):
             continue
         assert route.startswith("v1/admin/"), route
         assert [type(a) for a in view().get_authenticators()] == [OperatorKeyAuthentication]

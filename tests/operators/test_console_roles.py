@@ -48,6 +48,9 @@ ACTIONS = {
     ("signingkey", "revoke_keys"): "manage_signing_keys",
     ("operatorkey", "revoke_keys"): "manage_operator_access",
     ("invoice", "download_csv"): "manage_billing",
+    ("renewalrequest", "approve"): "renew_licences",
+    ("renewalrequest", "decline"): "renew_licences",
+    ("customeruser", "deactivate"): "manage_customers",
 }
 # Users and groups (django.contrib.auth) and login lockouts (axes) keep Django's
 # per-model permissions: a superuser's, or granted one by one.

@@ -56,6 +56,8 @@ MATRIX = {
     ("v1/admin/webhooks/<id:webhook_id>/enable", "POST"): "manage_webhooks",
     ("v1/admin/webhooks/<id:webhook_id>/redeliver", "POST"): "manage_webhooks",
     ("v1/admin/events", "GET"): "view_service",
+    ("v1/admin/customers/<id:customer_id>/users", "GET"): "view_service",
+    ("v1/admin/customers/<id:customer_id>/users", "POST"): "manage_customers",
 }
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

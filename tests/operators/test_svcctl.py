@@ -504,7 +504,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
-ONLINE = ["customer", "batch", "license", "revoke", "release", "renew", "expiring", "fleet"]
+ONLINE = ["customer", "invite", "portal-users", "batch", "license", "revoke", "release"]
+ONLINE += ["renew", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "invoice", "invoices", "invoice-show", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]

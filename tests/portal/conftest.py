@@ -60,7 +60,7 @@ def make_world(server_clock, tag: str) -> World:
     batch = batch_issue(customer_id=customer.pk, sku="VISION-PRO", units=5)
     units = [
         unit_activate(batch_token=batch.license.token, device_id=device).license_id
-        for device in (f"{tag}-cam-001", f"=HYPERLINK(\"http://x\",\"{tag}\")")
+        for device in (f"{tag}-cam-001", f'=HYPERLINK("http://x","{tag}")')
     ]
     batch.refresh_from_db()
     row, key = services.customer_key_create(customer_id=customer.pk, name="sync", created_by="t")
@@ -71,7 +71,9 @@ def make_world(server_clock, tag: str) -> World:
         customer_id=customer.pk, target=batch.pk, term_days=None, note="", requested_by="t"
     )
     account = account_for(customer, f"ops@{tag.lower()}.example.com")
-    return World(customer, account, batch, units, direct, invoice, key, row.prefix, webhook, renewal)
+    return World(
+        customer, account, batch, units, direct, invoice, key, row.prefix, webhook, renewal
+    )
 
 
 @pytest.fixture

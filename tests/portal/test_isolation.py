@@ -120,7 +120,9 @@ def test_the_customer_api_with_another_customers_ids_is_404(worlds):
     assert {u["license_id"] for u in usage} == {alpha.direct.pk, *alpha.units}
 
 
-def test_a_staff_user_is_not_a_portal_user_and_a_portal_user_is_not_staff(worlds, django_user_model):
+def test_a_staff_user_is_not_a_portal_user_and_a_portal_user_is_not_staff(
+    worlds, django_user_model
+):
     alpha, _ = worlds
     staff = django_user_model.objects.create_superuser("operator", "o@example.com", "x" * 20)
     from django.test import Client

@@ -1,0 +1,177 @@
+"""The customer portal in a real browser (issue 29): Debian's Chromium through
+Playwright against a live gunicorn. An operator invites a person from the customer's
+console page; the invitation e-mail (the server's console e-mail backend, read from its
+log) carries the one-time link; the person sets a password, lands on the dashboard,
+exports the fleet as CSV and downloads an invoice's PDF. And svcctl invites through the
+API."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+import time
+
+import pypdf
+import pytest
+from django.contrib.auth import get_user_model
+
+from billing.services import invoice_issue
+from customers.services import customer_create
+from licensing.models import Batch
+from licensing.services import batch_issue, license_issue
+from portal.models import CustomerUser, Invitation
+from tests.operators.test_browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PASSWORD,
+    _browser_or_skip,
+    _camera,
+)
+from tests.operators.test_svcctl import svcctl
+
+pytestmark = pytest.mark.live
+
+NAME = "Nordlicht Sicherheitstechnik und Videoanalyse GmbH & Co. KG"
+CUSTOMER_PASSWORD = "hafen-kamera-2026-sicher"
+
+
+@pytest.fixture(autouse=True)
+def _database_beside_the_browser(monkeypatch):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def _mailed_link(live_service, email: str) -> str:
+    """The invitation link the server's console e-mail backend wrote to its log."""
+    deadline = time.monotonic() + 10
+    while True:
+        text = live_service.log.read_text(errors="replace")
+        found = re.findall(
+            rf"To: {re.escape(email)}[\s\S]*?(http://\S+/portal/invitation/\S+/)", text
+        )
+        if found:
+            return found[-1]
+        assert time.monotonic() < deadline, "no invitation e-mail in the server's log"
+        time.sleep(0.2)
+
+
+def test_invitation_first_login_dashboard_fleet_export_and_invoice_pdf(
+    live_service, transactional_db, server_clock
+):
+    sync_playwright = _browser_or_skip()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    customer = customer_create(
+        name=NAME, kind="oem", billing_address="Hafenstraße 1\n20457 Hamburg"
+    )
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    with server_clock.at(today - dt.timedelta(days=3)):
+        license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id="nl-lobby-01")
+    invoice = invoice_issue(customer_id=customer.pk, period_days=30)
+    batch = batch_issue(customer_id=customer.pk, sku="VISION-PRO", units=40)
+    devices = [f"nl-ham-{n:03d}-axis-p3265-lve-b8a44f3c2d{n:02d}" for n in range(3)]
+    for device in devices:
+        _camera(
+            live_service.url,
+            batch.license.token,
+            device,
+            weak=device.endswith("02"),
+            inferences=500,
+        )
+    email = "ana.ruiz@nordlicht-videoanalyse.example"
+    url = live_service.url
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            # The operator invites from the customer's page.
+            operator = browser.new_page(viewport={"width": 1280, "height": 900})
+            operator.set_default_timeout(15_000)
+            operator.goto(f"{url}/admin/")
+            operator.fill("#id_username", "operator")
+            operator.fill("#id_password", PASSWORD)
+            operator.click("input[type=submit]")
+            operator.goto(f"{url}/admin/customers/customer/{customer.pk}/change/")
+            operator.click("a:text('Invite a portal user')")
+            assert operator.input_value("#id_customer") == customer.pk
+            operator.fill("#id_email", email)
+            operator.fill("#id_name", "Ana Ruiz")
+            operator.click("input[type=submit]")
+            assert f"Invitation sent to {email}" in operator.inner_text(".messagelist")
+            link = _mailed_link(live_service, email)
+
+            # The invited person: a fresh browser, the link, a password, the dashboard.
+            person = browser.new_context(
+                viewport={"width": 1000, "height": 900}, accept_downloads=True
+            )
+            page = person.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(link)
+            assert NAME in page.inner_text("#content")
+            page.fill("#id_password", CUSTOMER_PASSWORD)
+            page.fill("#id_confirm", CUSTOMER_PASSWORD)
+            page.click("#invitation-submit")
+            page.wait_for_selector("#seats")
+            assert batch.pk in page.inner_text("#seats")
+            assert devices[2] in page.inner_text("#weak")
+            assert page.locator("#chart-activations svg").count() == 1
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 1000, f"the dashboard scrolls sideways at 1000 px ({width} px)"
+            page.screenshot(
+                path=str(live_service.log.parent / "portal-dashboard.png"), full_page=True
+            )
+
+            # The fleet: search, then the whole fleet as CSV.
+            page.click("#portal-nav a:text('Fleet')")
+            page.fill("#q", "ham-001")
+            page.click("#fleet-search input[type=submit]")
+            assert devices[1] in page.inner_text("#units") and devices[0] not in page.inner_text(
+                "#units"
+            )
+            with page.expect_download() as download:
+                page.click("#fleet-export")
+            rows = list(
+                csv.DictReader(
+                    io.StringIO(open(download.value.path(), encoding="utf-8-sig").read())
+                )
+            )
+            assert sorted(r["device_id"] for r in rows) == sorted(devices)
+
+            # An invoice and its PDF.
+            page.click("#portal-nav a:text('Invoices')")
+            page.click(f"a:text('{invoice.number}')")
+            with page.expect_download() as download:
+                page.click("#document-pdf")
+            assert download.value.suggested_filename == f"{invoice.number}.pdf"
+            pdf = pypdf.PdfReader(io.BytesIO(open(download.value.path(), "rb").read()))
+            text = pdf.pages[0].extract_text()
+            assert f"Invoice {invoice.number}" in text and "Hafenstraße 1" in text
+
+            # Another customer's batch is not there.
+            other = customer_create(name="Another customer", kind="oem")
+            foreign = batch_issue(customer_id=other.pk, sku="VISION-PRO", units=1)
+            answer = page.goto(f"{url}/portal/batches/{foreign.pk}/")
+            assert answer.status == 404
+        finally:
+            browser.close()
+
+    account = CustomerUser.objects.get()
+    assert (account.customer_id, account.user.username) == (customer.pk, email)
+    assert Invitation.objects.get().state == "accepted"
+    assert Batch.objects.get(pk=batch.pk).units_activated == 3
+
+
+def test_svcctl_invites_and_lists_portal_users(live_service, transactional_db):
+    customer = customer_create(name=NAME, kind="oem")
+    online = {"SVC_URL": live_service.url, "SVC_ADMIN_KEY": live_service.admin_key}
+    made = svcctl("invite", customer.pk, "li.wei@nordlicht.example", "--name", "Li Wei", env=online)
+    assert made.returncode == 0, made.stderr
+    assert "li.wei@nordlicht.example" in made.stdout and "link valid until" in made.stdout
+    listed = svcctl("portal-users", customer.pk, env=online)
+    assert "li.wei@nordlicht.example" in listed.stdout and "invitation pending" in listed.stdout
+    again = svcctl("invite", customer.pk, "nobody", env=online)
+    assert again.returncode != 0 and "not an e-mail address" in again.stderr
+    missing = svcctl("invite", "CUST-NOPE", "a@b.example", env=online)
+    assert missing.returncode != 0 and "CUST-NOPE" in missing.stderr
