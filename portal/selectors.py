@@ -158,3 +158,19 @@ def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date,
         .values_list("day", "n")
     )
     return [(day, counts.get(day, 0)) for day in dates]
+
+
+def renewable_of(customer: Customer, *, limit: int = 500) -> list[tuple[str, str]]:
+    """(id, description) of what the customer may ask to renew: its batches and direct
+    licences with an end, soonest end first."""
+    batches = Batch.objects.filter(customer=customer, expires_at__isnull=False).order_by(
+        "expires_at"
+    )[:limit]
+    directs = License.objects.filter(
+        customer=customer, kind=License.Kind.DIRECT, expires_at__isnull=False, revoked_at=None
+    ).order_by("expires_at")[:limit]
+    rows = [(b.expires_at, b.pk, f"batch, {b.sku}, {b.units_purchased} units") for b in batches]
+    rows += [(lic.expires_at, lic.pk, f"licence, {lic.sku}, {lic.device_id}") for lic in directs]
+    return [
+        (pk, f"{what}, ends {end:%Y-%m-%d}") for end, pk, what in sorted(rows, key=lambda r: r[0])
+    ]

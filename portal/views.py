@@ -358,7 +358,10 @@ def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
 
 class RenewalForm(forms.Form):
     target = forms.CharField(
-        max_length=64, label="Batch or licence", help_text="The id of a batch or a direct licence."
+        max_length=64,
+        label="Batch or licence",
+        help_text="The id of one of your batches or direct licences (the list offers them).",
+        widget=forms.TextInput(attrs={"list": "renewable", "autocomplete": "off"}),
     )
     term_days = forms.IntegerField(
         min_value=1,
@@ -399,7 +402,7 @@ def renewals(request: HttpRequest) -> HttpResponse:
         "Renewal requests",
         form=form,
         requests=RenewalRequest.objects.filter(customer=customer)[:100],
-        expiring=selectors.expiring_of(customer),
+        renewable=selectors.renewable_of(customer),
     )
     return TemplateResponse(request, "portal/renewals.html", context)
 
