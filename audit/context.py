@@ -58,8 +58,9 @@ def acting_from_cli() -> Iterator[None]:
 
 
 def request_actor(request) -> Callable[[], Actor]:
-    """The actor behind an HTTP request: its operator API key, else its staff user; with
-    the request's client address. Both are worked out only when an action is recorded."""
+    """The actor behind an HTTP request: its operator API key, else its logged-in user
+    (staff, superuser, or a customer's portal user); with the request's client address.
+    Both are worked out only when an action is recorded."""
 
     def resolve() -> Actor:
         ip = client_ip(request) or None
@@ -70,7 +71,8 @@ def request_actor(request) -> Callable[[], Actor]:
         if user is not None and user.is_authenticated:
             # A superuser holds every permission whatever its roles (break-glass): the
             # log says so on each of its actions.
-            kind = "superuser" if user.is_superuser else "staff"
+            # A customer's portal user is never staff.
+            kind = "superuser" if user.is_superuser else "staff" if user.is_staff else "customer"
             return Actor(name=user.get_username(), kind=kind, ip=ip)
         return Actor(name="anonymous", kind="system", ip=ip)
 

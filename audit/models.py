@@ -15,6 +15,7 @@ class AuditEntry(models.Model):
         API_KEY = "api_key", "API key"
         STAFF = "staff", "Staff (admin console)"
         SUPERUSER = "superuser", "Superuser (admin console, every permission)"
+        CUSTOMER = "customer", "Customer user (portal)"
         CLI = "cli", "Command line (manage.py)"
         SYSTEM = "system", "System"
 

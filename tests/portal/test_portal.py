@@ -164,6 +164,8 @@ def test_a_renewal_request_renews_and_bills_nothing_until_an_operator_approves(
     assert renewal.license_id == alpha.direct.pk and renewal.term_days == 90
     shown = client.get(reverse("portal-renewals")).content.decode()
     assert "approved" in shown
+    asked = AuditEntry.objects.get(action="renewal_request.create", target=made.pk)
+    assert (asked.actor, asked.actor_kind) == (alpha.account.user.username, "customer")
 
     # A declined one renews nothing and says why.
     declined = alpha.renewal
