@@ -36,6 +36,22 @@ def license_usage(*, license_id: str) -> dict[str, Any]:
     return {"license_id": license_id} | {name: totals[name] or 0 for name in USAGE_FIELDS}
 
 
+def license_usages(*, license_ids: list[str]) -> list[dict[str, Any]]:
+    """:func:`license_usage` of each of ``license_ids`` (which exist), in their order, in
+    one query."""
+    totals = {
+        row["license_id"]: row
+        for row in UsageDaily.objects.filter(license_id__in=license_ids)
+        .values("license_id")
+        .annotate(**{name: Sum(name) for name in USAGE_FIELDS})
+        .order_by()
+    }
+    return [
+        {"license_id": lid} | {name: totals.get(lid, {}).get(name) or 0 for name in USAGE_FIELDS}
+        for lid in license_ids
+    ]
+
+
 def inferences_by_sku(*, customer_id: str, start: int, end: int) -> dict[str, int]:
     """Sum of ``inferences`` of the customer's usage records with ``start <= period_start
     < end`` (Unix seconds), per SKU. Whole UTC days come from the rollups; the partial

@@ -97,6 +97,14 @@ class SigningKeyUnusable(SignerUnavailable):
     operator fixes it by pointing the node at a usable key."""
 
 
+class MailUnavailable(ServiceError):
+    """An e-mail the action depends on could not be handed to the mail server: 503
+    with Retry-After; the action was rolled back."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    retry_after = 60
+
+
 class MisconfiguredService(ServiceError):
     """The service's own data or configuration is wrong (500): not the caller's fault."""
 

@@ -32,7 +32,14 @@ CUSTOMER_ERRORS = {
     403: "The key is not valid or was revoked.",
     429: "The key's rate limit (SVC_CUSTOMER_API_RATE a minute), or too many wrong keys "
     "from this address; retry after Retry-After seconds.",
+    **schema.DATABASE_UNAVAILABLE,
 }
+# Those of a listing with query parameters.
+LIST_ERRORS = {
+    **CUSTOMER_ERRORS,
+    400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
+}
+RETRY = schema.retry_after(429, 503)
 
 
 class CustomerApi(APIView):
@@ -56,8 +63,8 @@ def _page(rows, cursor: str | None, limit: int):
 
 class CustomerFleetApi(CustomerApi):
     @extend_schema(
-        parameters=[serializers.CustomerFleetQuery],
-        responses={200: FleetOut, **schema.errors({**CUSTOMER_ERRORS, 404: "No such batch."})},
+        parameters=[serializers.CustomerFleetQuery, RETRY],
+        responses={200: FleetOut, **schema.errors({**LIST_ERRORS, 404: "No such batch."})},
         description="The customer's activated units, as GET /v1/admin/fleet answers them.",
     )
     def get(self, request):
@@ -80,8 +87,8 @@ class CustomerFleetApi(CustomerApi):
 
 class CustomerBatchesApi(CustomerApi):
     @extend_schema(
-        parameters=[serializers.PageQuery],
-        responses={200: serializers.BatchPageOut, **schema.errors(CUSTOMER_ERRORS)},
+        parameters=[serializers.PageQuery, RETRY],
+        responses={200: serializers.BatchPageOut, **schema.errors(LIST_ERRORS)},
         description="The customer's batches with their seats, newest first.",
     )
     def get(self, request):
@@ -96,10 +103,10 @@ class CustomerBatchesApi(CustomerApi):
 
 class CustomerUsageApi(CustomerApi):
     @extend_schema(
-        parameters=[serializers.UsageQuery],
+        parameters=[serializers.UsageQuery, RETRY],
         responses={
             200: serializers.UsagePageOut,
-            **schema.errors({**CUSTOMER_ERRORS, 404: "No such licence."}),
+            **schema.errors({**LIST_ERRORS, 404: "No such licence."}),
         },
         description="Usage totals per licence (as GET /v1/admin/usage/{license_id}), newest "
         "licence first; license_id: that licence only.",
@@ -112,7 +119,7 @@ class CustomerUsageApi(CustomerApi):
             selectors.license_of(customer, query["license_id"])
             licenses = licenses.filter(pk=query["license_id"])
         page, cursor = _page(licenses, query.get("cursor"), query["limit"])
-        usage = [billing_selectors.license_usage(license_id=lic.pk) for lic in page]
+        usage = billing_selectors.license_usages(license_ids=[lic.pk for lic in page])
         return Response(
             rendered(serializers.UsagePageOut, {"licenses": usage, "next_cursor": cursor})
         )
@@ -120,8 +127,8 @@ class CustomerUsageApi(CustomerApi):
 
 class CustomerInvoicesApi(CustomerApi):
     @extend_schema(
-        parameters=[serializers.CustomerInvoiceQuery],
-        responses={200: InvoicePageOut, **schema.errors(CUSTOMER_ERRORS)},
+        parameters=[serializers.CustomerInvoiceQuery, RETRY],
+        responses={200: InvoicePageOut, **schema.errors(LIST_ERRORS)},
         operation_id="v1_customer_invoices_list",
         description="The customer's invoices and credit notes, newest first.",
     )
@@ -134,6 +141,7 @@ class CustomerInvoicesApi(CustomerApi):
 
 class CustomerInvoiceDetailApi(CustomerApi):
     @extend_schema(
+        parameters=[schema.id_path("number", "The invoice or credit note."), RETRY],
         responses={200: InvoiceOut, **schema.errors({**CUSTOMER_ERRORS, 404: "No such invoice."})},
         description="One of the customer's invoices or credit notes, with its lines.",
     )
@@ -143,6 +151,7 @@ class CustomerInvoiceDetailApi(CustomerApi):
 
 class CustomerInvoicePdfApi(CustomerApi):
     @extend_schema(
+        parameters=[schema.id_path("number", "The invoice or credit note."), RETRY],
         responses={
             (200, "application/pdf"): OpenApiResponse(OpenApiTypes.BINARY),
             **schema.errors({**CUSTOMER_ERRORS, 404: "No such invoice."}),

@@ -75,12 +75,13 @@ class CustomerKeyAuthentication(BaseAuthentication):
 
 
 class IsCustomer(BasePermission):
-    """Only a request :class:`CustomerKeyAuthentication` let in; only reads."""
+    """Only a request :class:`CustomerKeyAuthentication` let in. The views define only
+    ``get``: any other method is 405, so a key reads and never writes."""
 
-    message = "a customer API key is required; it reads, never writes"
+    message = "a customer API key is required"
 
     def has_permission(self, request, view) -> bool:
-        return isinstance(request.user, CustomerPrincipal) and request.method in ("GET", "HEAD")
+        return isinstance(request.user, CustomerPrincipal)
 
 
 class CustomerKeySchema(OpenApiAuthenticationExtension):

@@ -5,12 +5,18 @@ from rest_framework import serializers
 from billing.serializers import InvoiceListQuery, LicenseUsageOut
 from config.fields import BodyIn, IdField, QueryIntegerField, UnixField
 from licensing.serializers import BatchStatusOut, FleetQuery
+from portal.services import EMAIL
 
 PAGE_MAX = 1000
 
 
 class InvitationIn(BodyIn):
-    email = serializers.CharField(max_length=254, help_text="Where the invitation goes.")
+    email = serializers.RegexField(
+        EMAIL.pattern.removeprefix("\\A").removesuffix("\\Z").join("^$"),
+        max_length=254,
+        help_text="Where the invitation goes: an ASCII e-mail address.",
+        error_messages={"invalid": "not an e-mail address"},
+    )
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 

@@ -5,7 +5,10 @@ customer's own webhook endpoints."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import re
 import secrets
+import smtplib
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
@@ -15,7 +18,7 @@ from django.db import IntegrityError, transaction
 
 from audit.services import audited
 from config import clock
-from config.errors import Conflict, InvalidInput, NotFound
+from config.errors import Conflict, InvalidInput, MailUnavailable, NotFound
 from customers.models import Customer
 from customers.services import customer_get
 from events import services as events_services
@@ -26,6 +29,8 @@ from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalReque
 from portal.selectors import KEY_SCHEME, customer_key_digest, invitation_digest
 from svccore.claims import TERM_DAYS_MAX
 from svccore.ids import random_id
+
+log = logging.getLogger(__name__)
 
 INVITATION_DAYS = 7
 # What a customer's own endpoint may ask for: its licences, batches, usage and
@@ -44,11 +49,18 @@ CUSTOMER_EVENTS = [
 ]
 
 
+# What an invitation is sent to: an ASCII address (no quoting, no IDN), as e-mail
+# servers take it everywhere.
+EMAIL = re.compile(
+    r"\A[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+\Z"
+)
+
+
 def _email(value: str) -> str:
     address = (value or "").strip()
-    local, _, domain = address.rpartition("@")
-    if not local or "." not in domain or any(c.isspace() for c in address) or len(address) > 254:
+    if len(address) > 254 or not EMAIL.match(address):
         raise InvalidInput(f"email: {address[:80]!r} is not an e-mail address")
+    local, _, domain = address.rpartition("@")
     return local + "@" + domain.lower()
 
 
@@ -71,6 +83,8 @@ def invitation_create(
         raise Conflict(f"{email} already has an account; one address, one account")
     secret = secrets.token_urlsafe(32)
     now = clock.now()
+    # The e-mail goes out inside the transaction: an invitation nobody could be told of
+    # is rolled back, and the operator is answered 503 to try again.
     with transaction.atomic():
         invitation = Invitation.objects.create(
             customer=customer,
@@ -81,20 +95,27 @@ def invitation_create(
             expires_at=now + dt.timedelta(days=INVITATION_DAYS),
             invited_by=invited_by[:150],
         )
-    link = f"{link_base.rstrip('/')}/{secret}/"
-    greeting = f"Hello {invitation.name}," if invitation.name else "Hello,"
-    send_mail(
-        subject=f"Your access to {customer.name}'s licences",
-        message=(
-            f"{greeting}\n\n{invited_by or 'An operator'} invited you to the licensing "
-            f"portal of {customer.name}: its cameras, seats, usage and invoices.\n\n"
-            f"Set your password here (the link works once, until "
-            f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC):\n{link}\n\n"
-            "If you did not expect this, ignore this message.\n"
-        ),
-        from_email=settings.DEFAULT_FROM_EMAIL,
-        recipient_list=[email],
-    )
+        link = f"{link_base.rstrip('/')}/{secret}/"
+        greeting = f"Hello {invitation.name}," if invitation.name else "Hello,"
+        try:
+            send_mail(
+                subject=f"Your access to {customer.name}'s licences",
+                message=(
+                    f"{greeting}\n\n{invited_by or 'An operator'} invited you to the "
+                    f"licensing portal of {customer.name}: its cameras, seats, usage and "
+                    "invoices.\n\nSet your password here (the link works once, until "
+                    f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC):\n{link}\n\n"
+                    "If you did not expect this, ignore this message.\n"
+                ),
+                from_email=settings.DEFAULT_FROM_EMAIL,
+                recipient_list=[email],
+            )
+        except (OSError, smtplib.SMTPException, ValueError) as exc:
+            log.error("invitation e-mail to %s not sent: %s", email, type(exc).__name__)
+            raise MailUnavailable(
+                f"the invitation e-mail to {email} could not be sent ({type(exc).__name__}); "
+                "nothing was created: check SVC_EMAIL_URL and try again"
+            ) from None
     return invitation, link
 
 

@@ -46,6 +46,7 @@ from portal.models import CustomerApiKey, RenewalRequest
 from portal.services import CUSTOMER_EVENTS
 
 SEARCH_MAX = 100
+BATCHES_SHOWN = 500
 FLEET_PAGE = 100
 DAYS = 30
 
@@ -225,11 +226,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 @customer_page
 def batches(request: HttpRequest) -> HttpResponse:
-    return TemplateResponse(
-        request,
-        "portal/batches.html",
-        _context(request, "Batches", batches=_batches(request.customer)),
-    )
+    batches = _batches(request.customer, limit=BATCHES_SHOWN)
+    context = _context(request, "Batches", batches=batches, more=len(batches) == BATCHES_SHOWN)
+    return TemplateResponse(request, "portal/batches.html", context)
 
 
 @customer_page

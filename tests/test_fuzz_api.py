@@ -43,6 +43,7 @@ from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
 from licensing.services.activation import unit_activate
 from licensing.services.renewals import license_renew
+from portal.services import customer_key_create
 from tests.conftest import LiveService, start_gunicorn, stop_gunicorn
 from tests.history import rewritten
 
@@ -74,6 +75,10 @@ REFUSED_BY_CONTENT = [
     "POST /v1/admin/renew",
     "GET /v1/license",  # a device id the bearer token is not bound to
     "POST /v1/admin/webhooks",  # a host that does not resolve, or to a private address
+    # A cursor that is no id of the customer's own rows.
+    "GET /v1/customer/fleet",
+    "GET /v1/customer/batches",
+    "GET /v1/customer/usage",
 ]
 ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
@@ -91,11 +96,12 @@ class Seeded:
     # Per operation: {location: {name: value}} a valid request may take instead.
     values: dict[str, dict[str, dict[str, Any]]]
     unit_token: str
+    customer_key: str
     operations: set[str] = field(default_factory=set)  # as the schema documents them
     cases: Counter = field(default_factory=Counter)  # (operation, status): requests
 
 
-def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
+def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
     customer = customer_create(name="Fuzz Cameras", kind="oem")
     batch = batch_issue(customer_id=customer.id, sku="VISION-PRO", units=5000)
     unit = unit_activate(batch_token=batch.license.token, device_id=DEVICE)
@@ -123,6 +129,9 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
     doomed = webhook_create(url="http://127.0.0.1:9/doomed", events=["*"])
     event = Event.objects.order_by("id").first()
     hook_path = {"path_parameters": {"webhook_id": kept.pk}}
+    # A read-only key of the billed customer: its invoice and licence are there to read.
+    _row, customer_key = customer_key_create(customer_id=billed.id, name="fuzz", created_by="t")
+    billed_invoice = {"path_parameters": {"number": invoice.number}}
     values = {
         "POST /v1/admin/webhooks": {
             "body": {"url": "http://127.0.0.1:9/hook", "customer_id": customer.id}
@@ -156,6 +165,17 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
         "GET /v1/admin/invoices/{number}": {"path_parameters": {"number": invoice.number}},
         "GET /v1/admin/invoices/{number}.pdf": {"path_parameters": {"number": invoice.number}},
         "PATCH /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": billed.id}},
+        "POST /v1/admin/customers/{customer_id}/users": {
+            "path_parameters": {"customer_id": customer.id}
+        },
+        "GET /v1/admin/customers/{customer_id}/users": {
+            "path_parameters": {"customer_id": customer.id}
+        },
+        "GET /v1/customer/invoices/{number}": billed_invoice,
+        "GET /v1/customer/invoices/{number}.pdf": billed_invoice,
+        "GET /v1/customer/usage": {"query": {"license_id": old.id, "cursor": ABSENT}},
+        "GET /v1/customer/fleet": {"query": {"batch_id": ABSENT, "cursor": ABSENT}},
+        "GET /v1/customer/batches": {"query": {"cursor": ABSENT}},
         "GET /v1/admin/fleet": {
             "query": {
                 "customer_id": customer.id,
@@ -165,13 +185,13 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str]:
             }
         },
     }
-    return values, unit.token
+    return values, unit.token, customer_key
 
 
 @pytest.fixture
 def seeded(transactional_db, tmp_path, settings):
     settings.SVC_WEBHOOK_ALLOW_HTTP = settings.SVC_WEBHOOK_ALLOW_PRIVATE = True
-    values, unit_token = _seed()
+    values, unit_token, customer_key = _seed()
     answers_forget()
     service = start_gunicorn(
         tmp_path,
@@ -180,8 +200,11 @@ def seeded(transactional_db, tmp_path, settings):
         SVC_ADMIN_KEY_FAILURES="1000000",
         SVC_WEBHOOK_ALLOW_HTTP="1",
         SVC_WEBHOOK_ALLOW_PRIVATE="1",
+        SVC_CUSTOMER_API_RATE="1000000",
     )
-    target = Seeded(service=service, values=values, unit_token=unit_token)
+    target = Seeded(
+        service=service, values=values, unit_token=unit_token, customer_key=customer_key
+    )
     try:
         yield target
     finally:
@@ -223,6 +246,7 @@ def api_schema(seeded):
                 "openapi": {
                     "AdminKey": {"api_key": seeded.service.admin_key},
                     "UnitToken": {"bearer": seeded.unit_token},
+                    "CustomerKey": {"bearer": seeded.customer_key},
                 }
             },
             "operations": [
