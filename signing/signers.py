@@ -229,11 +229,16 @@ def read_pin(config: Pkcs11Config) -> str:
     return pin
 
 
+class TokenAbsent(SignerUnavailable):
+    """The module lists no token with the label: unplugged, mislabelled, or (SoftHSM)
+    unreadable for a moment while another process writes it."""
+
+
 def find_token(lib: Any, config: Pkcs11Config) -> Any:
     try:
         return lib.get_token(token_label=config.token_label)
     except pkcs11.NoSuchToken:
-        raise SignerUnavailable(
+        raise TokenAbsent(
             f"{config.describe()} is not present (unplugged, or no token has that label)"
         ) from None
     except pkcs11.MultipleTokensReturned:
@@ -396,15 +401,25 @@ class Pkcs11Signer:
         self._local = threading.local()
         self._module_lock = module_lock(config.module)
         self._pool = ThreadPoolExecutor(config.sessions, thread_name_prefix="pkcs11-signer")
-        try:
-            # Connecting is once per process and may wait for the token's file locks
-            # while sibling workers connect at the same moment: it gets CONNECT_SECONDS
-            # when SVC_PKCS11_TIMEOUT is shorter, so that a slow start under load does
-            # not stop the server (a token that cannot sign still does, at once).
-            self._run(self._probe, timeout=max(config.timeout, CONNECT_SECONDS))
-        except SignerUnavailable:
-            self.close()
-            raise
+        # Connecting is once per process and may wait for the token while sibling
+        # workers connect at the same moment: it gets CONNECT_SECONDS when
+        # SVC_PKCS11_TIMEOUT is shorter, and a token the module does not list is looked
+        # for again (a reinitialised module each RETRY_SECONDS) until then, so that a
+        # worker started while the token is briefly out of view does not stop the server.
+        # A token that cannot sign (a refused PIN, no such key) stops it at once.
+        deadline = time.monotonic() + CONNECT_SECONDS
+        while True:
+            try:
+                self._run(self._probe, timeout=max(config.timeout, CONNECT_SECONDS))
+                break
+            except TokenAbsent:
+                if time.monotonic() + RETRY_SECONDS > deadline:
+                    self.close()
+                    raise
+                time.sleep(RETRY_SECONDS)
+            except SignerUnavailable:
+                self.close()
+                raise
 
     # the public surface
 

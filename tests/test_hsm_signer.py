@@ -370,6 +370,32 @@ def test_start_up_stops_on_a_token_key_that_is_not_there(hsm, signing_key_file):
     assert PIN not in result.stderr + result.stdout
 
 
+def test_a_worker_starting_while_the_token_is_out_of_view_waits_for_it(hsm, signing_key_file):
+    """A gunicorn worker (re)started while the token is briefly not listed (unplugged,
+    or SoftHSM's files busy) waits for it, up to signers.CONNECT_SECONDS, instead of
+    failing to boot, which stops the whole server."""
+    env = {
+        **os.environ,
+        **hsm.environment(),
+        "SVC_SECRET_KEY": "x" * 50,
+        "DATABASE_URL": "sqlite:///:memory:",
+    }
+    with hsm.unplugged():
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import config.wsgi; print('served')"],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)
+        assert process.poll() is None  # still waiting for the token
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err[-2000:]
+    assert out.strip() == "served"
+
+
 # --- against a live gunicorn --------------------------------------------------------------
 
 
