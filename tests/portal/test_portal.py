@@ -7,6 +7,7 @@ customer's events."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import re
 
@@ -24,7 +25,7 @@ from audit.models import AuditEntry
 from events.delivery import next_event
 from events.models import Event
 from licensing.models import Renewal
-from licensing.services import unit_activate
+from licensing.services import batch_issue, license_issue, unit_activate
 from portal import services
 from portal.models import CustomerUser, Invitation, RenewalRequest
 from tests.portal.conftest import PASSWORD
@@ -105,9 +106,17 @@ def test_invitation_refusals_name_the_problem(admin_api, customer, server_clock)
     assert page.status_code == 404 and "expired" in page.content.decode()
 
 
-def test_the_pages_show_seats_fleet_usage_terms_and_invoices(worlds):
+def test_the_pages_show_seats_fleet_usage_terms_and_invoices(worlds, server_clock):
     alpha, _ = worlds
+    ending = batch_issue(customer_id=alpha.customer.pk, sku="VISION-PRO", units=7, term_days=10)
+    with server_clock.at(dt.datetime.now(dt.UTC) - dt.timedelta(days=370)):  # 5 days past
+        lapsed = license_issue(customer_id=alpha.customer.pk, sku="DETECT-STD", device_id="old-cam")
     client = alpha.client()
+    page = client.get(reverse("portal-dashboard")).content.decode()
+    expiring = page.split('id="expiring"', 1)[1].split('id="grace"', 1)[0]
+    assert ending.pk in expiring and "0 of 7" in expiring
+    grace = page.split('id="grace"', 1)[1].split('id="weak"', 1)[0]
+    assert lapsed.pk in grace and "old-cam" in grace
     dashboard = client.get(reverse("portal-dashboard")).content.decode()
     assert (
         alpha.batch.pk in dashboard
