@@ -4,7 +4,6 @@ the next invoice (409 naming the invoice a period conflicts with) and credit not
 
 from __future__ import annotations
 
-from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -243,8 +242,4 @@ class InvoicePdfApi(APIView):
     @requires("view_service")
     def get(self, request, number: str):
         document = selectors.invoice_get(number=number)
-        response = HttpResponse(documents.document_pdf(document), content_type="application/pdf")
-        response["Content-Disposition"] = (
-            f'attachment; filename="{documents.pdf_filename(document)}"'
-        )
-        return response
+        return documents.pdf_response(document)

@@ -14,6 +14,7 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpResponse
 from django.template.loader import render_to_string
 
 from billing.models import Invoice, InvoiceLine
@@ -105,3 +106,10 @@ def document_pdf(document: Invoice) -> bytes:
 
 def pdf_filename(document: Invoice) -> str:
     return f"{document.number}.pdf"
+
+
+def pdf_response(document: Invoice) -> HttpResponse:
+    """The document's PDF as a download (the API, the console and the portal)."""
+    response = HttpResponse(document_pdf(document), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{pdf_filename(document)}"'
+    return response

@@ -320,9 +320,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
 def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
     _require_view(request)
     issued = _document(number)
-    response = HttpResponse(documents.document_pdf(issued), content_type="application/pdf")
-    response["Content-Disposition"] = f'attachment; filename="{documents.pdf_filename(issued)}"'
-    return response
+    return documents.pdf_response(issued)
 
 
 def document_print(request: HttpRequest, number: str) -> HttpResponse:

@@ -4,7 +4,6 @@ invitations (``/v1/admin/customers/{id}/users``)."""
 
 from __future__ import annotations
 
-from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -160,11 +159,7 @@ class CustomerInvoicePdfApi(CustomerApi):
     )
     def get(self, request, number: str):
         document = selectors.document_of(request.user.customer, number)
-        response = HttpResponse(documents.document_pdf(document), content_type="application/pdf")
-        response["Content-Disposition"] = (
-            f'attachment; filename="{documents.pdf_filename(document)}"'
-        )
-        return response
+        return documents.pdf_response(document)
 
 
 # --- the operators' side: invitations --------------------------------------------------

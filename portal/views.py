@@ -344,9 +344,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
 @customer_page
 def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
     found = selectors.document_of(request.customer, number)
-    response = HttpResponse(documents.document_pdf(found), content_type="application/pdf")
-    response["Content-Disposition"] = f'attachment; filename="{documents.pdf_filename(found)}"'
-    return response
+    return documents.pdf_response(found)
 
 
 # --- renewal requests ----------------------------------------------------------------
