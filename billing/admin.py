@@ -17,6 +17,7 @@ from billing.models import (
     InvoiceUsage,
     LedgerEntry,
     PrunedUsageMonth,
+    UsageConflict,
     UsageDaily,
     UsageRecord,
 )
@@ -156,6 +157,26 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     list_select_related = ("license",)
     show_full_result_count = False
     ordering = ("-id",)
+
+
+@admin.register(UsageConflict)
+class UsageConflictAdmin(ReadOnlyAdmin):
+    """Records a device sent whose licence, device and period the service already held
+    with other counts (contract §7): refused, the held counts billed, kept here for
+    review. A restore of an older state directory, or records registered ahead with the
+    camera's own token, show up here."""
+
+    list_display = ("device_id", "period_start", "period_end", "license", "customer_shown",
+                    "held_inferences", "sent_inferences", "seen_at")  # fmt: skip
+    unix_time_fields = ("period_start", "period_end")
+    search_fields = ("=device_id", "=license__id", "=customer__id")
+    list_select_related = ("license", "customer")
+    show_full_result_count = False
+    ordering = ("-id",)
+
+    @admin.display(description="customer", ordering="customer__name")
+    def customer_shown(self, row: UsageConflict):
+        return customer_link(row.customer)
 
 
 @admin.register(LedgerEntry)

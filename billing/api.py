@@ -69,6 +69,9 @@ class UsageUploadApi(DeviceApi):
                                    ("deferred", "deferred")):  # fmt: skip
             if result.get(name):
                 metrics.USAGE_RECORDS.labels(result_label).inc(result[name])
+        for name, result_label in (("conflicts", "conflict"), ("refused", "refused")):
+            if result[name]:
+                metrics.USAGE_RECORDS.labels(result_label).inc(len(result[name]))
         # The receipt's signing key, for devices that have not seen its certificate yet.
         certificate = keyring.active_certificate()
         answer = {**result, "certificates": [certificate] if certificate else []}
@@ -88,6 +91,31 @@ class LicenseUsageApi(APIView):
     def get(self, request, license_id: str):
         usage = selectors.license_usage(license_id=license_id)
         return Response(rendered(serializers.LicenseUsageOut, usage))
+
+
+class UsageConflictsApi(APIView):
+    @extend_schema(
+        parameters=[serializers.UsageConflictQuery, schema.retry_after(429, 503)],
+        responses={
+            200: serializers.UsageConflictPageOut,
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
+                    404: "No such customer or licence.",
+                }
+            ),
+        },
+        operation_id="v1_admin_usage_conflicts_list",
+        description="Usage records refused because the service already held their licence, "
+        "device and period with other counts, kept for review; newest first.",
+    )
+    @requires("view_service")
+    def get(self, request):
+        query = validated(serializers.UsageConflictQuery, request.query_params.dict())
+        page = selectors.usage_conflicts_page(**query)
+        answer = {"conflicts": page.conflicts, "next_cursor": page.next_cursor}
+        return Response(rendered(serializers.UsageConflictPageOut, answer))
 
 
 class InvoiceApi(APIView):

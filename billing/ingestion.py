@@ -1,11 +1,17 @@
 """Usage ingestion (spec §4.2, contract §7): ``POST /v1/usage`` stores a device's usage
 records exactly once and adds them to the per-licence daily rollups in the same
-statement, then answers with a signed receipt.
+statement, then answers with a signed receipt that names the counts the service holds.
 
-Deduplication is the unique (device_id, period_start, period_end) key, never a
-check-then-insert; on PostgreSQL the records table is partitioned by month of
-``period_start`` (see :mod:`billing.partitions`), which is part of that key, so the key
-still holds across partitions. Rating and the ledger read the rollups, never the records.
+A record's identity is (licence, device, period): the unique key of the records table,
+never a check-then-insert. The same identity with the same counts is a duplicate; with
+other counts it is a conflict: refused, the first counts kept, the conflict kept for
+review (:class:`billing.models.UsageConflict`), audited and reported as a
+``usage.conflict`` event. A record outside its licence's life (starting over an hour
+before the licence was issued, or ending over five minutes after now) is refused and
+listed; the rest of the call is stored. On PostgreSQL the records table is partitioned
+by month of ``period_start`` (see :mod:`billing.partitions`), which is part of the key,
+so the key still holds across partitions. Rating and the ledger read the rollups, never
+the records.
 """
 
 from __future__ import annotations
@@ -19,23 +25,31 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Sum
 
+from audit.models import AuditEntry
+from audit.services import audit_record
 from billing.limits import (
     DAY,
     EPOCH,
+    FUTURE_LEEWAY_SECONDS,
+    LIFE_LEEWAY_SECONDS,
     MAX_COUNTER,
     MAX_RECORDS_PER_CALL,
     MAX_TIMESTAMP,
 )
-from billing.models import UsageDaily, UsageRecord
+from billing.models import UsageConflict, UsageDaily, UsageRecord
 from config import clock
 from config.errors import InvalidInput, Unauthorized
 from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
 from devices.errors import BadSignature
-from licensing.held import license_held
+from events.models import Event
+from events.services import event_emit
+from licensing.held import HeldLicense, license_held
 from signing import keyring
 from svccore.timeunits import unix
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")
+COUNTER_FIELDS = RECORD_FIELDS[2:]
+CONFLICT_ACTION = "usage.conflict"
 _NONCE = re.compile(r"[A-Za-z0-9_-]+")  # base64url without padding
 
 
@@ -153,7 +167,7 @@ def _store_postgresql(
                     period_start, period_end, inferences, frames, stream_seconds, events)
                 SELECT %s, %s, %s, %s, now(), * FROM unnest(%s::bigint[], %s::bigint[],
                     %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
-                ON CONFLICT (device_id, period_start, period_end) DO NOTHING
+                ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING
                 RETURNING period_start, inferences, frames, stream_seconds, events
             ), rolled_up AS (
                 INSERT INTO {daily} AS daily (license_id, customer_id, sku, day, records,
@@ -194,7 +208,7 @@ def _store_portable(
         INSERT INTO {records} (license_id, customer_id, sku, device_id, received_at,
             period_start, period_end, inferences, frames, stream_seconds, events)
         VALUES {values}
-        ON CONFLICT (device_id, period_start, period_end) DO NOTHING
+        ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING
         RETURNING period_start, period_end
         """  # noqa: S608
     with connection.cursor() as cursor:
@@ -226,23 +240,102 @@ def _store_portable(
     return len(inserted)
 
 
+Key = tuple[int, int]
+Row = tuple[int, int, int, int, int, int]
+
+
+def _held_counts(*, license_id: str, device_id: str, keys: list[Key]) -> dict[Key, tuple]:
+    """The counts held for ``keys`` of this licence and device (read after the insert,
+    in its transaction: this call's records and every committed one)."""
+    rows = UsageRecord.objects.filter(
+        license_id=license_id,
+        device_id=device_id,
+        period_start__in=sorted({start for start, _ in keys}),
+    ).values_list("period_start", "period_end", *COUNTER_FIELDS)
+    wanted = set(keys)
+    return {(row[0], row[1]): row[2:] for row in rows if (row[0], row[1]) in wanted}
+
+
+def _counts(values: tuple) -> dict[str, int]:
+    return dict(zip(COUNTER_FIELDS, values, strict=True))
+
+
+def _conflicts_keep(
+    held: HeldLicense, device_id: str, conflicts: list[tuple[int, Row, tuple]]
+) -> None:
+    """Keep each conflict for review (once per distinct counts sent), audit the call's
+    conflicts and report them as one ``usage.conflict`` event; in the upload's
+    transaction, so they stand or fall with what it stored."""
+    seen_at = clock.now()
+    UsageConflict.objects.bulk_create(
+        [
+            UsageConflict(
+                license_id=held.license_id,
+                customer_id=held.customer_id,
+                sku=held.sku,
+                device_id=device_id,
+                period_start=row[0],
+                period_end=row[1],
+                **{f"held_{name}": value for name, value in _counts(kept).items()},
+                **{f"sent_{name}": value for name, value in _counts(row[2:]).items()},
+                seen_at=seen_at,
+            )
+            for _, row, kept in conflicts
+        ],
+        ignore_conflicts=True,
+    )
+    first = conflicts[0][1]
+    periods = [[row[0], row[1]] for _, row, _ in conflicts[:20]]
+    message = (
+        f"{len(conflicts)} usage record(s) of licence {held.license_id} on device "
+        f"{device_id} refused: the service holds other counts for the same periods (first "
+        f"{first[0]}-{first[1]}); the first counts are kept"
+    )
+    audit_record(
+        action=CONFLICT_ACTION,
+        result=AuditEntry.Result.FAILED,
+        target=held.license_id,
+        detail={"device_id": device_id, "conflicts": len(conflicts), "periods": periods},
+        message=message,
+    )
+    event_emit(
+        Event.Type.USAGE_CONFLICT,
+        customer_id=held.customer_id,
+        data={
+            "license_id": held.license_id,
+            "customer_id": held.customer_id,
+            "device_id": device_id,
+            "sku": held.sku,
+            "conflicts": len(conflicts),
+            "period_start": first[0],
+            "period_end": first[1],
+            "reason": message,
+        },
+    )
+
+
 def usage_ingest(
     *, token: str | None, device_id: Any, records: Any, nonce: Any = None
 ) -> dict[str, Any]:
     """Store a device's usage records (spec §4.2, contract §7); returns
-    ``{accepted, duplicates, receipt}`` plus ``deferred`` when more than 1000 records came.
+    ``{accepted, duplicates, conflicts, refused, receipt}`` plus ``deferred`` when more
+    than 1000 records came.
 
     The verified unit token decides the licence and customer (never the body); the token
     must be bound to ``device_id`` and its licence not revoked. Validation is
-    all-or-nothing. A record is a duplicate when its (device_id, period_start,
-    period_end) is already stored or appeared earlier in the same call.
+    all-or-nothing. Then each record is, in order: refused (``refused``: outside the
+    licence's life, with the reason), stored (``accepted``), a duplicate (its identity
+    held, or earlier in the call, with the same counts) or a conflict (``conflicts``:
+    the same identity with other counts; the counts held are named).
 
-    ``receipt`` is a signed usage receipt (``devices.documents``) naming the distinct
-    keys of the processed records, new and duplicate alike (never the deferred ones), and
-    the licence's total inferences after this upload. It is signed after the transaction
-    that stores the records, so a device that deletes only what a valid receipt covers
-    never loses a record to a forged answer; an empty ``records`` list gets a receipt too
-    (a signed time and the current total).
+    ``receipt`` is a signed usage receipt (``devices.documents``) naming each distinct
+    identity processed and not refused (never the deferred ones) with the counts the
+    service holds for it, the records refused for good (before the licence's life), and
+    the licence's total inferences after this upload. It is signed after the
+    transaction that stores the records, so a device that deletes only what a valid
+    receipt holds with its own counts never loses a record to a forged or rewritten
+    answer; an empty ``records`` list gets a receipt too (a signed time and the current
+    total).
     """
     claims = _unit_claims(token)
     held = license_held(
@@ -252,13 +345,39 @@ def usage_ingest(
     rows = _validated(records)
     nonce = _nonce(nonce)
     processed = rows[:MAX_RECORDS_PER_CALL]
-    result: dict[str, Any] = {"accepted": 0, "duplicates": len(processed)}
+    now = unix(clock.now())
+    earliest = unix(held.issued_at) - LIFE_LEEWAY_SECONDS
+    latest = now + FUTURE_LEEWAY_SECONDS
+    first: dict[Key, tuple[int, Row]] = {}  # identity -> its first index and record
+    repeats: list[tuple[int, Row]] = []
+    refused: list[dict[str, Any]] = []
+    refused_for_good: set[Key] = set()
+    for index, row in enumerate(processed):
+        start, end = row[0], row[1]
+        if start < earliest:
+            refused.append(
+                {"index": index, "period_start": start, "period_end": end,
+                 "detail": f"starts before the licence's life: licence {license_id} was "
+                 f"issued at {earliest + LIFE_LEEWAY_SECONDS} (a record may start at most "
+                 f"{LIFE_LEEWAY_SECONDS} s earlier)"}
+            )  # fmt: skip
+            refused_for_good.add((start, end))
+        elif end > latest:
+            refused.append(
+                {"index": index, "period_start": start, "period_end": end,
+                 "detail": f"ends in the future: the service's time is {now} (a record may "
+                 f"end at most {FUTURE_LEEWAY_SECONDS} s later); send it again once it "
+                 "has ended"}
+            )  # fmt: skip
+        elif (start, end) in first:
+            repeats.append((index, row))
+        else:
+            first[start, end] = (index, row)
+    keys = sorted(first)
+    result: dict[str, Any] = {"accepted": 0, "duplicates": 0, "conflicts": [], "refused": refused}
     if len(rows) > MAX_RECORDS_PER_CALL:
         result["deferred"] = len(rows) - MAX_RECORDS_PER_CALL
-    first: dict[tuple[int, int], tuple] = {}
-    for row in processed:
-        first.setdefault((row[0], row[1]), row)
-    keys = sorted(first)
+    holding: dict[Key, tuple] = {}
     with transaction.atomic():
         if keys:
             store = _store_postgresql if connection.vendor == "postgresql" else _store_portable
@@ -267,10 +386,33 @@ def usage_ingest(
                 customer_id=customer_id,
                 sku=sku,
                 device_id=device_id,
-                rows=[first[key] for key in keys],
+                rows=[first[key][1] for key in keys],
             )
             result["accepted"] = inserted
-            result["duplicates"] = len(processed) - inserted
+            if inserted < len(keys):  # some were held already: with which counts?
+                holding = _held_counts(license_id=license_id, device_id=device_id, keys=keys)
+        conflicts: list[tuple[int, Row, tuple]] = []  # (index, record sent, counts held)
+        for key in keys:
+            index, row = first[key]
+            kept = holding.setdefault(key, row[2:])  # stored now: the counts sent
+            if kept != row[2:]:
+                conflicts.append((index, row, kept))
+        duplicates = len(keys) - result["accepted"] - len(conflicts)
+        for index, row in repeats:
+            kept = holding[row[0], row[1]]
+            if kept == row[2:]:
+                duplicates += 1
+            else:
+                conflicts.append((index, row, kept))
+        result["duplicates"] = duplicates
+        if conflicts:
+            conflicts.sort(key=lambda conflict: conflict[0])
+            _conflicts_keep(held, device_id, conflicts)
+            result["conflicts"] = [
+                {"index": index, "period_start": row[0], "period_end": row[1],
+                 "held": _counts(kept)}
+                for index, row, kept in conflicts
+            ]  # fmt: skip
         # Read in the insert's transaction, so the total includes this upload; one
         # aggregate over the licence's rollup days (the usage_daily_once index).
         total = UsageDaily.objects.filter(license_id=license_id).aggregate(n=Sum("inferences"))
@@ -280,7 +422,8 @@ def usage_ingest(
         license_id=license_id,
         nonce=nonce,
         issued_at=unix(clock.now()),
-        records=keys,
+        records=[(*key, *holding[key]) for key in keys],
+        refused=sorted(refused_for_good),
         inferences=int(total["n"] or 0),
     )
     result["receipt"] = keyring.sign_document(RECEIPT_PREFIX, payload)

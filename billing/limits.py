@@ -24,6 +24,8 @@ __all__ = [
     "DAY",
     "DEVICE_ID_MAX",
     "EPOCH",
+    "FUTURE_LEEWAY_SECONDS",
+    "LIFE_LEEWAY_SECONDS",
     "MAX_COUNTER",
     "MAX_RECORDS_PER_CALL",
     "MAX_TIMESTAMP",
@@ -42,6 +44,11 @@ __all__ = [
 EPOCH = dt.date(1970, 1, 1)
 # Records per upload call; the rest of a body comes back as ``deferred`` (contract §7).
 MAX_RECORDS_PER_CALL = 1000
+# A record must lie within its licence's life (contract §7): it may start at most this
+# long before the licence was issued (a unit licence: activated), and end at most this
+# long after the server's now.
+LIFE_LEEWAY_SECONDS = 3600
+FUTURE_LEEWAY_SECONDS = 300
 # MAX_COUNTER and MAX_TIMESTAMP (devices.bounds, shared with the device module) keep every
 # value and every daily sum inside a 64-bit column and every timestamp inside a calendar
 # date: far beyond what a camera can count in one period.

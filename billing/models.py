@@ -2,8 +2,9 @@
 
 Usage records are the hot, append-only table: every column a device sends, plus the
 licence, customer and SKU the verified token named (denormalised, because a licence never
-changes owner or SKU and rating must not join a million rows). Deduplication is the
-unique (device_id, period_start, period_end) constraint, never a check-then-insert.
+changes owner or SKU and rating must not join a million rows). A record's identity is
+the unique (licence, device_id, period_start, period_end) constraint (contract §7), never
+a check-then-insert: the same identity with other counts is a :class:`UsageConflict`.
 
 Rollups (:class:`UsageDaily`) are written in the same statement as the records they
 sum, so rating reads a few thousand rollup rows instead of every record. On PostgreSQL
@@ -54,12 +55,14 @@ class UsageRecord(models.Model):
     class Meta:
         verbose_name = "usage record"
         constraints = [
-            # On PostgreSQL the table is partitioned by month of period_start, and a unique
-            # key on a partitioned table must contain the partition key: this one does, so
-            # a record can live in one partition only and the key (and ON CONFLICT on it)
-            # holds across all of them.
+            # A record's identity (contract §7): two licences on one camera meter
+            # separately. On PostgreSQL the table is partitioned by month of
+            # period_start, and a unique key on a partitioned table must contain the
+            # partition key: this one does, so a record can live in one partition only
+            # and the key (and ON CONFLICT on it) holds across all of them.
             models.UniqueConstraint(
-                fields=["device_id", "period_start", "period_end"], name="usage_record_once"
+                fields=["license", "device_id", "period_start", "period_end"],
+                name="usage_record_identity",
             ),
         ]
         indexes = [
@@ -70,6 +73,59 @@ class UsageRecord(models.Model):
                 include=["sku", "inferences"],
                 name="usage_customer_start",
             ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} {self.period_start}-{self.period_end}"
+
+
+class UsageConflict(models.Model):
+    """A record a device sent whose identity (licence, device, period) the service
+    already held with other counts (contract §7): refused, the held counts kept, and this
+    row kept for review. One row per distinct counts sent for an identity; a device that
+    sends the same conflicting record again adds nothing."""
+
+    license = models.ForeignKey(
+        "licensing.License",
+        on_delete=models.PROTECT,
+        db_constraint=False,
+        related_name="+",
+        verbose_name="licence",
+    )
+    customer = models.ForeignKey(
+        "customers.Customer",
+        on_delete=models.PROTECT,
+        db_constraint=False,
+        related_name="+",
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    device_id = models.CharField(max_length=128)
+    period_start = models.BigIntegerField(help_text="Unix seconds.")
+    period_end = models.BigIntegerField(help_text="Unix seconds.")
+    held_inferences = models.BigIntegerField(help_text="Counts the service holds (billed).")
+    held_frames = models.BigIntegerField()
+    held_stream_seconds = models.BigIntegerField()
+    held_events = models.BigIntegerField()
+    sent_inferences = models.BigIntegerField(help_text="Counts the device sent (refused).")
+    sent_frames = models.BigIntegerField()
+    sent_stream_seconds = models.BigIntegerField()
+    sent_events = models.BigIntegerField()
+    seen_at = models.DateTimeField(help_text="When the conflicting record first arrived.")
+
+    class Meta:
+        verbose_name = "usage conflict"
+        ordering = ["-seen_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "license", "device_id", "period_start", "period_end", "sent_inferences",
+                    "sent_frames", "sent_stream_seconds", "sent_events",
+                ],
+                name="usage_conflict_once",
+            ),
+        ]  # fmt: skip
+        indexes = [
+            models.Index(fields=["customer", "-seen_at"], name="usage_conflict_customer"),
         ]
 
     def __str__(self) -> str:

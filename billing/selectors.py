@@ -17,9 +17,10 @@ from django.db.models.functions import Coalesce
 
 from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
-from billing.models import Invoice, PrunedUsageMonth, UsageDaily, UsageRecord
+from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
 from config import clock
 from config.errors import InvalidInput, NotFound
+from customers.models import Customer
 from licensing.models import Activation, ActivationDaily, Batch, License
 
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
@@ -361,6 +362,41 @@ def invoices_page(
     rows = list(documents[: limit + 1])
     page = rows[:limit]
     return InvoicePage(page, str(page[-1].id) if len(rows) > limit else None)
+
+
+CONFLICT_PAGE_MAX = 1000
+
+
+@dataclass(frozen=True)
+class UsageConflictPage:
+    conflicts: list[UsageConflict]
+    next_cursor: str | None
+
+
+def usage_conflicts_page(
+    *,
+    customer_id: str | None = None,
+    license_id: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> UsageConflictPage:
+    """Usage conflicts kept for review (contract §7), newest first, ``limit`` at most;
+    ``next_cursor`` continues with older ones. An unknown customer or licence is 404,
+    as everywhere a filter names one."""
+    conflicts = UsageConflict.objects.order_by("-id")
+    if customer_id:
+        if not Customer.objects.filter(pk=customer_id).exists():
+            raise NotFound(f"customer {customer_id} does not exist")
+        conflicts = conflicts.filter(customer_id=customer_id)
+    if license_id:
+        if not License.objects.filter(pk=license_id).exists():
+            raise NotFound(f"licence {license_id} does not exist")
+        conflicts = conflicts.filter(license_id=license_id)
+    if cursor is not None:
+        conflicts = conflicts.filter(id__lt=int(cursor))
+    rows = list(conflicts[: limit + 1])
+    page = rows[:limit]
+    return UsageConflictPage(page, str(page[-1].id) if len(rows) > limit else None)
 
 
 def invoice_get(*, number: str):

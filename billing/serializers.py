@@ -12,7 +12,7 @@ from rest_framework import serializers
 from billing.documents import due_date
 from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
 from billing.models import Invoice, InvoiceLine
-from billing.selectors import INVOICE_PAGE_MAX
+from billing.selectors import CONFLICT_PAGE_MAX, INVOICE_PAGE_MAX
 from config.fields import (
     BodyIn,
     DeviceIdField,
@@ -122,16 +122,51 @@ class UsageUploadIn(serializers.Serializer):
     )
 
 
+COUNTS = ("inferences", "frames", "stream_seconds", "events")
+
+
+class UsageCountsOut(serializers.Serializer):
+    inferences = serializers.IntegerField()
+    frames = serializers.IntegerField()
+    stream_seconds = serializers.IntegerField()
+    events = serializers.IntegerField()
+
+
+class UsageConflictOut(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The record's index in records.")
+    period_start = serializers.IntegerField()
+    period_end = serializers.IntegerField()
+    held = UsageCountsOut(help_text="The counts the service holds (and bills) for the period.")
+
+
+class UsageRefusedOut(serializers.Serializer):
+    index = serializers.IntegerField(help_text="The record's index in records.")
+    period_start = serializers.IntegerField()
+    period_end = serializers.IntegerField()
+    detail = serializers.CharField(help_text="Why: before the licence's life, or in the future.")
+
+
 class UsageUploadOut(serializers.Serializer):
     accepted = serializers.IntegerField(help_text="Records stored by this call.")
     duplicates = serializers.IntegerField(
-        help_text="Records already stored, or repeated within this call."
+        help_text="Records already held with the same counts, or repeated within this call."
+    )
+    conflicts = UsageConflictOut(
+        many=True,
+        help_text="Records whose licence, device and period the service already holds with "
+        "other counts: refused, the counts held kept, the conflict kept for review.",
+    )
+    refused = UsageRefusedOut(
+        many=True,
+        help_text="Records outside the licence's life (starting over an hour before it was "
+        "issued, or ending over five minutes after now): refused; the rest is stored.",
     )
     deferred = serializers.IntegerField(
         required=False, help_text="Records past the first 1000: send them again."
     )
     receipt = serializers.CharField(
-        help_text="Signed usage receipt (SVCU1) naming the processed record keys."
+        help_text="Signed usage receipt (SVCU1) naming each processed record's period with "
+        "the counts the service holds, and the records refused for good."
     )
     certificates = serializers.ListField(
         child=serializers.CharField(), help_text="The receipt key's certificate, if it has one."
@@ -257,6 +292,48 @@ class InvoicePageOut(serializers.Serializer):
     invoices = InvoiceSummaryOut(many=True, help_text="Newest first.")
     next_cursor = serializers.CharField(
         allow_null=True, help_text="Pass as cursor for older documents; null: none older."
+    )
+
+
+class UsageConflictQuery(serializers.Serializer):
+    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
+    license_id = IdField(required=False, help_text="Only this licence's (404 if unknown).")
+    cursor = serializers.RegexField(
+        r"^[0-9]{1,19}$",
+        required=False,
+        error_messages={"invalid": "cursor must be a next_cursor this API gave"},
+        help_text="next_cursor of the page before.",
+    )
+    limit = QueryIntegerField(required=False, default=100, min_value=1, max_value=CONFLICT_PAGE_MAX)
+
+
+class UsageConflictRowOut(serializers.Serializer):
+    """A usage conflict kept for review: the record a device sent and the counts the
+    service holds (and bills) for the same licence, device and period."""
+
+    license_id = serializers.CharField()
+    customer_id = serializers.CharField()
+    sku = serializers.CharField()
+    device_id = serializers.CharField()
+    period_start = serializers.IntegerField(help_text="Unix seconds.")
+    period_end = serializers.IntegerField(help_text="Unix seconds.")
+    held = serializers.SerializerMethodField(help_text="Counts the service holds (billed).")
+    sent = serializers.SerializerMethodField(help_text="Counts the device sent (refused).")
+    seen_at = UnixField(help_text="Unix seconds: when the record first arrived.")
+
+    @extend_schema_field(UsageCountsOut)
+    def get_held(self, conflict) -> dict[str, int]:
+        return {name: getattr(conflict, f"held_{name}") for name in COUNTS}
+
+    @extend_schema_field(UsageCountsOut)
+    def get_sent(self, conflict) -> dict[str, int]:
+        return {name: getattr(conflict, f"sent_{name}") for name in COUNTS}
+
+
+class UsageConflictPageOut(serializers.Serializer):
+    conflicts = UsageConflictRowOut(many=True, help_text="Newest first.")
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Pass as cursor for older conflicts; null: none older."
     )
 
 

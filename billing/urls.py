@@ -9,6 +9,8 @@ from config import converters  # noqa: F401 - registers <id:...>
 
 urlpatterns = [
     *device_urls.urlpatterns,  # the usage upload; the device application serves it alone
+    # Before the licence's usage: "conflicts" is not a licence id.
+    path("admin/usage/conflicts", api.UsageConflictsApi.as_view(), name="admin-usage-conflicts"),
     path("admin/usage/<id:license_id>", api.LicenseUsageApi.as_view(), name="admin-license-usage"),
     path("admin/invoice/<id:customer_id>", api.InvoiceApi.as_view(), name="admin-invoice"),
     path("admin/invoices", api.InvoicesApi.as_view(), name="admin-invoices"),

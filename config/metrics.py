@@ -25,7 +25,7 @@ ACTIVATIONS = Counter(
 )
 USAGE_RECORDS = Counter(
     "svc_usage_records_total",
-    "Usage records uploaded, by result: accepted, duplicate, deferred.",
+    "Usage records uploaded, by result: accepted, duplicate, conflict, refused, deferred.",
     ["result"],
 )
 REVOCATIONS = Counter("svc_revocations_total", "Licences revoked (committed).")

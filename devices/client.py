@@ -7,13 +7,24 @@ timeout and no retry loop: the caller decides when to try again, so nothing bloc
 video path. Only ``https://`` is used unless the caller explicitly allows plain
 ``http://`` (tests, a lab bench): answers travel unencrypted there, and only the signed
 parts of them (licences, list pages, receipts) are trusted anyway.
+
+A timeout is a deadline for the whole call (:class:`Deadline`), not for each read: name
+resolution, connect, TLS, sending, the status line, every header and the body all end
+by it, so a peer that answers one byte at a time cannot hold a call longer. ``sync``
+gives its requests one deadline between them.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import json
 import os
+import socket
+import tempfile
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,20 +34,68 @@ from typing import Any
 
 from . import jsonsafe, status
 from ._version import __version__
+from .bounds import path_argument, shown, timeout_seconds
 from .errors import BadSignature, Code, InvalidArgument, LicenseError
-from .hardware import fingerprint
-from .state import KEYS_FILE, STATE_FILE, TOKEN_FILE, atomic_write_bytes, write_json
-from .token import decode_unverified
+from .hardware import MAX_DEVICE_ID, fingerprint
+from .state import (
+    KEYS_FILE,
+    STATE_FILE,
+    TEMP_SUFFIX,
+    TOKEN_FILE,
+    atomic_write_bytes,
+    write_json,
+)
+from .token import MAX_TOKEN_CHARS, decode_unverified
 
 DEFAULT_TIMEOUT = 10.0
 # The largest answer read (after gzip): a revocation page of 10,000 entries is ~0.5 MiB.
 MAX_RESPONSE_BYTES = 2 << 20
 
 # Status -> code of the LicenseError raised when activation is refused (402, 403 below).
-_ACTIVATION_CODES = {400: "BAD_REQUEST", 429: "RATE_LIMITED"}
+_ACTIVATION_CODES = {400: Code.BAD_REQUEST, 429: Code.RATE_LIMITED}
+
+
+class Deadline:
+    """The moment a whole call must be over by, on the monotonic clock (no clock setting
+    moves it). Every network step waits at most :meth:`remaining`, which raises
+    TimeoutError (an OSError: the call ends with ``NETWORK_ERROR``) once the moment has
+    passed.
+
+    The network functions of this module take ``timeout=`` as seconds or as a Deadline,
+    so several requests can share one: ``Engine.sync`` passes one to all of its."""
+
+    __slots__ = ("seconds", "_end")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = timeout_seconds(seconds)  # InvalidArgument: (0, 1 day] only
+        self._end = time.monotonic() + self.seconds
+
+    @classmethod
+    def after(cls, timeout: float | Deadline) -> Deadline:
+        """``timeout`` itself when it is a Deadline, else one ``timeout`` seconds from
+        now (InvalidArgument unless ``0 < timeout <= 86400``)."""
+        return timeout if isinstance(timeout, Deadline) else cls(timeout)
+
+    def left(self) -> float:
+        """Seconds until the deadline, 0 or less once it has passed."""
+        return self._end - time.monotonic()
+
+    def remaining(self) -> float:
+        """Seconds until the deadline; TimeoutError once it has passed."""
+        left = self.left()
+        if left <= 0:
+            raise TimeoutError(f"the {self.seconds:g} s timeout of the whole call passed")
+        return left
+
+    def passed(self) -> bool:
+        return self.left() <= 0
 
 
 def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
+    """``base_url`` + ``path``, once ``base_url`` is a usable http(s) address: ``BAD_URL``
+    when it is not, ``INSECURE_URL`` for ``http://`` unless ``allow_http`` is True."""
+    if type(allow_http) is not bool:  # "no" is truthy: it must not allow plain http
+        raise InvalidArgument(f"allow_http must be True or False, not {shown(allow_http)}")
     if not isinstance(base_url, str):
         raise LicenseError(
             f"service address must be a string, not {type(base_url).__name__}", code=Code.BAD_URL
@@ -86,7 +145,141 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
-_OPENER = urllib.request.build_opener(_RefuseRedirects)
+def _open_socket(
+    address: tuple[str, int],
+    timeout: object = None,
+    source_address: tuple[str, int] | None = None,
+    *,
+    deadline: Deadline,
+) -> socket.socket:
+    """``socket.create_connection`` ended by ``deadline``: name resolution, which no socket
+    timeout bounds, included. It runs in a helper thread that the call stops waiting for
+    at the deadline; a connection it makes after that is closed, never used."""
+    outcome: list[Any] = []
+    lock = threading.Lock()
+    given_up = threading.Event()
+
+    def connect() -> None:
+        try:
+            made: Any = socket.create_connection(address, deadline.remaining(), source_address)
+        except BaseException as exc:  # handed to the caller below
+            made = exc
+        with lock:
+            if given_up.is_set():
+                if isinstance(made, socket.socket):
+                    made.close()
+                return
+            outcome.append(made)
+
+    helper = threading.Thread(target=connect, name="devices-connect", daemon=True)
+    helper.start()
+    helper.join(max(deadline.left(), 0))
+    with lock:
+        if not outcome:
+            given_up.set()
+            raise TimeoutError(
+                f"no connection to {address[0]} within the {deadline.seconds:g} s timeout"
+            )
+    made = outcome[0]
+    if isinstance(made, BaseException):
+        raise made
+    made.settimeout(max(deadline.left(), 0.001))  # the TLS handshake, a proxy tunnel
+    return made
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket's byte stream, each read waiting at most the time the deadline leaves
+    (http.client reads the status line and headers line by line and the body in
+    chunks: every one of those reads goes through here)."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)  # keeps the socket open while read
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        self._sock.settimeout(self._deadline.remaining())
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """What an HTTPResponse is given instead of the socket: it only calls ``makefile``."""
+
+    def __init__(self, sock: socket.socket, deadline: Deadline) -> None:
+        self._sock, self._deadline = sock, deadline
+
+    def makefile(self, mode: str = "rb", *args: Any, **kwargs: Any) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    def __init__(self, sock: socket.socket, *args: Any, deadline: Deadline, **kwargs: Any):
+        super().__init__(_DeadlineSocket(sock, deadline), *args, **kwargs)  # type: ignore[arg-type]
+
+
+class _WithinDeadline:
+    """An http.client connection whose every step ends by ``deadline``: connecting
+    (:func:`_open_socket`), each send, and each read of the answer, a proxy's answer to
+    CONNECT included (:class:`_DeadlineResponse`)."""
+
+    sock: Any
+
+    def __init__(self, *args: Any, deadline: Deadline, **kwargs: Any) -> None:
+        kwargs["timeout"] = deadline.remaining()
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        self._deadline = deadline
+        self._create_connection = functools.partial(_open_socket, deadline=deadline)
+        self.response_class = functools.partial(_DeadlineResponse, deadline=deadline)
+
+    def send(self, data: Any) -> None:
+        if self.sock is not None:
+            self.sock.settimeout(self._deadline.remaining())  # sendall: the whole send
+        super().send(data)  # type: ignore[misc]
+
+
+class _HTTPConnection(_WithinDeadline, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_WithinDeadline, http.client.HTTPSConnection):
+    pass
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = functools.partial(_HTTPConnection, deadline=self._deadline)
+        return self.do_open(connection, req)  # type: ignore[arg-type]
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        connection = functools.partial(_HTTPSConnection, deadline=self._deadline)
+        return self.do_open(connection, req, context=self._context)  # type: ignore[arg-type]
+
+
+def _opener(deadline: Deadline) -> urllib.request.OpenerDirector:
+    """urllib as before (proxies from the environment, redirects refused), its
+    connections bounded by ``deadline``."""
+    return urllib.request.build_opener(
+        _RefuseRedirects, _HTTPHandler(deadline), _HTTPSHandler(deadline)
+    )
 
 
 def _read(response: Any) -> bytes:
@@ -111,11 +304,14 @@ def call(
     body: Any = None,
     bearer: str | None = None,
     headers: dict[str, str] | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
 ) -> tuple[int, dict[str, Any], Any]:
     """One HTTP exchange; returns ``(status, json_body, response_headers)`` for any HTTP
     answer (a 304 has an empty body) and raises ``LicenseError(code=Code.NETWORK_ERROR)``
-    when there is none, ``REDIRECT_REFUSED`` for any other 3xx."""
+    when there is none, or none complete by the deadline (``timeout``: seconds from now,
+    or a :class:`Deadline` shared with other requests), ``REDIRECT_REFUSED`` for any
+    other 3xx."""
+    deadline = Deadline.after(timeout)
     sent = {
         "Accept": "application/json",
         "Accept-Encoding": "gzip",
@@ -130,9 +326,15 @@ def call(
         sent["Authorization"] = f"Bearer {bearer}"
     try:
         request = urllib.request.Request(url, data=data, headers=sent, method=method)  # noqa: S310
-        status, raw, received = _exchange(request, timeout)
+        status, raw, received = _exchange(request, deadline)
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
+        if isinstance(reason, TimeoutError) or deadline.passed():
+            raise LicenseError(
+                f"no complete answer from the licensing service at {url} within the "
+                f"{deadline.seconds:g} s timeout (a deadline for the whole call)",
+                code=Code.NETWORK_ERROR,
+            ) from None
         raise LicenseError(
             f"cannot reach the licensing service at {url}: {reason}", code=Code.NETWORK_ERROR
         ) from None
@@ -150,11 +352,12 @@ def call(
     return status, payload if isinstance(payload, dict) else {}, received
 
 
-def _exchange(request: urllib.request.Request, timeout: float) -> tuple[int, bytes, Any]:
+def _exchange(request: urllib.request.Request, deadline: Deadline) -> tuple[int, bytes, Any]:
     """``(status, body, headers)`` of the answer to ``request``, an error status too; the
-    body of either can fail to arrive whole (http.client.HTTPException, OSError)."""
+    body of either can fail to arrive whole (http.client.HTTPException, OSError), or
+    not by the deadline (TimeoutError)."""
     try:
-        with _OPENER.open(request, timeout=timeout) as response:
+        with _opener(deadline).open(request, timeout=deadline.remaining()) as response:
             return response.status, _read(response), response.headers
     except urllib.error.HTTPError as exc:
         with exc:
@@ -172,32 +375,47 @@ def activate(
     state_dir: str | Path,
     *,
     device_id: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> str:
     """Exchange a batch key for this device's unit token (``POST /v1/activate``), store it
     in ``state_dir/license.token`` and return it.
 
+    Every argument is checked before anything is sent, so a call that would fail
+    afterwards takes no seat: InvalidArgument (``BAD_ARGUMENT``) for a wrong type or
+    value (``timeout`` above 0 and at most a day), ``BAD_URL``, ``INSECURE_URL``,
+    ``STATE_UNREADABLE`` when ``state_dir`` cannot be created, ``STATE_UNWRITABLE``
+    when no file can be written in it. ``timeout`` bounds the whole call.
+
     Raises ``LicenseError`` with the service's ``detail``: code ``BATCH_EXHAUSTED`` on
     402, :class:`BadSignature` on 403 (forged, expired, revoked or unknown batch key),
-    ``NETWORK_ERROR`` when the service cannot be reached.
+    ``BAD_REQUEST`` on 400, ``RATE_LIMITED`` on 429, ``ACTIVATION_FAILED`` on any other
+    status, ``NETWORK_ERROR`` when no complete answer arrives in time.
     """
+    deadline = Deadline.after(timeout)
     if not isinstance(batch_token, str):
         raise InvalidArgument(f"batch_token must be a string, not {type(batch_token).__name__}")
-    if not isinstance(state_dir, (str, os.PathLike)):
-        raise InvalidArgument(f"state_dir must be a path, not {type(state_dir).__name__}")
-    if type(timeout) not in (int, float) or not 0 < timeout < float("inf"):
-        raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    if not 0 < len(batch_token.strip()) <= MAX_TOKEN_CHARS:
+        raise InvalidArgument(
+            f"batch_token must be a batch key of 1-{MAX_TOKEN_CHARS} characters, not "
+            f"{len(batch_token.strip())}"
+        )
+    directory = path_argument(state_dir, "state_dir")
     if device_id is None:
         found = fingerprint()
         device_id, source, weak = found.value, found.source, found.weak
-    elif not isinstance(device_id, str) or not device_id:
-        raise InvalidArgument("device_id must be a non-empty string or None")
+    elif not isinstance(device_id, str) or not 0 < len(device_id) <= MAX_DEVICE_ID:
+        raise InvalidArgument(
+            f"device_id must be a string of 1-{MAX_DEVICE_ID} characters or None, not "
+            f"{shown(device_id)}"
+        )
     else:
         source, weak = "explicit", False
+    url = endpoint(base_url, "/v1/activate", allow_http=allow_http)
+    _check_writable(directory)
     status, payload, _ = call(
         "POST",
-        endpoint(base_url, "/v1/activate", allow_http=allow_http),
+        url,
         body={
             "batch_token": batch_token.strip(),
             "device_id": device_id,
@@ -205,7 +423,7 @@ def activate(
             "weak_binding": weak,
             "sdk_version": __version__,
         },
-        timeout=timeout,
+        timeout=deadline,
     )
     if status == 402:
         raise LicenseError(
@@ -214,7 +432,7 @@ def activate(
     if status == 403:
         raise BadSignature(f"activation refused: {detail(status, payload)}")
     if status != 200:
-        code = _ACTIVATION_CODES.get(status, "ACTIVATION_FAILED")
+        code = _ACTIVATION_CODES.get(status, Code.ACTIVATION_FAILED)
         raise LicenseError(f"activation failed: {detail(status, payload)}", code=code)
     unit_token = payload.get("unit_token")
     if not isinstance(unit_token, str):
@@ -227,7 +445,6 @@ def activate(
         ) from None
     if claims["dev"] != device_id:
         raise LicenseError("activation answer is bound to another device", code=Code.BAD_RESPONSE)
-    directory = Path(state_dir)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         _provision(directory, payload, unit_token)
@@ -238,6 +455,28 @@ def activate(
             code=Code.STATE_UNREADABLE,
         ) from None
     return unit_token
+
+
+def _check_writable(directory: Path) -> None:
+    """Create ``directory`` and write (then remove) a file in it, before the service is
+    asked for a seat: a seat taken for a device that cannot store its licence is lost
+    until it activates again."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LicenseError(
+            f"cannot create {directory}: {exc.strerror or exc}; nothing was sent",
+            code=Code.STATE_UNREADABLE,
+        ) from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".activate.", suffix=TEMP_SUFFIX, dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise LicenseError(
+            f"cannot write in {directory}: {exc.strerror or exc}; nothing was sent",
+            code=Code.STATE_UNWRITABLE,
+        ) from None
 
 
 def _provision(directory: Path, payload: dict[str, Any], unit_token: str) -> None:
@@ -261,7 +500,7 @@ def fetch_revocation_page(
     since: int,
     if_none_match: str = "",
     *,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> tuple[int, dict[str, Any], str]:
     """``GET /v1/revocations?since=N``: ``(status, body, etag)``; 304 when the held page
@@ -277,7 +516,7 @@ def fetch_status(
     *,
     license_id: str,
     device_id: str,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """``GET /v1/revocations/status?license_id=...&device_id=...``: ``(200, {status,
@@ -300,7 +539,7 @@ def upload_usage(
     license_id: str,
     records: list[dict[str, int]],
     nonce: str,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     status, payload, _ = call(
@@ -318,7 +557,7 @@ def fetch_license(
     *,
     token: str,
     device_id: str,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """``GET /v1/license?device_id=...`` authenticated by the licence held: ``(200,

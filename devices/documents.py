@@ -18,12 +18,19 @@ the licence could not run anyway (``exp`` + grace; ``0`` = perpetual, never drop
 Usage receipt (``SVCU1``), in the answer to ``POST /v1/usage``::
 
     {"typ": "svc-usage-receipt", "iss": str, "dev": device_id, "lic": licence_id,
-     "nonce": str, "iat": T, "records": [[period_start, period_end], ...],
-     "inferences": total}
+     "nonce": str, "iat": T,
+     "records": [[period_start, period_end, inferences, frames, stream_seconds, events], ...],
+     "refused": [[period_start, period_end], ...], "inferences": total}
 
-``records`` are exactly the uploaded records the authority stored or already had (never
-the deferred ones); ``nonce`` echoes the request's, binding the receipt to one upload;
-``inferences`` is the licence's total stored usage after this upload.
+``records`` are exactly the uploaded records the authority stored or already held (never
+the deferred ones), each with the counts the authority holds for it: the counts sent
+when it was stored or held with the same counts, other counts when it is a conflict
+(contract §7). A device deletes a spooled record only when the receipt holds exactly the
+counts it sent. ``refused`` names the records refused for good because they lie before
+the licence's life (a record ending in the future is not named: it is sent again later).
+``nonce`` echoes the request's, binding the receipt to one upload; ``inferences`` is the
+licence's total stored usage after this upload. A receipt of an older authority names
+its records as ``[period_start, period_end]`` alone: such an entry confirms no counts.
 
 Licence status (``SVCS1``), the answer to ``GET /v1/revocations/status`` and part of the
 activation answer: the revocation list's word on one licence, in O(1) bytes whatever
@@ -185,15 +192,25 @@ def parse_revocation_page(text: Any, public_key: Any) -> RevocationPage:
     )
 
 
+Counts = tuple[int, int, int, int]  # inferences, frames, stream_seconds, events
+
+
 @dataclass(frozen=True)
 class UsageReceipt:
     device_id: str
     license_id: str
     nonce: str
     issued_at: int
-    records: frozenset[tuple[int, int]]
+    # (period_start, period_end) -> the counts the authority holds, or None when an
+    # older authority named the period alone (it confirms no counts).
+    records: dict[tuple[int, int], Counts | None]
+    refused: frozenset[tuple[int, int]]
     inferences: int
     text: str
+
+    def holds(self, key: tuple[int, int], counts: Counts) -> bool:
+        """Whether the authority holds exactly ``counts`` for the period ``key``."""
+        return self.records.get(key) == counts
 
 
 def receipt_payload(
@@ -203,9 +220,12 @@ def receipt_payload(
     license_id: str,
     nonce: str,
     issued_at: int,
-    records: list[tuple[int, int]],
+    records: list[tuple[int, ...]],
+    refused: list[tuple[int, int]] = (),
     inferences: int,
 ) -> dict[str, Any]:
+    """``records``: (period_start, period_end, inferences, frames, stream_seconds,
+    events) as the authority holds them."""
     return {
         "typ": RECEIPT_TYPE,
         "iss": issuer,
@@ -213,15 +233,21 @@ def receipt_payload(
         "lic": license_id,
         "nonce": nonce,
         "iat": issued_at,
-        "records": [list(key) for key in records],
+        "records": [list(record) for record in records],
+        "refused": [list(key) for key in refused],
         "inferences": inferences,
     }
+
+
+def _is_entry(entry: Any, sizes: tuple[int, ...]) -> bool:
+    return isinstance(entry, list) and len(entry) in sizes and all(map(_is_count, entry))
 
 
 def parse_receipt(text: Any, public_key: Any) -> UsageReceipt:
     """A verified usage receipt; BadSignature or BAD_RESPONSE otherwise."""
     doc = verify_document(RECEIPT_PREFIX, text, public_key)
     records = doc.get("records")
+    refused = doc.get("refused", [])
     if not (
         doc.get("typ") == RECEIPT_TYPE
         and isinstance(doc.get("dev"), str)
@@ -230,18 +256,21 @@ def parse_receipt(text: Any, public_key: Any) -> UsageReceipt:
         and _is_count(doc.get("iat"))
         and _is_count(doc.get("inferences"))
         and isinstance(records, list)
-        and all(
-            isinstance(k, list) and len(k) == 2 and _is_count(k[0]) and _is_count(k[1])
-            for k in records
-        )
+        and all(_is_entry(entry, (2, 6)) for entry in records)
+        and isinstance(refused, list)
+        and all(_is_entry(entry, (2,)) for entry in refused)
     ):
         raise _malformed("usage receipt")
+    held: dict[tuple[int, int], Counts | None] = {}
+    for entry in records:
+        held[entry[0], entry[1]] = tuple(entry[2:]) if len(entry) == 6 else None  # type: ignore[assignment]
     return UsageReceipt(
         device_id=doc["dev"],
         license_id=doc["lic"],
         nonce=doc["nonce"],
         issued_at=doc["iat"],
-        records=frozenset((k[0], k[1]) for k in records),
+        records=held,
+        refused=frozenset((k[0], k[1]) for k in refused),
         inferences=doc["inferences"],
         text=text,
     )

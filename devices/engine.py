@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,7 +47,7 @@ from typing import Any
 
 from . import pubkey
 from . import status as statuses
-from .bounds import LAST_SECOND, MAX_COUNTER
+from .bounds import LAST_SECOND, MAX_COUNTER, is_real, path_argument, shown
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -64,6 +63,7 @@ from .errors import (
     SyncRequired,
     WrongDevice,
 )
+from .hardware import MAX_DEVICE_ID
 from .journal import usage_line
 from .keys import Keyring, split_license_file
 from .persistence import StateFiles
@@ -80,7 +80,7 @@ from .states import (
     grace_end,
     license_state,
 )
-from .sync import Syncing, is_real, revoked_message
+from .sync import Syncing, revoked_message
 from .token import key_fingerprint, verify_token
 
 log = logging.getLogger("devices")
@@ -92,17 +92,27 @@ CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at sta
 
 
 class Stream:
-    """One open video stream; frames are admitted per second of the engine clock."""
+    """One open video stream; frames are admitted per window of one second of the engine
+    clock (:meth:`Engine.admit_frame`)."""
 
-    __slots__ = ("number", "open", "frames_admitted", "frames_dropped", "_second", "_admitted")
+    __slots__ = (
+        "number",
+        "open",
+        "frames_admitted",
+        "frames_dropped",
+        "_second",
+        "_admitted",
+        "_opened",
+    )
 
     def __init__(self, number: int) -> None:
         self.number = number
         self.open = True
         self.frames_admitted = 0
         self.frames_dropped = 0
-        self._second = -1
-        self._admitted = 0
+        self._second = -1  # the clock second of the current window: it only moves forward
+        self._admitted = 0  # frames admitted in the current window
+        self._opened = 0.0  # time.monotonic() when the current window opened
 
 
 def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
@@ -168,18 +178,25 @@ class Engine(StateFiles, Syncing):
         clock_leeway: float = CLOCK_LEEWAY_SECONDS,
         root_keys: Any = None,
     ) -> None:
-        if not isinstance(state_dir, (str, os.PathLike)) or not str(state_dir):
-            raise InvalidArgument(f"state_dir must be a path, not {type(state_dir).__name__}")
-        if device_id is not None and (not isinstance(device_id, str) or not device_id):
-            raise InvalidArgument("device_id must be a non-empty string or None")
+        directory = path_argument(state_dir, "state_dir")
+        if device_id is not None and (
+            not isinstance(device_id, str) or not 0 < len(device_id) <= MAX_DEVICE_ID
+        ):
+            raise InvalidArgument(
+                f"device_id must be a string of 1-{MAX_DEVICE_ID} characters or None, not "
+                f"{shown(device_id)}"
+            )
         if not callable(clock):
             raise InvalidArgument("clock must be a callable returning Unix seconds")
+        if type(air_gapped) is not bool:  # "no" is truthy: it must not switch checks off
+            raise InvalidArgument(f"air_gapped must be True or False, not {shown(air_gapped)}")
         if not is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
             raise InvalidArgument(
-                f"clock_leeway must be a number of seconds >= 0, not {clock_leeway!r}"
+                f"clock_leeway must be a number of seconds in 0..{LAST_SECOND}, not "
+                f"{shown(clock_leeway)}"
             )
         self._keys = trust_anchors(public_key, root_keys)
-        self.state_dir = Path(state_dir)
+        self.state_dir = directory
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -260,17 +277,22 @@ class Engine(StateFiles, Syncing):
             return self._state or ACTIVE
 
     def _now(self) -> float:
-        """The clock, checked: a reading outside 0..LAST_SECOND (or not a number) is
-        refused before it can move the high-water mark or a period."""
-        now = self._clock()
+        """The clock, checked: a reading that is not an int or float in 0..LAST_SECOND
+        (NaN, a Decimal, a bool, a huge int), or a clock that raises, is refused with
+        CLOCK_INVALID before it can move the high-water mark or a period."""
         try:
-            if 0 <= now <= LAST_SECOND:
-                return now
-        except TypeError:
-            pass
+            now = self._clock()
+        except Exception as exc:
+            raise LicenseError(
+                f"the clock failed ({type(exc).__name__}: {shown(str(exc))}); nothing was "
+                "counted or written",
+                code=Code.CLOCK_INVALID,
+            ) from exc
+        if is_real(now) and 0 <= now <= LAST_SECOND:
+            return now
         raise LicenseError(
-            f"the clock read {now!r}, not a Unix time in 0..{LAST_SECOND}; nothing was "
-            "counted or written",
+            f"the clock read {shown(now)}, not a Unix time (int or float) in "
+            f"0..{LAST_SECOND}; nothing was counted or written",
             code=Code.CLOCK_INVALID,
         )
 
@@ -434,20 +456,28 @@ class Engine(StateFiles, Syncing):
                 raise SyncRequired(self._blocked)
             assert self._claims is not None
             if self._claims["ent"].get(module) is not True:
-                raise NotEntitled(f"licence {self._lic} does not include module {module!r}")
+                raise NotEntitled(f"licence {self._lic} does not include module {shown(module)}")
 
     def count(
         self, inferences: int = 0, frames: int = 0, stream_seconds: int = 0, events: int = 0
     ) -> None:
         """Meter usage. Nothing is counted when it raises: QuotaExceeded when
         ``inferences`` would pass ``lim.api_calls``; InvalidArgument for a count that is
-        not a whole number >= 0; LicenseError USAGE_OUT_OF_RANGE when a counter of the
-        open period would pass what the service accepts for one record
-        (:data:`devices.bounds.MAX_COUNTER`); Revoked, Expired, SyncRequired as
-        :meth:`require`."""
+        not a whole number >= 0; LicenseError USAGE_OUT_OF_RANGE when a count, or a
+        counter of the open period with it, would pass what the service accepts for one
+        record (:data:`devices.bounds.MAX_COUNTER`); Revoked, Expired, SyncRequired as
+        :meth:`require`; LicenseError CLOCK_INVALID."""
         for value in (inferences, frames, stream_seconds, events):
             if type(value) is not int or value < 0:
-                raise InvalidArgument(f"usage counts must be whole numbers >= 0, not {value!r}")
+                raise InvalidArgument(
+                    f"usage counts must be whole numbers >= 0, not {shown(value)}"
+                )
+            if value > MAX_COUNTER:
+                raise LicenseError(
+                    f"a count of {shown(value)} is more than {MAX_COUNTER}, the most the "
+                    "service accepts in one record; nothing counted",
+                    code=Code.USAGE_OUT_OF_RANGE,
+                )
         with self._lock:
             now = self._now()
             if now >= self._next_event:
@@ -524,19 +554,29 @@ class Engine(StateFiles, Syncing):
                 self._streams_open -= 1
 
     def admit_frame(self, stream: Stream) -> bool:
-        """True when ``stream`` may take another frame this clock second
-        (``lim.max_fps``); never raises because of the licence term or a revocation
-        (InvalidArgument for something that is not a stream of this module, LicenseError
-        CLOCK_INVALID for a clock reading outside 0..LAST_SECOND)."""
+        """True when ``stream`` may take another frame in this second (``lim.max_fps``);
+        never raises because of the licence term or a revocation (InvalidArgument for
+        something that is not a stream of this module, LicenseError CLOCK_INVALID for a
+        clock reading outside 0..LAST_SECOND).
+
+        Windows never move backwards, so no clock can buy frames: a new window opens
+        when the clock reaches a later second than the current one's, and a reading
+        earlier than it (a clock toggling between t and t+1, stepping back) counts in
+        the current window. So that a clock stepped back (NTP) cannot stall the video
+        until it catches up, the window also opens again once a real second has passed
+        (``time.monotonic``, which no clock setting moves): a stream never takes more
+        than ``max_fps`` frames per real second plus those of the seconds the clock
+        moved ahead."""
         if type(stream) is not Stream:
             raise InvalidArgument(f"admit_frame takes a Stream, not {type(stream).__name__}")
         now = self._now()
         if now >= self._next_event:
             self._advance_for_video(now)
-        second = int(now)
-        if second != stream._second:
-            stream._second = second
-            stream._admitted = 0
+        second = math.floor(now)
+        if second > stream._second:
+            stream._second, stream._admitted, stream._opened = second, 0, time.monotonic()
+        elif stream._admitted >= self._max_fps and time.monotonic() - stream._opened >= 1:
+            stream._admitted, stream._opened = 0, time.monotonic()
         if stream._admitted >= self._max_fps or not stream.open:
             stream.frames_dropped += 1
             return False

@@ -12,9 +12,11 @@ class Code:
     firmware write ``Code.STATE_LOCKED``, never the string (docs/devices.md lists each
     with what it means; tests/test_one_home.py holds the two together)."""
 
+    ACTIVATION_FAILED = "ACTIVATION_FAILED"
     ACTIVATION_REQUIRED = "ACTIVATION_REQUIRED"
     BAD_ARGUMENT = "BAD_ARGUMENT"
     BAD_PUBLIC_KEY = "BAD_PUBLIC_KEY"
+    BAD_REQUEST = "BAD_REQUEST"
     BAD_RESPONSE = "BAD_RESPONSE"
     BAD_SIGNATURE = "BAD_SIGNATURE"
     BAD_URL = "BAD_URL"
@@ -43,6 +45,7 @@ class Code:
     NO_FINGERPRINT = "NO_FINGERPRINT"
     NO_PUBLIC_KEY = "NO_PUBLIC_KEY"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    RATE_LIMITED = "RATE_LIMITED"
     RECEIPT_INVALID = "RECEIPT_INVALID"
     REDIRECT_REFUSED = "REDIRECT_REFUSED"
     REFRESH_FAILED = "REFRESH_FAILED"

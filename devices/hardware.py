@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import Code, LicenseError
+from .bounds import path_argument
+from .errors import Code, InvalidArgument, LicenseError
 
 ENV_VARIABLE = "SVC_DEVICE_ID"
 DEVICETREE_SERIAL = "sys/firmware/devicetree/base/serial-number"
@@ -46,10 +47,16 @@ def fingerprint(
 ) -> Fingerprint:
     """The device fingerprint from the first available source, in spec order:
     ``SVC_DEVICE_ID``, devicetree serial, DMI product UUID, machine-id, macOS platform
-    UUID, first non-loopback MAC (weak)."""
+    UUID, first non-loopback MAC (weak). InvalidArgument for an ``environ`` that is not
+    a mapping of text or a ``root`` that is not a path."""
+    if environ is not None and not isinstance(environ, Mapping):
+        raise InvalidArgument(f"environ must be a mapping or None, not {type(environ).__name__}")
     env = os.environ if environ is None else environ
-    base = Path(root)
-    override = env.get(ENV_VARIABLE, "").strip()
+    base = path_argument(root, "root")
+    override = env.get(ENV_VARIABLE, "")
+    if not isinstance(override, str):
+        raise InvalidArgument(f"{ENV_VARIABLE} must be text, not {type(override).__name__}")
+    override = override.strip()
     if override:
         return Fingerprint(override, "env")
     for source, relative in (

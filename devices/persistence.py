@@ -26,7 +26,7 @@ from .errors import (
 )
 from .hardware import fingerprint
 from .journal import COMPACT_BYTES, Journal, merge, receipt_line, usage_line
-from .spool import COUNTER_FIELDS, UsageSpool, is_record, period_key
+from .spool import COUNTER_FIELDS, UsageSpool, counts_of, is_record, period_key
 from .state import (
     JOURNAL_FILE,
     KEYS_FILE,
@@ -178,14 +178,27 @@ class StateFiles:
         for text in receipts:
             self._take_receipt(text)
         self._hwm = max(self._hwm, hwm)
-        delivered: set[tuple[int, int]] = set()
-        for receipt in self._receipts.values():
-            delivered |= receipt.records
+        # Delivered: a held receipt holds the period with exactly the counts found. Set
+        # aside: the set-aside file holds it with counts no smaller (deleting that file
+        # sends the record again, to be set aside again).
+        receipts = list(self._receipts.values())
+        aside: dict[tuple[int, int], tuple[int, ...]] = {}
+        for entry in self._spool.conflicts:
+            record = entry["record"]
+            aside[period_key(record)] = max(aside.get(period_key(record), ()), counts_of(record))
+
+        def settled(key: tuple[int, int]) -> bool:
+            counts = counts_of(found[key])
+            if any(receipt.holds(key, counts) for receipt in receipts):
+                return True
+            kept = aside.get(key)
+            return kept is not None and all(map(int.__ge__, kept, counts))
+
         opened = self._open_record()
         if opened is not None:
             merge(found, opened)
         spooled = self._spool.keys()
-        candidates = sorted(k for k in found if k not in spooled and k not in delivered)
+        candidates = sorted(k for k in found if k not in spooled and not settled(k))
         self._spool.merge([found[k] for k in found if k in spooled])
         try:
             horizon = self._now() + self._leeway
@@ -322,24 +335,37 @@ class StateFiles:
             log.warning("usage journal %s not written: %s", self._journal.path, exc)
 
     def _journal_image(self) -> bytes:
-        """What the journal holds after a rewrite: the receipts held, the unsent periods
-        and the open one."""
+        """What the journal holds after a rewrite: the receipts held, the unsent periods,
+        the periods set aside and the open one."""
         lines = [receipt_line(r.text) for r in self._receipts.values()]
         lines += [usage_line(record, self._hwm) for record in self._spool.records]
+        lines += [usage_line(entry["record"], self._hwm) for entry in self._spool.conflicts]
         record = self._open_record()
         if record is not None and any(self._counters):
             lines.append(usage_line(record, self._hwm))
         return b"".join(lines)
 
     def _usage_floor(self, license_id: str) -> int:
-        """Inferences proven counted for ``license_id``: the newest receipt's total plus
-        every period it does not cover (spooled and open). Records set aside count for
-        nothing: no engine writes them, and the journal holds the real counts of a
-        period whose spooled copy was edited out of bounds."""
+        """Inferences proven counted for ``license_id``: the newest receipt's total, plus
+        every spooled period it does not hold with the counts spooled, plus the open
+        period, plus every record set aside as a conflict or refusal of this licence in
+        full (the service's total never stands in for what the device counted: a
+        proxy that zeroed an upload, or records registered ahead by the owner, leave
+        the service's total low and the device's quota where it was). Malformed
+        records set aside count for nothing: no engine writes them, and the journal
+        holds the real counts of a period whose spooled copy was edited out of bounds."""
         receipt = self._receipts.get(license_id)
-        delivered = receipt.records if receipt is not None else frozenset()
         total = receipt.inferences if receipt is not None else 0
-        total += sum(r["inferences"] for r in self._spool.records if period_key(r) not in delivered)
+        total += sum(
+            r["inferences"]
+            for r in self._spool.records
+            if receipt is None or not receipt.holds(period_key(r), counts_of(r))
+        )
+        total += sum(
+            entry["record"]["inferences"]
+            for entry in self._spool.conflicts
+            if entry["lic"] == license_id
+        )
         return total + self._counters[0]
 
     def _compact_journal(self) -> None:

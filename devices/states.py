@@ -11,6 +11,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .bounds import is_real, shown
+from .errors import InvalidArgument
+
 DAY = 86400
 NBF_LEEWAY_SECONDS = 300  # device clocks run a little behind the service's
 
@@ -57,9 +60,30 @@ def license_state(
     ``nbf_leeway`` (the engine allows :data:`NBF_LEEWAY_SECONDS`); :data:`ACTIVE` up to
     and including ``exp`` (always, when ``exp`` is 0: perpetual); :data:`GRACE` after
     ``exp`` up to and including ``exp`` + ``grace_days`` days; :data:`EXPIRED` after.
+    Arguments of the wrong type or value raise :class:`~devices.errors.InvalidArgument`.
     """
+    _check_arguments(claims, now, revoked, nbf_leeway)
     if revoked:
         return REVOKED
     if now < claims["nbf"] - nbf_leeway:
         return NOT_YET_VALID
     return term_state(claims["exp"], claims["grace_days"], now)
+
+
+def _check_arguments(claims: Any, now: Any, revoked: Any, nbf_leeway: Any) -> None:
+    if not isinstance(claims, Mapping):
+        raise InvalidArgument(f"claims must be a mapping, not {type(claims).__name__}")
+    for name in ("nbf", "exp", "grace_days"):
+        value = claims.get(name)
+        if type(value) is not int or value < 0:
+            raise InvalidArgument(
+                f"claim {name!r} must be a whole number >= 0, not {shown(value)}"
+            )
+    if not is_real(now):
+        raise InvalidArgument(f"now must be a finite number of Unix seconds, not {shown(now)}")
+    if type(revoked) is not bool:
+        raise InvalidArgument(f"revoked must be True or False, not {shown(revoked)}")
+    if not is_real(nbf_leeway) or nbf_leeway < 0:
+        raise InvalidArgument(
+            f"nbf_leeway must be a number of seconds >= 0, not {shown(nbf_leeway)}"
+        )

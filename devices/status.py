@@ -82,8 +82,9 @@ def accept(
     held: LicenseStatus | None,
     now: float,
     leeway: float,
-) -> LicenseStatus:
-    """The verified status ``text`` if it may replace ``held``; ListRejected otherwise."""
+) -> LicenseStatus | None:
+    """The verified status ``text`` if it may replace ``held``; None when it verifies
+    but is not newer than ``held``; ListRejected otherwise."""
     try:
         status = parse_status(text, keyring)
     except BadSignature as exc:
@@ -102,13 +103,11 @@ def accept(
             f"({math.floor(now)}) plus {int(leeway)} s",
             code=Code.LIST_FROM_FUTURE,
         )
-    if held is not None and status.text != held.text and not status.newer_than(held):
-        raise ListRejected(
-            f"licence status at sequence {status.seq} (signed {status.issued_at}) is older "
-            f"than the one held, at {held.seq} (signed {held.issued_at})"
-            + ("; the licence held is revoked" if held.revoked else ""),
-            code=Code.LIST_STALE,
-        )
+    if held is not None and (status.text == held.text or not status.newer_than(held)):
+        # A replay of the status held, or an older one (another node of the service read
+        # the list a moment earlier): valid, but it changes nothing. The caller reports
+        # it as stale; it is never an error, as an honest service can answer so.
+        return None
     return status
 
 

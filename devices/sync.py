@@ -22,7 +22,7 @@ from .errors import (
 )
 from .keys import split_license_file
 from .persistence import unwritable
-from .spool import period_key
+from .spool import CONFLICT, REFUSED, conflict, counts_of, period_key
 from .state import (
     STATUS_FILE,
     TOKEN_FILE,
@@ -53,10 +53,6 @@ def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: s
     if end(renewed) < end(held):
         return f"a licence ending earlier ({renewed['exp']}) than the one held ({held['exp']})"
     return ""
-
-
-def is_real(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def revoked_message(held: LicenseStatus) -> str:
@@ -98,9 +94,11 @@ class Syncing:
         """
         if not isinstance(base_url, str):
             raise InvalidArgument(f"base_url must be a string, not {type(base_url).__name__}")
-        if not is_real(timeout) or timeout <= 0:
-            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
         from . import client  # the networking modules load on first use only
+
+        # One deadline for the whole sync: every request below ends by it (InvalidArgument
+        # unless 0 < timeout <= 1 day). Pass it on as `timeout=` to the client functions.
+        timeout = client.Deadline.after(timeout)
 
         base = client.endpoint(base_url, "", allow_http=allow_http)
         with self._lock:
@@ -112,14 +110,17 @@ class Syncing:
                 token, certificates = split_license_file(self._read_token_file())
                 self._learn_certificates(certificates)
         license_id = decode_unverified(token)["lic"]
-        summary: dict[str, Any] = {"accepted": 0, "duplicates": 0, "deferred": 0}
+        summary: dict[str, Any] = {
+            "accepted": 0, "duplicates": 0, "conflicts": 0, "refused": 0, "deferred": 0,
+            "stale": False,
+        }  # fmt: skip
         errors: list[LicenseError] = []
         try:
             self._upload(client, base, token, license_id, summary, timeout)
         except LicenseError as exc:
             errors.append(exc)
         try:
-            self._refresh_status(client, base, license_id, timeout)
+            summary["stale"] = self._refresh_status(client, base, license_id, timeout)
         except LicenseError as exc:
             errors.append(exc)
         summary["license"] = "kept"
@@ -137,7 +138,7 @@ class Syncing:
             self._judge()
             refusal = self._refused() if self._refusal is not None else None
         summary["pending"] = len(self._spool)
-        summary["set_aside"] = len(self._spool.aside)
+        summary["set_aside"] = len(self._spool.aside) + len(self._spool.conflicts)
         summary["revoked"] = held is not None and held.revoked
         summary["list_seq"] = held.seq if held is not None else None
         summary["errors"] = [exc.code for exc in errors]
@@ -210,17 +211,43 @@ class Syncing:
                 f"{len(batch)} records kept for the next sync",
                 code=Code.RECEIPT_INVALID,
             )
-        covered = [record for record in batch if period_key(record) in receipt.records]
+        # The set-aside rule (devices.spool): a record leaves the spool as delivered only
+        # when the receipt holds exactly the counts sent; other counts, or a refusal for
+        # good, move it aside; anything the receipt does not name stays to be sent again.
+        covered: list[dict[str, int]] = []
+        aside: list[dict[str, Any]] = []
+        for record in batch:
+            key, counts = period_key(record), counts_of(record)
+            if receipt.holds(key, counts):
+                covered.append(record)
+            elif key in receipt.refused:
+                aside.append(conflict(record, license_id, None, REFUSED))
+            elif receipt.records.get(key) is not None:
+                aside.append(conflict(record, license_id, receipt.records[key], CONFLICT))
         with self._lock:
             # The receipt first, then the spool: a crash in between counts the covered
             # records twice (they are sent again as duplicates), never zero times.
             self._apply_receipt(receipt)
+            if aside:
+                self._spool.set_conflicts_aside(aside)
             self._spool.remove(covered)
             self._compact_journal()
         for name in ("accepted", "duplicates"):
             value = payload.get(name)
             summary[name] = value if type(value) is int else 0
-        summary["deferred"] = len(batch) - len(covered)
+        summary["conflicts"] = sum(entry["why"] == CONFLICT for entry in aside)
+        summary["refused"] = len(aside) - summary["conflicts"]
+        summary["deferred"] = len(batch) - len(covered) - len(aside)
+        if aside:
+            log.warning(
+                "%d usage records set aside: the service holds other counts for %d of their "
+                "periods and refused %d for good (before the licence's life); they stay in "
+                "%s and count against the quota",
+                len(aside),
+                summary["conflicts"],
+                summary["refused"],
+                self._spool.aside_path.name,
+            )
 
     def _apply_receipt(self, receipt: UsageReceipt) -> None:
         """Take the authority's signed time and usage total (the lock is held)."""
@@ -246,9 +273,12 @@ class Syncing:
         self._receipt = receipt.text
         self._persist(None)
 
-    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> None:
+    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> bool:
         """Fetch and keep the signed status of the licence in the token file and of the
-        licence running, when they differ (``GET /v1/revocations/status``)."""
+        licence running, when they differ (``GET /v1/revocations/status``). True when an
+        answer was no newer than the status held (a replay, or a node that read the
+        list a moment earlier): it is kept as it was, and nothing else changes."""
+        stale = False
         wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
         for lic in wanted:
             code, payload = client.fetch_status(
@@ -272,7 +302,8 @@ class Syncing:
                     now=self._now(),
                     leeway=self._leeway,
                 )
-                if held is not None and status.text == held.text:
+                if status is None:  # valid, but not newer than the one held
+                    stale = True
                     continue
                 kept = statuses.keep(self._statuses, status)
                 self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
@@ -282,6 +313,7 @@ class Syncing:
                 self._persist(None)  # the newest status's floor goes to state.json
                 if status.revoked:
                     log.warning("%s; analytics stopped, video continues", revoked_message(status))
+        return stale
 
     def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from . import jsonsafe
-from .errors import BadSignature
+from .errors import BadSignature, Code, InvalidArgument
 
 PREFIX = "SVC1"
 # The iss of what the authority signs unless SVC_ISSUER says otherwise: the one default
@@ -108,8 +108,17 @@ def public_key_pem(public_key: Any) -> str:
 
 
 def key_fingerprint(public_key: Any) -> str:
-    """Lowercase hex SHA-256 of the raw 32-byte public key: what /healthz shows."""
-    return hashlib.sha256(public_key_raw(public_key)).hexdigest()
+    """Lowercase hex SHA-256 of the raw 32-byte public key: what /healthz shows.
+    Anything that is not an Ed25519 public key raises :class:`InvalidArgument` with code
+    ``BAD_PUBLIC_KEY`` (a ValueError, as before)."""
+    try:
+        raw = public_key_raw(public_key)
+    except ValueError as exc:  # UnicodeDecodeError of non-ASCII bytes included
+        raise InvalidArgument(
+            f"not an Ed25519 public key (PEM or base64url of 32 bytes): {exc}",
+            code=Code.BAD_PUBLIC_KEY,
+        ) from None
+    return hashlib.sha256(raw).hexdigest()
 
 
 def key_id(public_key: Any) -> str:

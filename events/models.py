@@ -19,6 +19,7 @@ class Event(models.Model):
         BATCH_THRESHOLD = "batch.threshold", "batch.threshold"
         SEAT_RELEASED = "seat.released", "seat.released"
         USAGE_QUOTA_THRESHOLD = "usage.quota_threshold", "usage.quota_threshold"
+        USAGE_CONFLICT = "usage.conflict", "usage.conflict"
         INVOICE_ISSUED = "invoice.issued", "invoice.issued"
         CREDIT_NOTE_ISSUED = "credit_note.issued", "credit_note.issued"
         SIGNING_KEY_REVOKED = "signing_key.revoked", "signing_key.revoked"

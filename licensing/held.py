@@ -40,6 +40,7 @@ class HeldLicense:
     token_sha256: str
     expires_at: dt.datetime | None
     batch_expires_at: dt.datetime | None  # a unit's batch: its end after renewals
+    issued_at: dt.datetime  # a unit licence: when its device activated
 
 
 def license_held(
@@ -79,12 +80,14 @@ def license_held(
             "token_sha256",
             "expires_at",
             "batch__expires_at",
+            "issued_at",
         )
         .first()
     )
     if row is None:
         raise Forbidden(f"licence {license_id} is not on file with this authority")
-    kind, customer_id, sku, bound_to, revoked_at, current, stored, expires_at, batch_end = row
+    (kind, customer_id, sku, bound_to, revoked_at, current, stored, expires_at, batch_end,
+     issued_at) = row  # fmt: skip
     token_check_issued(
         license_id=license_id,
         token_sha256=token_digest(token),
@@ -96,4 +99,6 @@ def license_held(
     if revoked_at is not None:
         suffix = f"; {revoked_means}" if revoked_means else ""
         raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}{suffix}")
-    return HeldLicense(license_id, kind, customer_id, sku, current, stored, expires_at, batch_end)
+    return HeldLicense(
+        license_id, kind, customer_id, sku, current, stored, expires_at, batch_end, issued_at
+    )

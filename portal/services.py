@@ -44,6 +44,7 @@ CUSTOMER_EVENTS = [
     Event.Type.BATCH_THRESHOLD,
     Event.Type.SEAT_RELEASED,
     Event.Type.USAGE_QUOTA_THRESHOLD,
+    Event.Type.USAGE_CONFLICT,
     Event.Type.INVOICE_ISSUED,
     Event.Type.CREDIT_NOTE_ISSUED,
 ]

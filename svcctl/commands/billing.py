@@ -26,6 +26,46 @@ def cmd_usage(args) -> int:
     return EXIT_OK
 
 
+def cmd_usage_conflicts(args) -> int:
+    query = {
+        "customer_id": args.customer,
+        "license_id": args.license,
+        "limit": args.limit,
+        "cursor": args.cursor,
+    }
+    client = connect(args)
+    conflicts: list[dict] = []
+    while True:
+        page = client.get("usage/conflicts", **query)
+        conflicts += page["conflicts"]
+        if not (args.all and page["next_cursor"]):
+            break
+        query["cursor"] = page["next_cursor"]
+    if args.json:
+        output.print_json({"conflicts": conflicts, "next_cursor": page["next_cursor"]})
+        return EXIT_OK
+    output.table(
+        ["seen", "licence", "device", "period", "inferences held", "inferences sent"],
+        (
+            [
+                output.when(c["seen_at"]),
+                c["license_id"],
+                c["device_id"],
+                f"{output.when(c['period_start'])} to {output.when(c['period_end'])}",
+                f"{c['held']['inferences']:,}",
+                f"{c['sent']['inferences']:,}",
+            ]
+            for c in conflicts
+        ),
+        align_right={4, 5},
+    )
+    noun = "conflict" if len(conflicts) == 1 else "conflicts"
+    print(f"\n{len(conflicts):,} {noun}", file=sys.stderr)
+    if page["next_cursor"] and not args.all:
+        print(f"more: --cursor {page['next_cursor']} (or --all)", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_invoice(args) -> int:
     client = connect(args)
     if args.csv != "-":
@@ -262,6 +302,14 @@ def _usage_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("license_id", help="licence id, LIC-...")
 
 
+def _usage_conflicts_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--customer", help="only this customer's conflicts (CUST-...)")
+    p.add_argument("--license", help="only this licence's conflicts (LIC-...)")
+    p.add_argument("--limit", type=positive, default=100, help="conflicts per page (default 100)")
+    p.add_argument("--cursor", help="the next page: the cursor the previous page printed")
+    p.add_argument("--all", action="store_true", help="every page")
+
+
 def _invoice_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("customer", help="customer id")
     p.add_argument("--days", type=positive, default=30, help="period in days, 1-3660 (default 30)")
@@ -281,6 +329,16 @@ COMMANDS = [
         summary="usage totals of a licence",
         handler=cmd_usage,
         arguments=_usage_arguments,
+    ),
+    Command(
+        "usage-conflicts",
+        online=True,
+        summary="usage records refused as conflicts, kept for review, newest first",
+        handler=cmd_usage_conflicts,
+        description="Usage records a device sent whose licence, device and period the "
+        "service already held with other counts: refused (the held counts are billed) and "
+        "kept for review, newest first, one page at a time (--all: every page).",
+        arguments=_usage_conflicts_arguments,
     ),
     Command(
         "invoice",

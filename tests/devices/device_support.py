@@ -189,16 +189,34 @@ class FakeService:
         document = self.status_document(license_id, device_id)
         return 200, {"status": document, "certificates": self.certificates}
 
-    def receipt(self, request: dict[str, Any], records: list | None = None) -> str:
+    def receipt(
+        self,
+        request: dict[str, Any],
+        records: list | None = None,
+        *,
+        held: dict[tuple[int, int], tuple[int, int, int, int]] | None = None,
+        refused: list | None = None,
+    ) -> str:
+        """A receipt for the upload ``request``: it holds ``records`` (keys; default
+        every record uploaded) with the counts sent, or those in ``held`` for a key
+        there (a conflict), and names ``refused``."""
         body = request["json"]
-        keys = [(r["period_start"], r["period_end"]) for r in body["records"]]
+        sent = {
+            (r["period_start"], r["period_end"]): (
+                r["inferences"], r["frames"], r["stream_seconds"], r["events"],
+            )
+            for r in reversed(body["records"])
+        }  # fmt: skip
+        keys = sorted(set(sent if records is None else records))
+        counts = {**sent, **(held or {})}
         payload = documents.receipt_payload(
             issuer="svc-test",
             device_id=body["device_id"],
             license_id=LICENSE,
             nonce=body.get("nonce", ""),
             issued_at=self.now,
-            records=sorted(set(keys if records is None else records)),
+            records=[(*key, *counts.get(key, (0, 0, 0, 0))) for key in keys],
+            refused=sorted(refused or []),
             inferences=self.usage_total,
         )
         return documents.sign_document(documents.RECEIPT_PREFIX, payload, self.key)

@@ -66,7 +66,10 @@ def test_sync_uploads_closed_periods_with_unit_token(running, clock, service, ma
     assert summary == {
         "accepted": 1,
         "duplicates": 0,
+        "conflicts": 0,
+        "refused": 0,
         "deferred": 0,
+        "stale": False,
         "pending": 0,
         "set_aside": 0,
         "revoked": False,
@@ -236,7 +239,8 @@ def test_older_status_never_replaces_newer(running, service, state_dir):
     service.reply("GET", "/v1/revocations/status", 200, replay)
     with pytest.raises(Revoked) as caught:
         running.sync(service.url, allow_http=True)
-    assert caught.value.summary["errors"] == ["LIST_STALE"]
+    # Older than the one held: kept as it was, reported as stale, never an error.
+    assert caught.value.summary["errors"] == [] and caught.value.summary["stale"] is True
     assert (state_dir / "status.json").read_text() == held
 
 

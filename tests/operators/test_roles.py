@@ -42,6 +42,7 @@ MATRIX = {
     ("v1/admin/customers/<id:customer_id>", "GET"): "view_service",
     ("v1/admin/customers/<id:customer_id>", "PATCH"): "manage_customers",
     ("v1/admin/usage/<id:license_id>", "GET"): "view_service",
+    ("v1/admin/usage/conflicts", "GET"): "view_service",
     ("v1/admin/invoice/<id:customer_id>", "GET"): "view_service",
     ("v1/admin/invoices", "GET"): "view_service",
     ("v1/admin/invoices", "POST"): "manage_billing",
