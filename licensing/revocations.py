@@ -83,17 +83,22 @@ class Answer:
     built_at: float = 0.0  # Unix time
 
 
-def head_get() -> Head:
+def head_get(*, fresh: bool = False) -> Head:
     """The list's last sequence number (0 before the first revocation).
 
     Every request makes this read, often as its only work (a 304), so it is plain SQL:
     compiling the ORM query would cost more than running it. A head this process read
     less than ``SVC_LIST_HEAD_SECONDS`` ago (default 1 s) is reused, so the list is a
     read of memory while devices poll it; a change made here is seen at once
-    (:func:`head_forget`), one made by another process within that time."""
+    (:func:`head_forget`), one made by another process within that time.
+
+    ``fresh`` reads it now whatever is held (a licence status: one small read). Reads
+    are then ordered as time is: no status hands out a head older than one any node
+    handed out before it began, so a device never meets its list going backwards
+    between two nodes, and a revocation is in every status from its commit on."""
     reuse = settings.SVC_LIST_HEAD_SECONDS
     held = _head_held[0] if _head_held else None
-    if held is not None and time.monotonic() - held[0] < reuse:
+    if not fresh and held is not None and time.monotonic() - held[0] < reuse:
         return held[1]
     with connection.cursor() as cursor:
         cursor.execute(HEAD_SQL)
@@ -285,8 +290,8 @@ def license_status(
     (activation refuses a revoked unit).
 
     A licence id this authority never listed is simply not revoked: the status says what
-    the list says."""
-    head = head_get() if head is None else head
+    the list says. Without ``head``, the head is read now (:func:`head_get` ``fresh``)."""
+    head = head_get(fresh=True) if head is None else head
     row = None
     if not unrevoked:
         row = (

@@ -270,9 +270,6 @@ def start_gunicorn(
         "SVC_DEBUG": "0",
         "SVC_ACTIVATION_ALLOWLIST": "127.0.0.0/8",
         "SVC_DB_CONN_MAX_AGE": "0",
-        # A test that revokes and then fetches the list may reach another worker;
-        # tests/licensing/test_revocations.py checks the production default.
-        "SVC_LIST_HEAD_SECONDS": "0",
         # Plain HTTP on loopback, as `make run` serves.
         "SVC_SSL_REDIRECT": "0",
         "SVC_SECURE_COOKIES": "0",
