@@ -19,6 +19,7 @@ ORDER = (
     "fleet",
     "batch-status",
     "usage",
+    "usage-conflicts",
     "invoice",
     "invoices",
     "invoice-show",

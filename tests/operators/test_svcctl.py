@@ -13,6 +13,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 import urllib.request
 from decimal import Decimal
 from pathlib import Path
@@ -126,6 +127,26 @@ def test_operator_day_from_svcctl_alone(
     status = _json(svcctl("batch-status", batch["batch_id"], "--json", env=online))
     assert (status["units_activated"], status["units_remaining"]) == (2, 1)
 
+    # The camera's hour sent twice with other counts: the second is a conflict to review.
+    start = int(time.time()) - 600  # ten minutes of the camera's life, just ended
+    for inferences in (500, 0):
+        body = {"device_id": "cam-0001", "records": [
+            {"period_start": start, "period_end": start + 600, "inferences": inferences,
+             "frames": 0, "stream_seconds": 0, "events": 0}]}  # fmt: skip
+        request = urllib.request.Request(
+            f"{live_service.url}/v1/usage", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Authorization": f"Bearer {unit['unit_token']}"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    conflicts = _json(svcctl("usage-conflicts", "--customer", customer, "--json", env=online))
+    (conflict,) = conflicts["conflicts"]
+    assert (conflict["device_id"], conflict["held"]["inferences"]) == ("cam-0001", 500)
+    listed = svcctl("usage-conflicts", "--license", unit["license_id"], env=online)
+    assert listed.returncode == 0 and "cam-0001" in listed.stdout and "500" in listed.stdout
+    assert "1 conflict" in listed.stderr
+
     direct = _json(
         svcctl(
             "license", customer, "DETECT-STD", "cam-direct", "--days", "30", "--streams", "2",
@@ -137,6 +158,13 @@ def test_operator_day_from_svcctl_alone(
     revoked = svcctl("revoke", unit["license_id"], "--reason", "camera stolen", env=online)
     assert revoked.returncode == 0, revoked.stderr
     assert "camera stolen" in revoked.stdout
+    # Another worker may hold the list's head it read up to SVC_LIST_HEAD_SECONDS (1 s)
+    # ago; a licence's status reads it fresh.
+    status_url = (f"{live_service.url}/v1/revocations/status?license_id={unit['license_id']}"
+                  "&device_id=cam-0001")  # fmt: skip
+    with urllib.request.urlopen(status_url) as response:
+        assert json.loads(response.read())["revoked"] is True
+    time.sleep(1.1)  # past every worker's head cache (the production default, 1 s)
     with urllib.request.urlopen(f"{live_service.url}/v1/revocations") as response:
         assert unit["license_id"] in json.loads(response.read())["revoked"]
     fleet = _json(svcctl("fleet", "--customer", customer, "--json", env=online))
@@ -167,7 +195,9 @@ def test_operator_day_from_svcctl_alone(
 
     # Every action is in the audit log: who, from where, what, the result.
     entries = {e.action: e for e in AuditEntry.objects.all()}
-    assert set(entries) == {"customer.create", "batch.issue", "license.issue", "license.revoke"}
+    assert set(entries) == {"customer.create", "batch.issue", "license.issue", "license.revoke",
+                            "usage.conflict"}  # fmt: skip
+    del entries["usage.conflict"]  # the device's upload, not an operator's action
     for entry in entries.values():
         assert (entry.actor, entry.actor_kind, entry.ip, entry.result) == (
             "bootstrap",
@@ -243,8 +273,8 @@ def test_help_of_every_subcommand_reads_well():
     assert top.returncode == 0
     commands = [
         "customer", "batch", "license", "revoke", "fleet", "batch-status", "usage",
-        "invoice", "catalogue", "register", "mint", "inspect", "keygen", "root-keygen",
-        "certify",
+        "usage-conflicts", "invoice", "catalogue", "register", "mint", "inspect", "keygen",
+        "root-keygen", "certify",
     ]  # fmt: skip
     for command in commands:
         assert f"\n  {command} " in top.stdout
@@ -506,7 +536,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 
 ONLINE = ["customer", "invite", "portal-users", "batch", "license", "revoke", "release"]
 ONLINE += ["renew", "expiring", "fleet"]
-ONLINE += ["batch-status", "usage", "invoice", "invoices", "invoice-show", "credit-note"]
+ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
+ONLINE += ["credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
