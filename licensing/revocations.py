@@ -35,7 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from config import sharedcache
 from config.clock import now
@@ -47,7 +47,7 @@ from devices.documents import (
     revocation_page_payload,
     status_payload,
 )
-from licensing.models import Revocation
+from licensing.models import Revocation, RevocationHead
 from licensing.selectors import signing_keys_published
 from signing import keyring
 from svccore.timeunits import unix
@@ -83,22 +83,18 @@ class Answer:
     built_at: float = 0.0  # Unix time
 
 
-def head_get(*, fresh: bool = False) -> Head:
+def head_get() -> Head:
     """The list's last sequence number (0 before the first revocation).
 
     Every request makes this read, often as its only work (a 304), so it is plain SQL:
     compiling the ORM query would cost more than running it. A head this process read
     less than ``SVC_LIST_HEAD_SECONDS`` ago (default 1 s) is reused, so the list is a
     read of memory while devices poll it; a change made here is seen at once
-    (:func:`head_forget`), one made by another process within that time.
-
-    ``fresh`` reads it now whatever is held (a licence status: one small read). Reads
-    are then ordered as time is: no status hands out a head older than one any node
-    handed out before it began, so a device never meets its list going backwards
-    between two nodes, and a revocation is in every status from its commit on."""
+    (:func:`head_forget`), one made by another process within that time. A licence
+    status never reuses it (:func:`_head_and_revocation`)."""
     reuse = settings.SVC_LIST_HEAD_SECONDS
     held = _head_held[0] if _head_held else None
-    if not fresh and held is not None and time.monotonic() - held[0] < reuse:
+    if held is not None and time.monotonic() - held[0] < reuse:
         return held[1]
     with connection.cursor() as cursor:
         cursor.execute(HEAD_SQL)
@@ -279,6 +275,27 @@ def _keys_published(head: Head) -> tuple[list[str], list[str]]:
     return published
 
 
+def _head_and_revocation(license_id: str) -> tuple[Head, Any]:
+    """The list's head read now (and kept, as :func:`head_get` keeps it) and the time
+    ``license_id`` was revoked as of that head (None: not revoked), in one query. Reads
+    are then ordered as time is: no status hands out a head older than one any node
+    handed out before it was asked for, so a device never meets its list going back
+    between two nodes, and a revocation is in every status from its commit on."""
+    revoked = Revocation.objects.filter(license_id=license_id, seq__lte=OuterRef("seq"))
+    row = (
+        RevocationHead.objects.filter(pk=1)
+        .annotate(revoked_at=Subquery(revoked.values("revoked_at")[:1]))
+        .values_list("seq", "epoch", "keys_version", "revoked_at")
+        .first()
+    )
+    if row is None:
+        head, revoked_at = Head(seq=0, epoch="", keys=0), None
+    else:
+        head, revoked_at = Head(*row[:3]), row[3]
+    _head_held[:] = [(time.monotonic(), head)]
+    return head, revoked_at
+
+
 def license_status(
     *, license_id: str, device_id: str, head: Head | None = None, unrevoked: bool = False
 ) -> dict[str, Any]:
@@ -290,10 +307,12 @@ def license_status(
     (activation refuses a revoked unit).
 
     A licence id this authority never listed is simply not revoked: the status says what
-    the list says. Without ``head``, the head is read now (:func:`head_get` ``fresh``)."""
-    head = head_get(fresh=True) if head is None else head
+    the list says. Without ``head``, the head is read now, with the licence's revocation
+    in the same query (:func:`_head_and_revocation`): statuses never go back in time."""
     row = None
-    if not unrevoked:
+    if head is None:
+        head, row = _head_and_revocation(license_id)
+    elif not unrevoked:
         row = (
             Revocation.objects.filter(license_id=license_id, seq__lte=head.seq)
             .values_list("revoked_at", flat=True)

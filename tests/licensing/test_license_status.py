@@ -147,3 +147,24 @@ def test_the_activation_answer_carries_the_new_license_s_status(device_api, make
         "cam-0007",
         False,
     )
+
+
+def test_a_status_reads_the_head_now_while_the_list_reuses_the_one_held(
+    client, direct_license, settings
+):
+    """Another process revokes (no head_forget here): the list may reuse the head this
+    process holds for SVC_LIST_HEAD_SECONDS, a status never does, so two nodes never hand
+    a device statuses going back, and a revocation is in every status from its commit."""
+    settings.SVC_LIST_HEAD_SECONDS = 60  # as within the production second, made certain
+    held = revocations.head_get()
+    Revocation.objects.create(
+        seq=held.seq + 1,
+        license_id=direct_license.id,
+        revoked_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        usable_until=0,
+    )
+    RevocationHead.objects.update_or_create(id=1, defaults={"seq": held.seq + 1})
+    assert revocations.head_get().seq == held.seq  # the list: the head held
+    _, status, _ = status_of(client, direct_license.id)
+    assert status.revoked and status.seq == held.seq + 1
+    assert revocations.head_get().seq == held.seq + 1  # and the list moves on with it
