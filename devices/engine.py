@@ -396,7 +396,11 @@ class Engine(StateFiles, Syncing):
         start = math.floor(now) // PERIOD_SECONDS * PERIOD_SECONDS
         self._period_start = start
         self._period_end = min(start + PERIOD_SECONDS, LAST_SECOND)
-        self._counters = [0, 0, 0, 0]
+        # A period is open or spooled, never both: one found in the spool (the clock came
+        # back into it, or a file was edited) is taken out and counted on from its
+        # counts, so closing it again spools the sum, not the larger of two parts.
+        resumed = self._spool.take((self._period_start, self._period_end))
+        self._counters = [resumed[name] for name in COUNTER_FIELDS] if resumed else [0, 0, 0, 0]
         self._journaled = ()
         self._persist(now)
 
@@ -425,11 +429,14 @@ class Engine(StateFiles, Syncing):
         # A failed roll-over leaves period_end behind; retry it with the next checkpoint.
         events = [t for t in (self._period_end, self._next_checkpoint, term) if t > now]
         self._next_event = min(events, default=self._next_checkpoint)
+        # A clock stepped back (within the leeway) behind this second checkpoints too,
+        # once per clock second as ever: a crash then loses at most about one second.
+        self._since = math.floor(now)
 
     def _advance_for_video(self, now: float) -> None:
         """The video path checkpoints too, but a failing disk must not stop it."""
         with self._lock:
-            if now < self._next_event:
+            if self._since <= now < self._next_event:
                 return
             try:
                 self._advance(now)
@@ -446,7 +453,7 @@ class Engine(StateFiles, Syncing):
             raise InvalidArgument(f"module must be a string, not {type(module).__name__}")
         with self._lock:
             now = self._now()
-            if now >= self._next_event:
+            if not self._since <= now < self._next_event:
                 self._advance(now)
             if self._refusal is not None:
                 raise self._refused()
@@ -480,7 +487,7 @@ class Engine(StateFiles, Syncing):
                 )
         with self._lock:
             now = self._now()
-            if now >= self._next_event:
+            if not self._since <= now < self._next_event:
                 self._advance(now)
             if self._refusal is not None:
                 raise self._refused()
@@ -570,7 +577,7 @@ class Engine(StateFiles, Syncing):
         if type(stream) is not Stream:
             raise InvalidArgument(f"admit_frame takes a Stream, not {type(stream).__name__}")
         now = self._now()
-        if now >= self._next_event:
+        if not self._since <= now < self._next_event:
             self._advance_for_video(now)
         second = math.floor(now)
         if second > stream._second:

@@ -26,6 +26,7 @@ from .errors import (
 )
 from .hardware import fingerprint
 from .journal import COMPACT_BYTES, Journal, merge, receipt_line, usage_line
+from .keys import split_license_file
 from .spool import COUNTER_FIELDS, UsageSpool, counts_of, is_record, period_key
 from .state import (
     JOURNAL_FILE,
@@ -39,6 +40,7 @@ from .state import (
     sweep_temp_files,
     write_json,
 )
+from .token import decode_unverified
 
 log = logging.getLogger("devices")  # the engine's logger, as in devices.engine
 
@@ -96,7 +98,9 @@ class StateFiles:
         self._used = self._reserved = 0
         self._streams_open = self._streams_total = 0
         self._next_checkpoint = 0.0
-        self._next_event = -math.inf  # the hot paths take the slow path when now >= this
+        # The hot paths take the slow path unless _since <= now < _next_event.
+        self._next_event = -math.inf
+        self._since = -math.inf
 
     def _write(self, path: Path, value: Any) -> None:
         try:
@@ -183,7 +187,12 @@ class StateFiles:
         # sends the record again, to be set aside again).
         receipts = list(self._receipts.values())
         aside: dict[tuple[int, int], tuple[int, ...]] = {}
+        # Only entries of the licence this directory holds: the journal names no licence,
+        # and an entry of another (copied in, or its licence edited) settles nothing.
+        held_license = self._license_on_disk()
         for entry in self._spool.conflicts:
+            if entry["lic"] != held_license:
+                continue
             record = entry["record"]
             aside[period_key(record)] = max(aside.get(period_key(record), ()), counts_of(record))
 
@@ -376,6 +385,15 @@ class StateFiles:
             self.journal_writes += 1
         except OSError as exc:
             log.warning("usage journal %s not rewritten: %s", self._journal.path, exc)
+
+    def _license_on_disk(self) -> str | None:
+        """The licence id ``license.token`` names (unverified: it only narrows what the
+        set-aside file may settle), or None when there is none to read."""
+        try:
+            token, _ = split_license_file(self._read_token_file())
+            return decode_unverified(token)["lic"]
+        except (LicenseError, ValueError):
+            return None
 
     def _read_token_file(self) -> str:
         path = self.state_dir / TOKEN_FILE

@@ -191,6 +191,14 @@ class UsageSpool:
     def batch(self, limit: int) -> list[Record]:
         return [dict(r) for r in self.records[:limit]]
 
+    def take(self, key: tuple[int, int]) -> Record | None:
+        """Remove and return the spooled record of the period ``key`` (None: none)."""
+        for record in self.records:
+            if period_key(record) == key:
+                self._save([r for r in self.records if period_key(r) != key])
+                return record
+        return None
+
     def remove(self, done: list[Record]) -> None:
         keys = {period_key(r) for r in done}
         if keys:

@@ -173,3 +173,65 @@ def test_an_edited_set_aside_entry_counts_for_nothing_and_the_journal_keeps_the_
     sync(engine, service)
     engine.start(token)
     assert engine.quota_used >= 900
+
+
+def test_a_set_aside_entry_of_another_licence_settles_nothing_of_this_one(
+    running, service, clock, state_dir, make_engine, token
+):
+    """The set-aside file replaced by another camera's (or its licence edited): this
+    camera's own hour comes back from the journal and is set aside again."""
+    running.count(inferences=200)
+    clock.now = PERIOD + HOUR + 1
+    holding(service, held=lambda keys: dict.fromkeys(keys, ZEROS))
+    sync(running, service)
+    running.close()
+    data = json.loads((state_dir / "spool.rejected.json").read_text())
+    data["conflicts"][0]["lic"] = "LIC-ANOTHERONE"
+    data["conflicts"][0]["record"]["inferences"] = 250
+    (state_dir / "spool.rejected.json").write_text(json.dumps(data))
+    engine = make_engine()
+    engine.start(token)
+    assert [r["inferences"] for r in engine.pending_records] == [200]
+    assert engine.quota_used >= 200
+    assert sync(engine, service)["conflicts"] == 1
+
+
+def test_the_open_hour_edited_into_the_spool_is_counted_on_not_lost(
+    running, service, clock, state_dir, make_engine, token
+):
+    running.count(inferences=600)
+    clock.advance(60)
+    running.close()
+    state = json.loads((state_dir / "state.json").read_text())
+    spool_file = state_dir / "spool.json"
+    spool = json.loads(spool_file.read_text()) if spool_file.exists() else {"format": 1}
+    zeroed = dict(state["open"], inferences=0, frames=0, stream_seconds=0, events=0)
+    spool["records"] = [*spool.get("records", []), zeroed]
+    spool_file.write_text(json.dumps(spool))  # the owner's edit while the camera is off
+    engine = make_engine()
+    engine.start(token)
+    assert engine.usage["inferences"] == 600  # the hour is open again, with its counts
+    clock.advance(60)
+    engine.count(inferences=500)
+    clock.now = PERIOD + HOUR + 1
+    engine.count()
+    assert [r["inferences"] for r in engine.pending_records] == [1100]
+    assert engine.quota_used == 1100
+
+
+def test_a_clock_stepped_back_while_running_still_checkpoints_every_second(
+    running, clock, make_engine, token
+):
+    running.count(inferences=1, frames=25)
+    clock.advance(1)
+    running.count(inferences=1, frames=25)
+    clock.advance(-250)  # NTP steps the clock back, within the 300 s leeway
+    for _ in range(240):
+        clock.advance(1)
+        running.count(inferences=1, frames=25)
+    counted = running.usage
+    running._dir_lock.release()  # the process dies: no clean close
+    engine = make_engine()
+    engine.start(token)
+    assert counted["inferences"] - engine.usage["inferences"] <= 1
+    assert counted["frames"] - engine.usage["frames"] <= 25
