@@ -97,7 +97,8 @@ class Registry:
     active_certificate: str
     # Keys whose tokens are re-signed when their device comes back (re-activation,
     # licence refresh); a revoked key's public key proves only that a token presented
-    # is the very one issued (licensing.held checks it byte for byte).
+    # is the very one issued (licensing.held and the activation's batch-key check
+    # compare it byte for byte).
     retired: frozenset[str] = frozenset()
     revoked_keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)
 
@@ -423,7 +424,9 @@ def verify_under_revoked_key(token: str) -> dict[str, Any]:
     """Claims of a token a revoked key of this authority signed, the signature checked
     with that key; BadSignature otherwise. It proves nothing by itself (the key may have
     leaked): only a caller that then finds the token byte for byte among those issued
-    (``licensing.held.license_held``) may answer it, with the licence re-signed."""
+    may answer it: a licence refresh (``licensing.held.license_held``), with the licence
+    re-signed, and an activation with a batch key from firmware
+    (``licensing.services.activation``), with a unit licence signed by the active key."""
     registry = _usable()
     kid = unverified_payload(token).get("kid") if isinstance(token, str) else None
     key = registry.revoked_keys.get(kid) if isinstance(kid, str) else None

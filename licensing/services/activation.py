@@ -19,6 +19,11 @@ What a request costs, on the database:
   released seat (``licensing.services.seats``) costs two statements more and makes the
   activation a transfer of that release, not billed again.
 
+A batch key outlives the signing key that signed it: after that key is revoked, the
+token is checked under the revoked key and counts only if it is byte for byte the one
+issued for its batch (the exact-token check every batch key passes); the unit licences
+answered are signed by the active key, whatever signed the batch key (:func:`_signed_claims`).
+
 What a batch key says never changes but for its end, and proving it is the costly part
 (an Ed25519 verification, the batch row, the exact-token check), so a verified key is
 kept per process, keyed by the token's hash, for as long as this process's signing-key
@@ -136,11 +141,27 @@ def _verified(batch_token: str) -> BatchKey:
     return key
 
 
-def _verify(batch_token: str, digest: str) -> BatchKey:
+def _signed_claims(batch_token: str) -> dict[str, Any]:
+    """Claims of a presented batch key, its signature checked; Forbidden otherwise.
+
+    A batch key outlives its signing key: batch keys are flashed into firmware images on
+    shelves, so revoking the key that signed them must not end their batches. When the
+    only fault is that the signing key was revoked since, the token is checked under that
+    key. Such a signature proves nothing by itself (the key may have leaked): the token
+    then counts, like every batch key, only if it is byte for byte the one issued for
+    its batch (:func:`_verify`), and a variant is refused and recorded as a possible
+    compromise. The normal case (a key not revoked) costs what it did: one verification."""
     try:
-        claims = keyring.verify(batch_token)
+        return keyring.verify(batch_token)
     except BadSignature as exc:
-        raise Forbidden(f"batch key rejected: {exc}") from None
+        try:
+            return keyring.verify_under_revoked_key(batch_token)
+        except BadSignature:
+            raise Forbidden(f"batch key rejected: {exc}") from None
+
+
+def _verify(batch_token: str, digest: str) -> BatchKey:
+    claims = _signed_claims(batch_token)
     batch_claim = claims.get("batch")
     if claims["dev"] != "*" or claims["act"] != "required" or batch_claim is None:
         raise Forbidden(f"licence {claims['lic']} is not a batch key (dev '*', act 'required')")

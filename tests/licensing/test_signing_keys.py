@@ -19,7 +19,7 @@ from config.errors import SigningKeyUnusable
 from devices import token as codec
 from devices.documents import parse_revocation_page, parse_status, sign_document
 from devices.errors import BadSignature
-from devices.keys import Keyring, parse_certificate
+from devices.keys import Keyring, parse_certificate, unverified_payload
 from licensing import revocations
 from licensing.models import License, Revocation
 from licensing.services import license_issue, signing_key_install
@@ -292,15 +292,23 @@ def test_rotation_retirement_and_revocation_of_a_signing_key(
     assert activate(device_api, old_batch.license.token, "cam-3").status_code == 200
     assert upload(device_api, old_unit, "cam-1", T0 + 3600).status_code == 200
 
-    # Revoked: nothing it signed is accepted any more, and the list says so.
+    # Revoked: nothing it signed is accepted any more, and the list says so; but the
+    # batch key it signed is the very token issued, so it still activates, answered with
+    # a key-2 licence (tests/licensing/test_batch_key_after_rotation.py).
     start = revocations.head_get().seq
     call_command("key_revoke", kid1, "--reason", "laptop stolen", stdout=io.StringIO())
-    refused = activate(device_api, old_batch.license.token, "cam-4")
-    assert refused.status_code == 403
-    assert kid1 in refused.json()["detail"] and "revoked" in refused.json()["detail"]
+    still = activate(device_api, old_batch.license.token, "cam-4")
+    assert still.status_code == 200 and claims_of(still.json()["unit_token"])["kid"] == kid2
+    # The key-1 licence on a camera is the token issued: its usage is still billed, the
+    # receipt signed by key 2; a variant signed with the leaked key 1 is refused.
     usage = upload(device_api, old_unit, "cam-1", T0 + 7200)
-    assert usage.status_code == 401
-    assert kid1 in usage.json()["detail"] and "revoked" in usage.json()["detail"]
+    assert usage.status_code == 200, usage.json()
+    assert unverified_payload(usage.json()["receipt"])["kid"] == kid2
+    forged = codec.encode_token(
+        {**claims_of(old_unit), "exp": claims_of(old_unit)["exp"] + 1}, key1
+    )
+    refused = upload(device_api, forged, "cam-1", T0 + 10800)
+    assert refused.status_code == 403 and "compromise" in refused.json()["detail"]
     assert activate(device_api, new_batch.license.token, "cam-5").status_code == 200
 
     assert revocations.head_get().seq == start + 1
