@@ -10,6 +10,10 @@ Creates its own database (``svc_bench_usage``), activates a fleet of cameras, th
 On PostgreSQL the records table is partitioned by month (billing.partitions); the
 bench creates the partitions of the months its records use.
 
+Every record lies within its licence's life (contract §7): the records are hourly and
+end before now, from T0 (about two years ago, as many hours as the run needs), and the
+fleet's licences are back-dated to a day before T0 in the bench's own database.
+
 Run from the repository root: ``python bench/bench_usage.py`` (or ``make bench``).
 Settings: BENCH_PG (server URL without database), BENCH_WORKERS, BENCH_THREADS,
 BENCH_CLIENTS, BENCH_CALLS.
@@ -44,7 +48,13 @@ CALLS = int(os.environ.get("BENCH_CALLS", "400"))
 LATENCY_CALLS = 60
 RECORDS_PER_CALL = 1000
 DEVICES = 32
-T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+HOUR = 3600
+WARMUP_CALLS = 2 * WORKERS * max(THREADS, 1)
+# Each device uploads, per call, the next RECORDS_PER_CALL hours of its own: this many
+# slices for the warm-up, the load and the latency calls (see main's offsets).
+SLICES = sum(calls // DEVICES + 1 for calls in (WARMUP_CALLS, CALLS, LATENCY_CALLS))
+# On an hour, so that the last slice ends at least an hour before now.
+T0 = (int(time.time()) // HOUR - SLICES * RECORDS_PER_CALL - 1) * HOUR
 
 
 def recreate_database(*, create: bool = True) -> None:
@@ -80,16 +90,21 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
     import django
 
     django.setup()
+    from django.db import connection, transaction
+
     from billing.limits import month_start, next_month
     from billing.partitions import partitions_ensure
     from customers.services import customer_create
+    from licensing.models import Activation, License
     from licensing.services import batch_issue
     from licensing.services.activation import unit_activate
 
-    # The records below span years from T0; give each month its partition, as the
-    # monthly maintenance (prune_usage) does in production, instead of the default one.
-    months, month = [], month_start(dt.date(2026, 1, 1))
-    while month < dt.date(2031, 1, 1):
+    # The records below span the years from T0 to now; give each month its partition, as
+    # the monthly maintenance (prune_usage) does in production, instead of the default one.
+    start = dt.datetime.fromtimestamp(T0, dt.UTC).date()
+    end = dt.datetime.fromtimestamp(time.time(), dt.UTC).date()
+    months, month = [], month_start(start)
+    while month <= end:
         months.append(month)
         month = next_month(month)
     partitions_ensure(months)
@@ -100,8 +115,15 @@ def setup_fleet(env: dict[str, str]) -> list[tuple[str, str]]:
         device_id = f"bench-cam-{n:04d}"
         unit = unit_activate(batch_token=batch.license.token, device_id=device_id)
         fleet.append((device_id, unit.token))
-    from django.db import connection
-
+    # Activated, on paper, a day before T0: the records lie within the licences' life.
+    # This rewrites what billing reads, which PostgreSQL allows only in a declared repair
+    # (billing migration 0009); this database is the bench's own.
+    before = dt.datetime.fromtimestamp(T0, dt.UTC) - dt.timedelta(days=1)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('billing.maintenance', 'on', true)")
+        Activation.objects.filter(license__customer=customer).update(activated_at=before)
+        License.objects.filter(customer=customer, kind=License.Kind.UNIT).update(issued_at=before)
     connection.close()
     return fleet
 
@@ -112,11 +134,11 @@ def bodies(fleet: list[tuple[str, str]], calls: int, offset: int) -> list[tuple[
     out = []
     for k in range(calls):
         device_id, token = fleet[k % len(fleet)]
-        base = T0 + (offset + k // len(fleet)) * RECORDS_PER_CALL * 3600
+        base = T0 + (offset + k // len(fleet)) * RECORDS_PER_CALL * HOUR
         records = [
             {
-                "period_start": base + i * 3600,
-                "period_end": base + (i + 1) * 3600,
+                "period_start": base + i * HOUR,
+                "period_end": base + (i + 1) * HOUR,
                 "inferences": 1000 + i,
                 "frames": 54_000,
                 "stream_seconds": 3600,
@@ -163,6 +185,8 @@ def run_clients(port: int, work: list[tuple[str, bytes]], clients: int) -> tuple
                         return
                     token, body = queue.pop()
                 result = post(conn, token, body)
+                if result["refused"] or result["conflicts"]:
+                    raise RuntimeError(f"records refused or in conflict: {result}")
                 with lock:
                     accepted[0] += result["accepted"]
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -208,22 +232,22 @@ def raw_sql(total_records: int) -> float:
             "received_at, period_start, period_end, inferences, frames, stream_seconds, events) "
             "SELECT %s, %s, 'VISION-PRO', %s, now(), * FROM unnest(%s::bigint[], %s::bigint[], "
             "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-            "ON CONFLICT (device_id, period_start, period_end) DO NOTHING "
+            "ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING "
             "RETURNING period_start, period_end"
         )
         batches = []
         for k in range(total_records // rows_per):
             # The keys the HTTP run used, on devices of their own: fresh rows in the
             # same months (partitions).
-            base = T0 + (k // DEVICES) * rows_per * 3600
-            starts = [base + i * 3600 for i in range(rows_per)]
+            base = T0 + (k // DEVICES) * rows_per * HOUR
+            starts = [base + i * HOUR for i in range(rows_per)]
             batches.append(
                 (
                     lic,
                     customer,
                     f"raw-{k % DEVICES}",
                     starts,
-                    [s + 3600 for s in starts],
+                    [s + HOUR for s in starts],
                     [1000 + i for i in range(rows_per)],
                     [54_000] * rows_per,
                     [3600] * rows_per,
@@ -245,7 +269,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = environment(Path(tmp))
         fleet = setup_fleet(env)
-        warmup = bodies(fleet, 2 * WORKERS * max(THREADS, 1), offset=0)
+        warmup = bodies(fleet, WARMUP_CALLS, offset=0)
         offset = len(warmup) // len(fleet) + 1
         load = bodies(fleet, CALLS, offset=offset)
         offset += CALLS // len(fleet) + 1

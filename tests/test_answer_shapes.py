@@ -6,6 +6,8 @@ answers around it."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from rest_framework import serializers
 
@@ -19,6 +21,27 @@ pytestmark = pytest.mark.django_db
 
 def _fields(serializer_class: type[serializers.Serializer]) -> set[str]:
     return set(serializer_class().fields)
+
+
+def _records(inferences: list[int]) -> list[dict]:
+    """One record of ten minutes ago (within the licence just activated) per count of
+    ``inferences``, all for the same period (the second is a conflict), and one dated
+    1970 (refused: before the licence's life)."""
+    start = int(time.time()) - 600
+    counts = {"frames": 6, "stream_seconds": 60, "events": 1}
+    return [
+        {"period_start": start, "period_end": start + 60, "inferences": n} | counts
+        for n in inferences
+    ] + [{"period_start": 0, "period_end": 60, "inferences": 1} | counts]
+
+
+def _upload(device_api, device_id: str, unit_token: str, records: list[dict]):
+    return device_api.post(
+        "/v1/usage",
+        {"device_id": device_id, "records": records},
+        format="json",
+        HTTP_AUTHORIZATION=f"Bearer {unit_token}",
+    )
 
 
 def _activate(device_api, batch, device_id: str) -> dict:
@@ -52,31 +75,23 @@ def test_device_answers_have_the_fields_of_their_classes(device_api, make_batch)
     ).json()
     assert set(status) == _fields(licensing_out.LicenseStatusOut)
 
-    upload = device_api.post(
-        "/v1/usage",
-        {
-            "device_id": "cam-shape-1",
-            "records": [
-                {
-                    "period_start": 1_790_000_000,
-                    "period_end": 1_790_000_060,
-                    "inferences": 5,
-                    "frames": 6,
-                    "stream_seconds": 60,
-                    "events": 1,
-                }
-            ],
-        },
-        format="json",
-        HTTP_AUTHORIZATION=f"Bearer {new['unit_token']}",
-    )
+    upload = _upload(device_api, "cam-shape-1", new["unit_token"], _records([5, 7]))
     assert upload.status_code == 200, upload.content
-    assert set(upload.json()) == _fields(billing_out.UsageUploadOut) - {"deferred"}
+    answer = upload.json()
+    assert set(answer) == _fields(billing_out.UsageUploadOut) - {"deferred"}
+    assert (answer["accepted"], len(answer["conflicts"]), len(answer["refused"])) == (1, 1, 1)
+    [conflict], [refused] = answer["conflicts"], answer["refused"]
+    assert set(conflict) == _fields(billing_out.UsageConflictOut)
+    assert set(conflict["held"]) == _fields(billing_out.UsageCountsOut)
+    assert set(refused) == _fields(billing_out.UsageRefusedOut)
 
 
 def test_operator_answers_have_the_fields_of_their_classes(admin_api, device_api, make_batch):
     batch = make_batch(units=2)
-    _activate(device_api, batch, "cam-shape-2")
+    unit = _activate(device_api, batch, "cam-shape-2")
+    assert _upload(device_api, "cam-shape-2", unit["unit_token"], _records([5, 7])).json()[
+        "conflicts"
+    ]
 
     catalogue = admin_api.get("/v1/admin/catalogue").json()
     assert set(catalogue) == _fields(licensing_out.CatalogueOut)
@@ -98,6 +113,12 @@ def test_operator_answers_have_the_fields_of_their_classes(admin_api, device_api
 
     customer = admin_api.get(f"/v1/admin/customers/{batch.customer_id}").json()
     assert set(customer) == _fields(customers_out.CustomerOut)
+
+    conflicts = admin_api.get("/v1/admin/usage/conflicts").json()
+    assert set(conflicts) == _fields(billing_out.UsageConflictPageOut)
+    [row] = conflicts["conflicts"]
+    assert set(row) == _fields(billing_out.UsageConflictRowOut)
+    assert set(row["held"]) == set(row["sent"]) == _fields(billing_out.UsageCountsOut)
 
 
 def test_the_fleet_unit_class_names_the_selectors_fields_in_order():

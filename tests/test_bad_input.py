@@ -4,6 +4,7 @@ names the bound or the problem, never a 500 or a stack trace, and writes nothing
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -311,9 +312,11 @@ def test_ten_megabyte_body_is_413_naming_the_limit(admin_api, path):
     assert written() == before
 
 
-def test_largest_usage_upload_fits_the_body_limit(device_api, make_batch):
+def test_largest_usage_upload_fits_the_body_limit(device_api, make_batch, server_clock):
     device_id = "cam-" + "9" * 124
-    unit = activated(make_batch(units=1), device_id)
+    # Activated a month before the records (a record lies within its licence's life).
+    with server_clock.at(dt.datetime.fromtimestamp(T0 - 30 * 86400, dt.UTC)):
+        unit = activated(make_batch(units=1), device_id)
     big = MAX_COUNTER
     records = [
         record(T0 + i * 3600, inferences=big, frames=big, stream_seconds=big, events=big)

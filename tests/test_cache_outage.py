@@ -106,30 +106,35 @@ def test_redis_stopped_and_started_under_load(tmp_path, customer, settings):
                     statuses["healthz", status] += 1
 
         uploads: list[tuple[str, int]] = []
+        not_stored: list[dict] = []  # records a 200 answer refused or found in conflict
+        # One-second records from just under an hour before the first activation, each
+        # period once: within every licence's life (contract §7), none in the future.
+        base = int(time.time()) - 3500
 
         def usage() -> None:
-            hour = 0
+            n = 0
             while not stop.is_set():
                 with lock:
                     held = list(tokens[:20])
                 for device, license_id, token in held:
-                    hour += 1
+                    n += 1
                     record = {
-                        "period_start": 1_790_000_000 + hour * 3600,
-                        "period_end": 1_790_000_000 + hour * 3600 + 3600,
+                        "period_start": base + n,
+                        "period_end": base + n + 1,
                         "inferences": 3, "frames": 1, "stream_seconds": 0, "events": 0,
                     }  # fmt: skip
                     status, body = call(
                         f"{service.url}/v1/usage",
                         "POST",
                         {"device_id": device, "license_id": license_id, "records": [record],
-                         "nonce": f"n{hour}"},
+                         "nonce": f"n{n}"},
                         Authorization=f"Bearer {token}",
                     )  # fmt: skip
                     with lock:
                         statuses["usage", status] += 1
                         if status == 200:
                             uploads.append((license_id, record["period_start"]))
+                            not_stored.extend(body["refused"] + body["conflicts"])
                 time.sleep(0.01)
 
         loads = (activations, activations, revoking, polling, usage)
@@ -154,6 +159,7 @@ def test_redis_stopped_and_started_under_load(tmp_path, customer, settings):
     assert not [key for key in statuses if key[1] >= 500], statuses
     assert statuses["activate", 200] > 20 and statuses["list", 200] > 20, statuses
     assert statuses["usage", 200] > 5 and statuses["revoke", 200] > 10, statuses
+    assert not_stored == []
     assert during[0] == 200 and during[1]["cache"].startswith("unavailable"), during
     assert after[0] == 200 and after[1]["cache"] == "ok", after
     # acked = stored: each 200 is one seat, and every seat taken was answered.

@@ -657,11 +657,13 @@ def test_bodies_over_the_limit_get_413_json_from_the_edge(edge, make_batch):
     # A full upload (1000 records, every counter at its largest) passes.
     token = make_batch(units=1).license.token
     unit = _activate(conn, token, "cam-usage").json()
+    # Three-second records: all 1000 within the hour before the activation's (a record
+    # lies within its licence's life, contract §7).
     now = int(time.time())
     records = [
         {
-            "period_start": now - 60 * (1000 - n),
-            "period_end": now - 60 * (999 - n),
+            "period_start": now - 3 * (1000 - n),
+            "period_end": now - 3 * (999 - n),
             "inferences": 10**12,
             "frames": 10**12,
             "stream_seconds": 10**12,

@@ -4,10 +4,13 @@ usage totals exact."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import devices
 from licensing.models import Activation
+from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -15,15 +18,44 @@ HOUR = 3600
 T0 = 1_800_000_000 - 1_800_000_000 % HOUR  # an hour boundary
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
+class SharedClock:
+    """The camera's clock, which the service's follows (``server_clock``): a usage
+    record lies within its licence's life and may not end in the service's future."""
+
+    def __init__(self, now: float, server_clock) -> None:
+        self._server_clock = server_clock
         self.now = now
 
+    @property
+    def now(self) -> float:
+        return self._now
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self._now = value
+        self._server_clock(value - time.time())
+
     def __call__(self) -> float:
-        return self.now
+        return self._now
 
 
-def test_camera_lifecycle_against_the_live_service(live_service, customer, signing_key, tmp_path):
+@pytest.fixture
+def moved_service(server_clock, transactional_db, tmp_path):
+    """A gunicorn of the test's own whose clock follows ``server_clock``."""
+    logs = tmp_path / "gunicorn"
+    logs.mkdir()
+    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
+    try:
+        yield live
+    finally:
+        stop_gunicorn(live)
+
+
+def test_camera_lifecycle_against_the_live_service(
+    moved_service, server_clock, customer, signing_key, tmp_path
+):
+    live_service = moved_service
+    clock = SharedClock(T0 + 10, server_clock)  # the batch is issued at the camera's time
     public_key = devices.token.public_key_b64url(signing_key.public_key())
     batch = live_service.admin(
         "POST",
@@ -33,7 +65,6 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     state_dir = tmp_path / "camera"
 
     # First boot: exchange the batch key; the batch key itself is refused by the engine.
-    clock = Clock(T0 + 10)
     engine = devices.Engine(state_dir, public_key=public_key, device_id="cam-e2e", clock=clock)
     with pytest.raises(devices.ActivationRequired):
         engine.start(batch["batch_token"])
@@ -65,6 +96,7 @@ def test_camera_lifecycle_against_the_live_service(live_service, customer, signi
     engine.count(inferences=300, frames=100, stream_seconds=40, events=1)
     first = engine.sync(live_service.url, allow_http=True)
     assert (first["accepted"], first["duplicates"]) == (1, 0)
+    assert (first["conflicts"], first["refused"], first["stale"]) == (0, 0, False)
     clock.now = T0 + 2 * HOUR + 5
     engine.count(inferences=1)  # rolls hour 2 into the spool
     second = engine.sync(live_service.url, allow_http=True)

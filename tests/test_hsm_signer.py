@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.core.management import CommandError, call_command
 
 import devices
+from config import clock
 from devices import token as codec
 from devices.documents import LIST_PREFIX, RECEIPT_PREFIX, verify_document
 from licensing.models import Activation, Batch, License
@@ -400,10 +401,21 @@ def test_a_worker_starting_while_the_token_is_out_of_view_waits_for_it(hsm, sign
 
 
 @pytest.fixture(scope="session")
-def hsm_service(hsm, django_db_setup, tmp_path_factory):
+def hsm_clock(tmp_path_factory) -> Path:
+    """The clock file the HSM service follows (``SVC_TEST_CLOCK_FILE``): the real time
+    unless a test shifts it (:func:`config.clock.shift_to`) and puts it back."""
+    path = tmp_path_factory.mktemp("hsm-clock") / "clock"
+    clock.shift_to(path, 0)
+    return path
+
+
+@pytest.fixture(scope="session")
+def hsm_service(hsm, hsm_clock, django_db_setup, tmp_path_factory):
     """gunicorn (3 gthread workers x 4 threads) signing in the token."""
     service = start_gunicorn(
-        tmp_path_factory.mktemp("gunicorn-hsm"), **hsm.environment(SVC_PKCS11_TIMEOUT="1")
+        tmp_path_factory.mktemp("gunicorn-hsm"),
+        **hsm.environment(SVC_PKCS11_TIMEOUT="1"),
+        SVC_TEST_CLOCK_FILE=str(hsm_clock),
     )
     yield service
     stop_gunicorn(service)
@@ -434,8 +446,15 @@ def _health(url: str) -> tuple[int, dict]:
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_activation_usage_and_revocation_signed_in_the_token_on_live_gunicorn(
-    hsm, hsm_service, customer, tmp_path
+    hsm, hsm_service, hsm_clock, customer, tmp_path
 ):
+    try:
+        _camera_signed_in_the_token(hsm, hsm_service, hsm_clock, customer, tmp_path)
+    finally:
+        clock.shift_to(hsm_clock, 0)
+
+
+def _camera_signed_in_the_token(hsm, hsm_service, hsm_clock, customer, tmp_path) -> None:
     status, health = _health(hsm_service.url)
     assert status == 200 and health["signer"] == "pkcs11"
     assert health["public_key"] == codec.key_fingerprint(hsm.public)
@@ -455,9 +474,12 @@ def test_activation_usage_and_revocation_signed_in_the_token_on_live_gunicorn(
     assert engine.start() == "active"
     engine.count(inferences=70)
     now[0] += hour
+    # The service's clock too: the camera's first hour has ended (a record may not end in
+    # the service's future, contract §7).
+    clock.shift_to(hsm_clock, now[0] - time.time())
     engine.count(inferences=1)
     synced = engine.sync(hsm_service.url, allow_http=True)  # receipt and list page verified
-    assert synced["accepted"] == 1
+    assert (synced["accepted"], synced["refused"]) == (1, 0)
     status, usage, _ = _post(
         f"{hsm_service.url}/v1/usage",
         {"device_id": "cam-hsm", "license_id": engine.license_id, "records": [], "nonce": "n1"},

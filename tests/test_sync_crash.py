@@ -7,6 +7,7 @@ had acknowledged, and the service must never have counted a record twice."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import signal
 import subprocess
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 
 import devices
+from billing.models import UsageConflict
 from licensing.services import license_issue
+from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -26,11 +29,17 @@ KILLS = 12
 HOUR = 3600
 T0 = int(time.time()) // HOUR * HOUR + HOUR  # the licence's 30-day term runs from now
 
+# The service's clock reads the camera's at each sync (config.clock.stop_at on the file
+# the live server follows): a usage record may not end in the service's future, and the
+# camera's clock runs ahead of the real time.
 CAMERA = """
+import datetime as dt
 import sys
 sys.path.insert(0, sys.argv[1])
 import devices
+from config import clock as service_clock
 state, key, url, base = sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+service_clock_file = sys.argv[6]
 now = [base]
 def clock():
     now[0] += 7  # an hour closes every ~500 calls: records keep reaching the spool
@@ -40,12 +49,28 @@ print("started", engine.start(), engine.quota_used, flush=True)
 while True:
     engine.count(inferences=1)
     print(engine.quota_used, flush=True)
+    service_clock.stop_at(service_clock_file, dt.datetime.fromtimestamp(now[0], dt.UTC))
     engine.sync(url, allow_http=True)
 """
 
 
+@pytest.fixture
+def moved_service(server_clock, transactional_db, tmp_path):
+    """A gunicorn of the test's own whose clock follows ``server_clock``'s file."""
+    logs = tmp_path / "gunicorn"
+    logs.mkdir()
+    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
+    try:
+        yield live
+    finally:
+        stop_gunicorn(live)
+
+
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
-def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_key, tmp_path):
+def test_sigkill_during_list_and_receipt_writes(
+    moved_service, server_clock, customer, signing_key, tmp_path
+):
+    live_service = moved_service
     batch = live_service.admin(
         "POST",
         "/v1/admin/batches",
@@ -65,7 +90,7 @@ def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_
     for kill in range(KILLS):
         camera = subprocess.Popen(
             [sys.executable, "-c", CAMERA, str(REPO), str(state), key, live_service.url]
-            + [str(T0 + kill * 4 * HOUR)],
+            + [str(T0 + kill * 4 * HOUR), str(server_clock.path)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -91,9 +116,16 @@ def test_sigkill_during_list_and_receipt_writes(live_service, customer, signing_
         state, public_key=key, device_id="cam-crash", clock=lambda: T0 + 60 * HOUR
     )
     assert engine.start() == "active"
-    while engine.pending_records:
-        engine.sync(live_service.url, allow_http=True)
-    assert engine.sync(live_service.url, allow_http=True)["list_seq"] >= KILLS * 2
+    with server_clock.at(dt.datetime.fromtimestamp(T0 + 60 * HOUR, dt.UTC)):
+        for _ in range(100):  # bounded: a record the service defers would loop forever
+            if not engine.pending_records:
+                break
+            summary = engine.sync(live_service.url, allow_http=True)
+            assert (summary["conflicts"], summary["refused"]) == (0, 0), summary
+        assert not engine.pending_records
+        assert engine.sync(live_service.url, allow_http=True)["list_seq"] >= KILLS * 2
     usage = live_service.admin("GET", f"/v1/admin/usage/{engine.license_id}")
     assert 0 < usage["inferences"] <= acknowledged
+    # A record sent again after a kill carries the counts it was first sent with.
+    assert not UsageConflict.objects.exists()
     engine.close()

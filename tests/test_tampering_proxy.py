@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ import pytest
 
 import devices
 from devices import documents
+from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -95,6 +97,22 @@ def proxy(live_service) -> Iterator[TamperingProxy]:
     tampering = TamperingProxy(live_service.url)
     yield tampering
     tampering.close()
+
+
+@pytest.fixture
+def moved(server_clock, transactional_db, tmp_path):
+    """A gunicorn of the test's own whose clock follows ``server_clock`` (the camera's
+    time: a usage record must lie within its licence's life, and may not end in the
+    service's future), and a tampering proxy in front of it."""
+    logs = tmp_path / "gunicorn"
+    logs.mkdir()
+    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
+    tampering = TamperingProxy(live.url)
+    try:
+        yield live, tampering
+    finally:
+        tampering.close()
+        stop_gunicorn(live)
 
 
 def _camera(live_service, proxy, customer, signing_key, tmp_path, name: str, units: int = 3):
@@ -191,11 +209,12 @@ def test_status_forgeries_on_the_path_are_refused(
     assert caught.value.summary["revoked"] is True
     with pytest.raises(devices.Revoked):
         engine.require("detect")
-    # A replay of the genuine older status (not revoked) is refused; the revocation holds.
+    # A replay of the genuine older status (not revoked) is stale: not an error, not
+    # taken; the revocation holds.
     proxy.rewrite = lambda path, status, body: (200, older) if path == STATUS else (status, body)
     with pytest.raises(devices.Revoked) as caught:
         engine.sync(proxy.url, allow_http=True)
-    assert caught.value.summary["errors"] == ["LIST_STALE"]
+    assert (caught.value.summary["errors"], caught.value.summary["stale"]) == ([], True)
     newest = json.loads((engine.state_dir / "status.json").read_text())["statuses"]
     assert documents.parse_status(newest[0], key).revoked
     engine.close()
@@ -205,10 +224,13 @@ def test_status_forgeries_on_the_path_are_refused(
     restarted.close()
 
 
-def test_forged_receipts_never_cost_a_record(live_service, proxy, customer, signing_key, tmp_path):
-    _, engine, clock, _ = _camera(live_service, proxy, customer, signing_key, tmp_path, "c2")
+def test_forged_receipts_never_cost_a_record(moved, server_clock, customer, signing_key, tmp_path):
+    service, proxy = moved
+    server_clock(T0 + 10 - time.time())  # the service activates the camera at its time
+    _, engine, clock, _ = _camera(service, proxy, customer, signing_key, tmp_path, "c2")
     engine.count(inferences=40)
     clock.now = T0 + HOUR + 5
+    server_clock(T0 + HOUR + 5 - time.time())  # the hour is over for the service too
     engine.count(inferences=2)
     genuine_receipts: list[str] = []
 
@@ -240,7 +262,8 @@ def test_forged_receipts_never_cost_a_record(live_service, proxy, customer, sign
     # The service stored the record on the first (forged) exchange; the genuine receipt
     # covers it as a duplicate and only then does it leave the spool.
     assert (summary["accepted"], summary["duplicates"], summary["pending"]) == (0, 1, 0)
-    usage = live_service.admin("GET", f"/v1/admin/usage/{engine.license_id}")
+    assert (summary["conflicts"], summary["refused"], summary["set_aside"]) == (0, 0, 0)
+    usage = service.admin("GET", f"/v1/admin/usage/{engine.license_id}")
     assert (usage["inferences"], usage["records"]) == (40, 1)
     engine.close()
 

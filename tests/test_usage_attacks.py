@@ -235,7 +235,7 @@ def test_a_proxy_zeroing_uploads_neither_deletes_the_count_nor_reopens_the_quota
     rebooted.close()
 
 
-def test_two_licences_on_one_camera_are_both_stored(
+def test_two_licenses_on_one_camera_are_both_stored(
     service, customer, signing_key, moved, tmp_path
 ):
     one, _ = _camera(service.url, _batch(service, customer, 1), "lic-one", signing_key, moved,

@@ -152,9 +152,11 @@ def test_late_usage_is_priced_in_the_tiers_where_the_period_left_off(customer, m
     """February: A = 9333.33; on time 1 008 333 -> overage 998 999.67 in the first tier;
     the late 2000 take it from there: 1000.33 at 1.20 to reach 1 000 000, then 999.67 in
     the tier from 1 000 000 at 0.80 (quantities in thousands, three decimals)."""
-    upload(metered, [record(hour(JAN) + 86400, inferences=1)])
+    # January usage after the licence's issue on the 5th (its life starts there).
+    assert upload(metered, [record(hour(JAN) + 5 * 86400, inferences=1)]).json()["accepted"] == 1
     issue("--period-days", "31", "--end", "2026-02-01")
-    upload(metered, [record(hour(JAN) + 2 * 86400, inferences=2_000)])
+    late = upload(metered, [record(hour(JAN) + 6 * 86400, inferences=2_000)]).json()
+    assert late["accepted"] == 1
     upload(metered, [record(hour(FEB) + 86400, inferences=1_008_333)])
     issue("--period-days", "31", "--end", "2026-03-01")
     february = Invoice.objects.get(period_start=FEB)
@@ -164,26 +166,40 @@ def test_late_usage_is_priced_in_the_tiers_where_the_period_left_off(customer, m
     ]
 
 
-def test_first_invoice_bills_everything_before_its_end_not_yet_billed(
+def test_first_invoice_bills_earlier_usage_and_a_record_before_the_license_is_refused(
     customer, make_batch, activate, upload
 ):
-    """Usage dated before the first period (a camera whose clock read 1970, or the months
-    before invoicing began) is late usage of the first invoice, not lost; so are earlier
-    activations."""
+    """Usage dated before the first period (the months before invoicing began) is late
+    usage of the first invoice, not lost; so are earlier activations. A record dated
+    before its licence's life (a camera whose clock read 1970) is refused and listed,
+    never billed, and the rest of the call is stored."""
     batch = make_batch(units=5, sku="DETECT-STD")
     old = activate(batch, "cam-old", at=JAN - dt.timedelta(days=100))
     activate(batch, "cam-new", at=JAN + dt.timedelta(days=3))
-    upload(old, [record(0, inferences=70_000), record(hour(JAN) + 86400, inferences=100)])
+    before_jan = hour(JAN - dt.timedelta(days=50))
+    answer = upload(
+        old,
+        [
+            record(0, inferences=999_999),
+            record(before_jan, inferences=70_000),
+            record(hour(JAN) + 86400, inferences=100),
+        ],
+    ).json()
+    assert (answer["accepted"], answer["duplicates"], answer["conflicts"]) == (2, 0, [])
+    [refused] = answer["refused"]
+    assert refused.pop("detail").startswith("starts before the licence's life")
+    assert refused == {"index": 0, "period_start": 0, "period_end": 3600}
     issue("--period-days", "31", "--end", "2026-02-01")
     invoice = Invoice.objects.get()
     assert lines(invoice) == [
         ("unit_activation", "DETECT-STD", 2, D("90.00"), D("180.00")),
         # A = 2 units x 50 000 x 31 / 30 = 103 333.33 > 100: no overage on time, and
-        # the late 70 000 fit in what is left of it.
+        # the late 70 000 fit in what is left of it; the refused 999 999 is not billed.
     ]
     assert "1 activated before this period" in invoice.lines.get().description
     meter = InvoiceUsage.objects.get(invoice=invoice)
     assert (meter.inferences, meter.late_inferences) == (100, 70_000)
+    assert UsageDaily.objects.aggregate(n=Sum("inferences"))["n"] == 70_100
 
 
 def test_activations_and_direct_licenses_are_billed_in_their_period_once(

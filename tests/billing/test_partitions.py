@@ -46,14 +46,20 @@ def camera(customer, direct):
 
 @postgresql
 def test_records_go_to_their_month_and_the_dedup_key_holds_across_partitions(camera, upload):
+    # December 2025 and June 2026 have no partition of their own: the default one holds
+    # them. 1970 and 2090 lie outside the licence's life: refused, stored nowhere.
+    december = hour(JAN - dt.timedelta(days=5))
+    june = hour(dt.datetime(2026, 6, 1, tzinfo=dt.UTC))
     future = hour(dt.datetime(2090, 1, 1, tzinfo=dt.UTC))
     records = [record(hour(JAN) + 3600, inferences=1), record(hour(FEB) + 7200, inferences=2),
-               record(0, inferences=3), record(future)]  # fmt: skip
+               record(december, inferences=3), record(june), record(0, inferences=4),
+               record(future)]  # fmt: skip
     assert upload(camera, records[:2]).json()["accepted"] == 2
     # January's partition is created after a record already went to the default one.
     assert partitions.partitions_ensure([JAN.date(), FEB.date()]) == [JAN.date(), FEB.date()]
     answer = upload(camera, records).json()
     assert (answer["accepted"], answer["duplicates"]) == (2, 2)
+    assert [refused["index"] for refused in answer["refused"]] == [4, 5]
     assert where_records_are() == {
         "billing_usagerecord_y2026m01": 1,
         "billing_usagerecord_y2026m02": 1,

@@ -82,13 +82,20 @@ def scenario(customer, make_batch, activate, direct, upload, revoke_at):
     again = upload(d2, full_day).json()
     assert again.pop("receipt").startswith("SVCU1.")
     again.pop("certificates", None)  # of the receipt's key (key rotation)
-    assert again == {"accepted": 0, "duplicates": 10}
-    upload(
-        d8, [record(hour(NOW) - 3600, inferences=2_000_000), record(hour(NOW), inferences=777_777)]
-    )
-    upload(d9, [record(hour(dt.datetime(2026, 4, 20, 5, tzinfo=UTC)), inferences=234_567)])
-    upload(d6, [record(hour(BEFORE), inferences=5_000_000)])  # before the window
-    upload(det, [record(day, inferences=25_000), record(day + 3600, inferences=26_500)])
+    assert again == {"accepted": 0, "duplicates": 10, "conflicts": [], "refused": []}
+    stored = [
+        upload(
+            d8,
+            [record(hour(NOW) - 3600, inferences=2_000_000), record(hour(NOW), inferences=777_777)],
+        ),
+        upload(d9, [record(hour(dt.datetime(2026, 4, 20, 5, tzinfo=UTC)), inferences=234_567)]),
+        upload(d6, [record(hour(BEFORE), inferences=5_000_000)]),  # before the window
+        upload(det, [record(day, inferences=25_000), record(day + 3600, inferences=26_500)]),
+    ]
+    # Every record lies inside its licence's life: all stored, none refused.
+    assert [(r.json()["accepted"], r.json()["refused"]) for r in stored] == [
+        (2, []), (1, []), (1, []), (2, [])
+    ]  # fmt: skip
     revoke_at(d5, NOW - dt.timedelta(days=2))  # inside the window: still billed, still N
     revoke_at(d6, START - dt.timedelta(seconds=1))  # before the window: not in N
     return {"b1": b1, "b2": b2, "d7": d7}

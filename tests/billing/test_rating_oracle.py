@@ -233,12 +233,19 @@ def run(server_clock, months, credits) -> None:  # noqa: C901 - one scenario, st
                 lic.refresh_from_db()
                 start = int(day.timestamp()) + 3600 * (event[2] % 24)
                 try:
-                    usage_ingest(token=lic.token, device_id=lic.device_id, records=[
+                    answer = usage_ingest(token=lic.token, device_id=lic.device_id, records=[
                         {"period_start": start, "period_end": start + 3600,
                          "inferences": event[3], "frames": 0, "stream_seconds": 0, "events": 0}
                     ])  # fmt: skip
                 except ServiceError:
                     continue  # revoked, expired or not yet valid: refused, nothing stored
+                # Contract §7: a record starting over an hour before its licence was issued
+                # (a unit's: activated) is refused and listed, never billed.
+                if start < lic.issued_at.timestamp() - 3600:
+                    assert answer["accepted"] == 0, answer
+                    assert [r["index"] for r in answer["refused"]] == [0], answer
+                    continue
+                assert (answer["accepted"], answer["refused"]) == (1, []), answer
                 oracle.events.append(
                     Event("usage", dt.datetime.fromtimestamp(start, dt.UTC), lic.sku, lic.id,
                           Decimal(0), quantity=event[3])

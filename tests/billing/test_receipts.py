@@ -3,6 +3,7 @@ device deletes spooled records only when a receipt that verifies covers them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import threading
@@ -30,15 +31,28 @@ from tests.billing.conftest import record
 pytestmark = pytest.mark.django_db
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+# The cameras activate a month before the usage they upload (a record must lie within
+# its licence's life, contract §7).
+ACTIVATED = dt.datetime.fromtimestamp(T0, dt.UTC) - dt.timedelta(days=30)
 
 
 @pytest.fixture
 def unit(make_batch, activate):
-    return activate(make_batch(units=5), "cam-1")
+    return activate(make_batch(units=5), "cam-1", at=ACTIVATED)
 
 
 def keys(records: list[dict]) -> frozenset[tuple[int, int]]:
     return frozenset((r["period_start"], r["period_end"]) for r in records)
+
+
+def held(records: list[dict]) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+    """What a receipt names for ``records`` stored as sent: key -> counts."""
+    return {
+        (r["period_start"], r["period_end"]): (
+            r["inferences"], r["frames"], r["stream_seconds"], r["events"]
+        )
+        for r in records
+    }  # fmt: skip
 
 
 def receipt_of(response, signing_key):
@@ -48,7 +62,8 @@ def receipt_of(response, signing_key):
 
 def test_receipt_verifies_and_names_device_license_nonce_and_issuer(unit, upload, signing_key):
     before = int(time.time())
-    response = upload(unit, [record(T0, inferences=5)], nonce="n0nce-A_z9")
+    sent = record(T0, inferences=5, frames=4, stream_seconds=3, events=2)
+    response = upload(unit, [sent], nonce="n0nce-A_z9")
     receipt = receipt_of(response, signing_key)
     assert (receipt.device_id, receipt.license_id, receipt.nonce) == (
         "cam-1",
@@ -56,20 +71,37 @@ def test_receipt_verifies_and_names_device_license_nonce_and_issuer(unit, upload
         "n0nce-A_z9",
     )
     assert before <= receipt.issued_at <= int(time.time())
+    assert receipt.records == {(T0, T0 + 3600): (5, 4, 3, 2)}
+    assert receipt.holds((T0, T0 + 3600), (5, 4, 3, 2))
+    assert not receipt.holds((T0, T0 + 3600), (5, 4, 3, 0))
+    assert (receipt.refused, receipt.inferences) == (frozenset(), 5)
     payload = verify_document(RECEIPT_PREFIX, response.json()["receipt"], signing_key.public_key())
-    assert (payload["typ"], payload["iss"]) == (RECEIPT_TYPE, settings.SVC_ISSUER)
-    assert set(response.json()) == {"accepted", "duplicates", "receipt", "certificates"}
+    assert isinstance(payload.pop("kid"), str)  # the signing key's id (key rotation)
+    assert payload == {
+        "typ": RECEIPT_TYPE,
+        "iss": settings.SVC_ISSUER,
+        "dev": "cam-1",
+        "lic": unit.id,
+        "nonce": "n0nce-A_z9",
+        "iat": receipt.issued_at,
+        "records": [[T0, T0 + 3600, 5, 4, 3, 2]],
+        "refused": [],
+        "inferences": 5,
+    }
+    assert set(response.json()) == {
+        "accepted", "duplicates", "conflicts", "refused", "receipt", "certificates"
+    }  # fmt: skip
 
 
 def test_receipt_covers_new_and_already_stored_records(unit, upload, signing_key):
     stored = [record(T0 + i * 3600, inferences=1) for i in range(3)]
     first = receipt_of(upload(unit, stored, nonce="first"), signing_key)
-    assert first.records == keys(stored)
-    fresh = [record(T0 + 10 * 3600, inferences=1)]
+    assert first.records == held(stored)
+    fresh = [record(T0 + 10 * 3600, inferences=1, events=6)]
     response = upload(unit, stored + fresh, nonce="second")
     assert (response.json()["accepted"], response.json()["duplicates"]) == (1, 3)
     again = receipt_of(response, signing_key)
-    assert again.records == keys(stored + fresh)
+    assert again.records == held(stored + fresh)
     assert again.nonce == "second"
 
 
@@ -78,7 +110,32 @@ def test_duplicate_within_a_call_is_covered_once_in_key_order(unit, upload, sign
     response = upload(unit, [late, early, dict(late)])
     assert (response.json()["accepted"], response.json()["duplicates"]) == (2, 1)
     payload = verify_document(RECEIPT_PREFIX, response.json()["receipt"], signing_key.public_key())
-    assert payload["records"] == [[T0, T0 + 3600], [T0 + 3600, T0 + 7200]]
+    assert payload["records"] == [[T0, T0 + 3600, 1, 0, 0, 0], [T0 + 3600, T0 + 7200, 2, 0, 0, 0]]
+    assert payload["refused"] == []
+
+
+def test_receipt_names_records_refused_before_the_license_but_not_future_ones(
+    unit, upload, signing_key
+):
+    """Refused for good (before the licence's life): named in ``refused``, so the device
+    stops sending them. Ending in the future: not named, sent again once ended."""
+    issued = int(ACTIVATED.timestamp())
+    future = (int(time.time()) // 3600 + 24) * 3600
+    sent = [
+        record(future, inferences=8),
+        record(T0, inferences=3, frames=2),
+        record(issued - 7200, inferences=1),
+    ]
+    response = upload(unit, sent)
+    assert [(r["index"], r["period_start"]) for r in response.json()["refused"]] == [
+        (0, future), (2, issued - 7200)
+    ]  # fmt: skip
+    payload = verify_document(RECEIPT_PREFIX, response.json()["receipt"], signing_key.public_key())
+    assert payload["records"] == [[T0, T0 + 3600, 3, 2, 0, 0]]
+    assert payload["refused"] == [[issued - 7200, issued - 3600]]
+    receipt = receipt_of(response, signing_key)
+    assert receipt.refused == frozenset({(issued - 7200, issued - 3600)})
+    assert (receipt.records, receipt.inferences) == ({(T0, T0 + 3600): (3, 2, 0, 0)}, 3)
 
 
 def test_receipt_covers_exactly_the_first_1000_records_not_the_deferred(unit, upload, signing_key):
@@ -87,20 +144,23 @@ def test_receipt_covers_exactly_the_first_1000_records_not_the_deferred(unit, up
     response = upload(unit, records)
     assert response.json()["deferred"] == 3
     receipt = receipt_of(response, signing_key)
-    assert receipt.records == keys(records[:1000])
-    assert not receipt.records & keys(records[1000:])
+    assert receipt.records == held(records[:1000])
+    assert not receipt.records.keys() & keys(records[1000:])
 
 
 def test_receipt_inferences_is_the_license_total_after_the_upload(
     make_batch, activate, upload, admin_api, signing_key
 ):
     batch = make_batch(units=5)
-    mine, other = activate(batch, "cam-1"), activate(batch, "cam-2")
+    mine, other = activate(batch, "cam-1", at=ACTIVATED), activate(batch, "cam-2", at=ACTIVATED)
     upload(other, [record(T0, inferences=1000)])  # another licence: not in mine's total
     first = upload(mine, [record(T0, inferences=5), record(T0 + 86_400, inferences=7)])
     assert receipt_of(first, signing_key).inferences == 12
     second = upload(mine, [record(T0, inferences=99), record(T0 + 3600, inferences=11)])
-    assert receipt_of(second, signing_key).inferences == 23  # the duplicate's 99 is not stored
+    assert [c["index"] for c in second.json()["conflicts"]] == [0]
+    receipt = receipt_of(second, signing_key)
+    assert receipt.inferences == 23  # the conflicting 99 is not stored
+    assert receipt.records == {(T0, T0 + 3600): (5, 0, 0, 0), (T0 + 3600, T0 + 7200): (11, 0, 0, 0)}
     assert admin_api.get(f"/v1/admin/usage/{mine.id}").json()["inferences"] == 23
 
 
@@ -112,7 +172,9 @@ def test_empty_upload_gets_a_signed_time_and_the_current_total(unit, upload, sig
     before = int(time.time())
     response = upload(unit, [], nonce="empty-2")
     receipt = receipt_of(response, signing_key)
-    assert (receipt.records, receipt.inferences, receipt.nonce) == (frozenset(), 42, "empty-2")
+    assert (receipt.records, receipt.refused, receipt.inferences, receipt.nonce) == (
+        {}, frozenset(), 42, "empty-2"
+    )  # fmt: skip
     assert before <= receipt.issued_at <= int(time.time())
     assert UsageRecord.objects.count() == 1
 
@@ -144,7 +206,7 @@ def test_receipt_license_comes_from_the_token_not_the_body(
     make_batch, activate, upload, signing_key
 ):
     batch = make_batch(units=5)
-    mine, other = activate(batch, "cam-1"), activate(batch, "cam-2")
+    mine, other = activate(batch, "cam-1", at=ACTIVATED), activate(batch, "cam-2", at=ACTIVATED)
     response = upload(mine, [record(T0, inferences=9)], license_id=other.id)
     receipt = receipt_of(response, signing_key)
     assert (receipt.license_id, receipt.device_id, receipt.inferences) == (mine.id, "cam-1", 9)
@@ -184,7 +246,7 @@ def _post(url: str, token: str, body: dict) -> tuple[int, dict]:
 def test_concurrent_uploads_each_get_a_receipt_for_exactly_their_records(
     live_service, make_batch, activate, signing_key
 ):
-    unit = activate(make_batch(units=2), "cam-race")
+    unit = activate(make_batch(units=2), "cam-race", at=ACTIVATED)
     records = [record(T0 + i * 3600, inferences=i + 1) for i in range(300)]
     calls = []
     for n in range(8):
@@ -205,6 +267,7 @@ def test_concurrent_uploads_each_get_a_receipt_for_exactly_their_records(
         assert status == 200, answer
         receipt = parse_receipt(answer["receipt"], signing_key.public_key())
         assert receipt.nonce == body["nonce"]
-        assert receipt.records == keys(body["records"]) <= stored
+        assert receipt.records == held(body["records"])
+        assert receipt.records.keys() <= stored
         # Every record a receipt covers was committed when its total was read.
         assert sum(r["inferences"] for r in body["records"]) <= receipt.inferences <= total

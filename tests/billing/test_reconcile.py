@@ -35,10 +35,11 @@ def reconcile(*args: str) -> tuple[str, str]:
 
 
 @pytest.fixture
-def ledger(customer, make_batch, activate, direct, upload):
+def ledger(customer, make_batch, activate, direct, upload, server_clock):
     """January invoiced (1 unit, 1 direct licence, 40 000 inferences); then 5000
-    inferences of January arrive late, 7000 are dated 2090, and one more unit is
-    activated on February 3rd."""
+    inferences of January arrive late, 7000 dated 2090 are stored by a server whose clock
+    ran ahead to 2090 (a record may not end in the service's future), and one more unit
+    is activated on February 3rd."""
     lic = direct("API-METERED", "m-1", at=JAN + dt.timedelta(days=4))
     batch = make_batch(units=3, sku="API-METERED")
     activate(batch, "u-1", at=JAN + dt.timedelta(days=6))
@@ -47,7 +48,8 @@ def ledger(customer, make_batch, activate, direct, upload):
         "issue_invoices", "--period-days", "31", "--end", "2026-02-01", stdout=io.StringIO()
     )
     upload(lic, [record(hour(JAN) + 19 * 86400, inferences=5_000)])
-    upload(lic, [record(FUTURE, inferences=7_000)])
+    with server_clock.at(dt.datetime(2090, 1, 1, 1, tzinfo=dt.UTC)):
+        assert upload(lic, [record(FUTURE, inferences=7_000)]).json()["accepted"] == 1
     activate(batch, "u-2", at=FEB + dt.timedelta(days=2))
     return customer
 

@@ -22,10 +22,17 @@ def midnight(days_ago: int) -> int:
 @pytest.fixture
 def usage(customer, make_batch, activate, upload):
     big = CustomerFactory(name="Big")
-    mine = activate(make_batch(units=2), "cam-a")
-    theirs = activate(make_batch(units=2, owner=big), "cam-b")
-    upload(mine, [record(midnight(0), inferences=10), record(midnight(2) + 60, inferences=5)])
-    upload(theirs, [record(midnight(2), inferences=100), record(midnight(40), inferences=9999)])
+    # Activated 50 days ago: every record lies within its licence's life (contract §7).
+    since = timezone.now() - dt.timedelta(days=50)
+    mine = activate(make_batch(units=2), "cam-a", at=since)
+    theirs = activate(make_batch(units=2, owner=big), "cam-b", at=since)
+    # Today's record ends a minute after midnight: never in the future, whatever the hour.
+    today = record(midnight(0), length=60, inferences=10)
+    assert upload(mine, [today, record(midnight(2) + 60, inferences=5)]).json()["accepted"] == 2
+    answer = upload(
+        theirs, [record(midnight(2), inferences=100), record(midnight(40), inferences=9999)]
+    )
+    assert answer.json()["accepted"] == 2
     return customer, big
 
 

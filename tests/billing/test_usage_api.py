@@ -6,9 +6,8 @@ import datetime as dt
 
 import pytest
 
-from billing.models import UsageDaily, UsageRecord
+from billing.models import UsageConflict, UsageDaily, UsageRecord
 from devices.documents import RECEIPT_PREFIX
-from licensing.models import License, token_digest
 from licensing.services import license_revoke
 from signing import keyring
 from tests.billing.conftest import record
@@ -16,6 +15,10 @@ from tests.billing.conftest import record
 pytestmark = pytest.mark.django_db
 
 T0 = 1_767_225_600  # 2026-01-01T00:00:00Z
+# The cameras activate a month before the usage they upload (a record must lie within
+# its licence's life, contract §7).
+ACTIVATED = dt.datetime.fromtimestamp(T0, dt.UTC) - dt.timedelta(days=30)
+NONE_HELD = {"conflicts": [], "refused": []}
 
 
 def counts(response) -> dict:
@@ -29,16 +32,16 @@ def counts(response) -> dict:
 
 @pytest.fixture
 def unit(make_batch, activate):
-    return activate(make_batch(units=5), "cam-1")
+    return activate(make_batch(units=5), "cam-1", at=ACTIVATED)
 
 
 def test_upload_twice_counts_records_once(unit, upload, admin_api):
     records = [record(T0 + i * 3600, inferences=100 + i, frames=10, events=1) for i in range(3)]
     first = upload(unit, records)
     assert first.status_code == 200
-    assert counts(first) == {"accepted": 3, "duplicates": 0}
+    assert counts(first) == {"accepted": 3, "duplicates": 0, **NONE_HELD}
     again = upload(unit, records)
-    assert counts(again) == {"accepted": 0, "duplicates": 3}
+    assert counts(again) == {"accepted": 0, "duplicates": 3, **NONE_HELD}
     usage = admin_api.get(f"/v1/admin/usage/{unit.id}")
     assert usage.status_code == 200
     assert usage.json() == {
@@ -54,15 +57,30 @@ def test_upload_twice_counts_records_once(unit, upload, admin_api):
 def test_identical_records_in_one_call_first_accepted_second_duplicate(unit, upload):
     one = record(T0, inferences=5)
     response = upload(unit, [one, dict(one), record(T0 + 3600, inferences=7)])
-    assert counts(response) == {"accepted": 2, "duplicates": 1}
+    assert counts(response) == {"accepted": 2, "duplicates": 1, **NONE_HELD}
     assert UsageRecord.objects.get(period_start=T0).inferences == 5
 
 
-def test_same_period_key_with_other_counts_is_a_duplicate(unit, upload):
-    upload(unit, [record(T0, inferences=5)])
-    response = upload(unit, [record(T0, inferences=999)])
-    assert counts(response) == {"accepted": 0, "duplicates": 1}
+def test_same_period_key_with_other_counts_is_a_conflict_and_the_first_counts_stay(unit, upload):
+    upload(unit, [record(T0, inferences=5, frames=2)])
+    response = upload(unit, [record(T0, inferences=999), record(T0, inferences=5, frames=2)])
+    assert counts(response) == {
+        "accepted": 0,
+        "duplicates": 1,
+        "conflicts": [
+            {
+                "index": 0,
+                "period_start": T0,
+                "period_end": T0 + 3600,
+                "held": {"inferences": 5, "frames": 2, "stream_seconds": 0, "events": 0},
+            }
+        ],
+        "refused": [],
+    }
     assert UsageRecord.objects.get().inferences == 5
+    assert UsageDaily.objects.get().inferences == 5
+    conflict = UsageConflict.objects.get()
+    assert (conflict.held_inferences, conflict.sent_inferences) == (5, 999)
 
 
 def test_rollups_sum_by_license_and_utc_day(unit, upload):
@@ -118,18 +136,19 @@ def test_revoked_license_is_403(unit, upload):
 
 
 def test_expired_but_valid_token_may_still_upload(direct, upload):
-    lic = direct("API-METERED", "cam-9", term_days=30)
-    long_ago = lic.claims | {"iat": T0 - 90 * 86400, "nbf": T0 - 90 * 86400, "exp": T0 - 60 * 86400}
-    expired = keyring.sign(long_ago)  # past term and grace: usage that happened is billed
-    # Issued long ago: the stored token is this one (an edited token would be refused).
-    License.objects.filter(pk=lic.pk).update(token=expired, token_sha256=token_digest(expired))
-    response = upload(lic, [record(T0, inferences=3)], token=expired)
-    assert counts(response) == {"accepted": 1, "duplicates": 0}
+    issued = dt.datetime.fromtimestamp(T0 - 90 * 86400, dt.UTC)
+    lic = direct("API-METERED", "cam-9", at=issued, term_days=30)
+    claims = lic.claims
+    assert claims["exp"] == T0 - 60 * 86400
+    # Past term and grace long ago: usage that happened in its term is billed.
+    assert claims["exp"] + claims["grace_days"] * 86400 < T0
+    response = upload(lic, [record(T0 - 80 * 86400, inferences=3)])
+    assert counts(response) == {"accepted": 1, "duplicates": 0, **NONE_HELD}
 
 
 def test_token_decides_license_not_body_license_id(make_batch, activate, upload):
     batch = make_batch(units=5)
-    mine, other = activate(batch, "cam-1"), activate(batch, "cam-2")
+    mine, other = activate(batch, "cam-1", at=ACTIVATED), activate(batch, "cam-2", at=ACTIVATED)
     response = upload(mine, [record(T0, inferences=9)], license_id=other.id)
     assert response.json()["accepted"] == 1
     stored = UsageRecord.objects.get()
@@ -139,11 +158,11 @@ def test_token_decides_license_not_body_license_id(make_batch, activate, upload)
 def test_records_beyond_1000_are_deferred_not_stored(unit, upload):
     records = [record(T0 + i * 60, length=60, inferences=1) for i in range(1203)]
     response = upload(unit, records)
-    assert counts(response) == {"accepted": 1000, "duplicates": 0, "deferred": 203}
+    assert counts(response) == {"accepted": 1000, "duplicates": 0, "deferred": 203, **NONE_HELD}
     assert UsageRecord.objects.count() == 1000
     assert not UsageRecord.objects.filter(period_start__gte=T0 + 1000 * 60).exists()
     rest = upload(unit, records[1000:])
-    assert counts(rest) == {"accepted": 203, "duplicates": 0}
+    assert counts(rest) == {"accepted": 203, "duplicates": 0, **NONE_HELD}
 
 
 @pytest.mark.parametrize(
@@ -199,7 +218,7 @@ def test_malformed_json_is_400_with_detail(unit, device_api):
 
 
 def test_empty_records_is_a_no_op(unit, upload):
-    assert counts(upload(unit, [])) == {"accepted": 0, "duplicates": 0}
+    assert counts(upload(unit, [])) == {"accepted": 0, "duplicates": 0, **NONE_HELD}
 
 
 def test_usage_of_unknown_license_is_404(admin_api):

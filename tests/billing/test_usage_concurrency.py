@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 import threading
@@ -20,6 +21,8 @@ from tests.billing.conftest import record
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 T0 = 1_767_225_600
+# The cameras activate a month before their usage (a record lies within its licence's life).
+ACTIVATED = dt.datetime.fromtimestamp(T0, dt.UTC) - dt.timedelta(days=30)
 
 
 def _post(url: str, token: str, body: dict) -> tuple[int, dict]:
@@ -47,7 +50,7 @@ def _race(live_service, calls: list[tuple[str, dict]]) -> list[tuple[int, dict]]
 
 
 def test_same_records_in_concurrent_calls_are_stored_once(live_service, make_batch, activate):
-    unit = activate(make_batch(units=2), "cam-race")
+    unit = activate(make_batch(units=2), "cam-race", at=ACTIVATED)
     records = [record(T0 + i * 3600, inferences=i + 1) for i in range(300)]
     calls = []
     for n in range(12):
@@ -56,6 +59,7 @@ def test_same_records_in_concurrent_calls_are_stored_once(live_service, make_bat
         calls.append((unit.token, {"device_id": "cam-race", "records": mine[: 200 + n * 8]}))
     results = _race(live_service, calls)
     assert all(status == 200 for status, _ in results), results
+    assert all(body["conflicts"] == body["refused"] == [] for _, body in results)
     sent = sum(len(body["records"]) for _, body in calls)
     accepted = sum(body["accepted"] for _, body in results)
     duplicates = sum(body["duplicates"] for _, body in results)
@@ -71,7 +75,7 @@ def test_same_records_in_concurrent_calls_are_stored_once(live_service, make_bat
 
 def test_overlapping_calls_from_many_devices(live_service, make_batch, activate):
     batch = make_batch(units=4)
-    units = [activate(batch, f"cam-{n}") for n in range(4)]
+    units = [activate(batch, f"cam-{n}", at=ACTIVATED) for n in range(4)]
     calls = []
     for n in range(16):
         unit = units[n % 4]
@@ -80,6 +84,7 @@ def test_overlapping_calls_from_many_devices(live_service, make_batch, activate)
         calls.append((unit.token, {"device_id": unit.device_id, "records": records}))
     results = _race(live_service, calls)
     assert all(status == 200 for status, _ in results), results
+    assert all(body["conflicts"] == body["refused"] == [] for _, body in results)
     assert sum(body["accepted"] for _, body in results) == 4 * 250
     assert sum(body["duplicates"] for _, body in results) == 16 * 100 - 4 * 250
     assert UsageRecord.objects.count() == 1000

@@ -89,7 +89,7 @@ def test_a_record_repeated_in_one_call_with_other_counts_is_a_conflict(metered, 
     assert UsageRecord.objects.get().inferences == 3
 
 
-def test_two_licences_on_one_camera_meter_separately(direct, upload):
+def test_two_licenses_on_one_camera_meter_separately(direct, upload):
     one = direct("API-METERED", "cam-2", at=ISSUED)
     two = direct("API-METERED", "cam-2", at=ISSUED)
     assert upload(one, [record(START, inferences=111)]).json()["accepted"] == 1
@@ -99,7 +99,7 @@ def test_two_licences_on_one_camera_meter_separately(direct, upload):
     assert totals == {one.id: 111, two.id: 222}
 
 
-def test_records_outside_the_licence_life_are_refused_and_the_rest_stored(
+def test_records_outside_the_license_life_are_refused_and_the_rest_stored(
     metered, upload, signing_key
 ):
     now = int(NOW.timestamp())

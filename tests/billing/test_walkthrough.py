@@ -16,7 +16,10 @@ from tests.billing.conftest import record
 pytestmark = pytest.mark.django_db
 
 
-def test_new_user_walkthrough(admin_api, device_api, tmp_path, monkeypatch):
+def test_new_user_walkthrough(admin_api, device_api, tmp_path, monkeypatch, server_clock):
+    # The camera is activated two days ago (the server's clock set back), and uploads
+    # yesterday's usage today: a record lies within its licence's life (contract §7).
+    server_clock(-2 * 86400)
     customer = admin_api.post(
         "/v1/admin/customers", {"name": "Acme", "kind": "oem", "contact": "ops@acme.example"},
         format="json",
@@ -29,6 +32,7 @@ def test_new_user_walkthrough(admin_api, device_api, tmp_path, monkeypatch):
         "/v1/activate", {"batch_token": batch["batch_token"], "device_id": "cam-001"},
         format="json",
     ).json()  # fmt: skip
+    server_clock(0)
     hour = int(timezone.now().timestamp()) // 3600 * 3600 - 86400
     records = [record(hour + i * 3600, inferences=6000) for i in range(5)]  # 30 000
     body = {"device_id": "cam-001", "license_id": unit["license_id"], "records": records}
@@ -37,7 +41,9 @@ def test_new_user_walkthrough(admin_api, device_api, tmp_path, monkeypatch):
         answer = device_api.post("/v1/usage", body, format="json", **auth).json()
         assert answer.pop("receipt").startswith("SVCU1.")
         answer.pop("certificates", None)  # of the receipt's key (key rotation)
-        assert answer == {"accepted": accepted, "duplicates": duplicates}
+        assert answer == {
+            "accepted": accepted, "duplicates": duplicates, "conflicts": [], "refused": []
+        }  # fmt: skip
     usage = admin_api.get(f"/v1/admin/usage/{unit['license_id']}").json()
     assert (usage["inferences"], usage["records"]) == (30_000, 5)
     # 1 unit x 15.00; allowance 1 x 10 000 for 30 days, overage 20 000 x 1.20 / 1000 = 24.00
@@ -47,7 +53,7 @@ def test_new_user_walkthrough(admin_api, device_api, tmp_path, monkeypatch):
                                             ("metered_overage", 20.0, 1.2, 24.0)]  # fmt: skip
     assert invoice["total"] == 39.0
     # The scheduled job of tomorrow issues the period that ends at tomorrow's 00:00 UTC,
-    # the first one that contains today's activation.
+    # the first one that contains the activation of two days ago.
     tomorrow = timezone.now() + dt.timedelta(days=1)
     monkeypatch.setattr("billing.limits.now", lambda: tomorrow)
     call_command("issue_invoices", "--period-days", "30", stdout=io.StringIO())

@@ -175,7 +175,7 @@ def test_an_edited_set_aside_entry_counts_for_nothing_and_the_journal_keeps_the_
     assert engine.quota_used >= 900
 
 
-def test_a_set_aside_entry_of_another_licence_settles_nothing_of_this_one(
+def test_a_set_aside_entry_of_another_license_settles_nothing_of_this_one(
     running, service, clock, state_dir, make_engine, token
 ):
     """The set-aside file replaced by another camera's (or its licence edited): this

@@ -109,8 +109,12 @@ def test_the_scheduled_pass_writes_each_reminder_once(make_batch, device_api, se
     assert {e.data["batch_id"] for e in expiring} == {batch.id}
 
 
-def test_a_quota_threshold_comes_from_uploaded_usage(customer, device_api):
-    lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="m-1", api_quota=1000)
+def test_a_quota_threshold_comes_from_uploaded_usage(customer, device_api, server_clock):
+    # Issued the day before the usage it uploads (a record lies within its licence's life).
+    with server_clock.at(dt.datetime(2026, 10, 31, tzinfo=dt.UTC)):
+        lic = license_issue(
+            customer_id=customer.id, sku="DETECT-STD", device_id="m-1", api_quota=1000
+        )
     start = int(dt.datetime(2026, 11, 1, tzinfo=dt.UTC).timestamp())
     record = {"period_start": start, "period_end": start + 60, "inferences": 850, "frames": 0,
               "stream_seconds": 0, "events": 0}  # fmt: skip
@@ -121,6 +125,7 @@ def test_a_quota_threshold_comes_from_uploaded_usage(customer, device_api):
         HTTP_AUTHORIZATION=f"Bearer {lic.token}",
     )
     assert response.status_code == 200, response.content
+    assert response.json()["accepted"] == 1
     assert events_scan().written == {"usage.quota_threshold": 1}
     event = Event.objects.get(type="usage.quota_threshold")
     assert event.data == {

@@ -58,7 +58,7 @@ def compromise_records(license_id: str) -> tuple[int, int]:
     return entries, events
 
 
-def test_a_batch_key_of_a_revoked_signing_key_activates_with_active_key_licences(
+def test_a_batch_key_of_a_revoked_signing_key_activates_with_active_key_licenses(
     rotation, make_batch, device_api
 ):
     key1, key2, rotate = rotation

@@ -168,7 +168,10 @@ def test_a_registered_license_can_be_revoked_and_is_listed(
 
 
 def test_a_registered_license_uploads_usage(admin_api, device_api, air_gap_key, customer):
-    token = minted(air_gap_key, customer.id)
+    # Minted yesterday: the last full hour's record lies within the licence's life (an
+    # offline licence's life starts at its iat).
+    yesterday = int(time.time()) - DAY
+    token = minted(air_gap_key, customer.id, iat=yesterday, nbf=yesterday)
     assert register(admin_api, token).status_code == 201
     start = int(time.time()) // 3600 * 3600 - 3600
     record = {

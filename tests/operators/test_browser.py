@@ -64,7 +64,9 @@ def _camera(url: str, batch_key: str, device_id: str, *, weak: bool, inferences:
     if weak:
         body |= {"fingerprint_source": "mac", "weak_binding": True}
     unit = _post(f"{url}/v1/activate", body)
-    end = int(time.time()) - 60
+    # The hour that ends now: it starts no earlier than an hour before the activation
+    # (a record lies within its licence's life, contract §7).
+    end = int(time.time())
     record = {
         "period_start": end - 3600,
         "period_end": end,
@@ -73,11 +75,12 @@ def _camera(url: str, batch_key: str, device_id: str, *, weak: bool, inferences:
         "stream_seconds": 3600,
         "events": 3,
     }
-    _post(
+    answer = _post(
         f"{url}/v1/usage",
         {"device_id": device_id, "license_id": unit["license_id"], "records": [record]},
         token=unit["unit_token"],
     )
+    assert answer["accepted"] == 1, answer
 
 
 @pytest.mark.live
