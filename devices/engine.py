@@ -103,9 +103,11 @@ class Stream:
         "_second",
         "_admitted",
         "_opened",
+        "_engine",
     )
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, engine: Engine | None = None) -> None:
+        self._engine = engine  # the engine that opened it: only its streams take frames
         self.number = number
         self.open = True
         self.frames_admitted = 0
@@ -166,6 +168,8 @@ class Engine(StateFiles, Syncing):
     ``license_pubkey`` setting): a setting cannot add trust. A build without roots trusts
     the one ``public_key`` (or compiled-in ``pubkey.PUBLIC_KEY``), as before.
     """
+
+    _stepped_back_at = -math.inf  # time.monotonic() of the last checkpoint a step back took
 
     def __init__(
         self,
@@ -404,11 +408,24 @@ class Engine(StateFiles, Syncing):
         self._journaled = ()
         self._persist(now)
 
+    def _due(self, now: float) -> bool:
+        """Whether the slow path (term, period roll-over, checkpoint) is due at ``now``:
+        the clock reached the next event, or stepped back behind the second of the last
+        checkpoint. A step back takes it at most once per real second (``time.monotonic``):
+        a clock toggling between t and t+1 would otherwise write the state on every call."""
+        if now >= self._next_event:
+            return True
+        if now >= self._since:
+            return False
+        return time.monotonic() - self._stepped_back_at >= CHECKPOINT_SECONDS
+
     def _advance(self, now: float) -> None:
         """Taken when the clock passes the next event: at most about once per clock
         second, and at period and term boundaries."""
         if self._claims is None:
             raise _not_started()
+        if now < self._since:
+            self._stepped_back_at = time.monotonic()
         self._next_checkpoint = math.floor(now) + CHECKPOINT_SECONDS
         self._update_term(now)
         try:
@@ -436,7 +453,7 @@ class Engine(StateFiles, Syncing):
     def _advance_for_video(self, now: float) -> None:
         """The video path checkpoints too, but a failing disk must not stop it."""
         with self._lock:
-            if self._since <= now < self._next_event:
+            if not self._due(now):
                 return
             try:
                 self._advance(now)
@@ -453,7 +470,7 @@ class Engine(StateFiles, Syncing):
             raise InvalidArgument(f"module must be a string, not {type(module).__name__}")
         with self._lock:
             now = self._now()
-            if not self._since <= now < self._next_event:
+            if self._due(now):
                 self._advance(now)
             if self._refusal is not None:
                 raise self._refused()
@@ -487,7 +504,7 @@ class Engine(StateFiles, Syncing):
                 )
         with self._lock:
             now = self._now()
-            if not self._since <= now < self._next_event:
+            if self._due(now):
                 self._advance(now)
             if self._refusal is not None:
                 raise self._refused()
@@ -552,7 +569,7 @@ class Engine(StateFiles, Syncing):
                 )
             self._streams_open += 1
             self._streams_total += 1
-            stream = Stream(self._streams_total)
+            stream = Stream(self._streams_total, self)
         try:
             yield stream
         finally:
@@ -576,8 +593,10 @@ class Engine(StateFiles, Syncing):
         moved ahead."""
         if type(stream) is not Stream:
             raise InvalidArgument(f"admit_frame takes a Stream, not {type(stream).__name__}")
+        if stream._engine is not self:  # a Stream() made by hand would pass max_streams
+            raise InvalidArgument("admit_frame takes a stream this engine's open_stream() opened")
         now = self._now()
-        if not self._since <= now < self._next_event:
+        if self._due(now):
             self._advance_for_video(now)
         second = math.floor(now)
         if second > stream._second:

@@ -98,7 +98,7 @@ class StateFiles:
         self._used = self._reserved = 0
         self._streams_open = self._streams_total = 0
         self._next_checkpoint = 0.0
-        # The hot paths take the slow path unless _since <= now < _next_event.
+        # The hot paths take the slow path when Engine._due(now) says so.
         self._next_event = -math.inf
         self._since = -math.inf
 

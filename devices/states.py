@@ -76,9 +76,7 @@ def _check_arguments(claims: Any, now: Any, revoked: Any, nbf_leeway: Any) -> No
     for name in ("nbf", "exp", "grace_days"):
         value = claims.get(name)
         if type(value) is not int or value < 0:
-            raise InvalidArgument(
-                f"claim {name!r} must be a whole number >= 0, not {shown(value)}"
-            )
+            raise InvalidArgument(f"claim {name!r} must be a whole number >= 0, not {shown(value)}")
     if not is_real(now):
         raise InvalidArgument(f"now must be a finite number of Unix seconds, not {shown(now)}")
     if type(revoked) is not bool:

@@ -72,16 +72,21 @@ class Syncing:
         then fetch the licence again when the service has a newer token for it (a
         renewal).
 
+        ``timeout`` bounds the whole call, every request and every byte of every answer
+        (at most one day); the video path never waits on it.
+
         The three are independent: each is attempted even when another fails, usage
         first. A spooled record is deleted only when a usage receipt signed by the
-        authority, bound to this upload's nonce, covers it; a forged or missing receipt
-        costs nothing. A status is accepted only when it verifies, names this licence
-        and device and is not older than the one held (:mod:`devices.status`); it
-        takes effect at once on the running engine. A renewed licence is installed only
-        when it verifies like any token and is the same licence for this device, ending
-        no earlier; it replaces ``license.token`` atomically and takes effect at once
-        (``summary["license"]``: ``"renewed"``, ``"current"``, or ``"kept"`` when
-        anything was wrong: the licence held stays).
+        authority, bound to this upload's nonce, holds it with exactly the counts sent;
+        a forged or missing receipt costs nothing, and one holding other counts sets the
+        record aside (``summary["conflicts"]``, ``["refused"]``: :mod:`devices.spool`).
+        A status is accepted only when it verifies, names this licence and device and is
+        newer than the one held (:mod:`devices.status`); it takes effect at once on the
+        running engine; one no newer is kept out and reported (``summary["stale"]``). A
+        renewed licence is installed only when it verifies like any token and is the
+        same licence for this device, ending no earlier; it replaces ``license.token``
+        atomically and takes effect at once (``summary["license"]``: ``"renewed"``,
+        ``"current"``, or ``"kept"`` when anything was wrong: the licence held stays).
 
         When the verified status says the licence held is revoked, raises
         :class:`Revoked` (always, whatever else failed; ``summary["revoked"]`` is True);
@@ -89,7 +94,8 @@ class Syncing:
         Otherwise raises the first failure after all were tried: LicenseError
         (``NETWORK_ERROR``, ``SYNC_FAILED``, ``UPLOAD_REFUSED``, ``RECEIPT_INVALID``,
         ``LIST_*``, ``REFRESH_*``, ``INSECURE_URL`` for ``http://`` unless
-        ``allow_http``), BadSignature (401 on upload). Every exception carries the
+        ``allow_http``), BadSignature (401 on upload), InvalidArgument for a bad
+        ``base_url`` or ``timeout``. Every exception carries the
         summary on ``exc.summary``.
         """
         if not isinstance(base_url, str):
@@ -157,7 +163,7 @@ class Syncing:
         token: str,
         license_id: str,
         summary: dict[str, Any],
-        timeout: float,
+        timeout: Any,  # a client.Deadline
     ) -> None:
         import secrets
 
@@ -273,7 +279,7 @@ class Syncing:
         self._receipt = receipt.text
         self._persist(None)
 
-    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: float) -> bool:
+    def _refresh_status(self, client: Any, base: str, license_id: str, timeout: Any) -> bool:
         """Fetch and keep the signed status of the licence in the token file and of the
         licence running, when they differ (``GET /v1/revocations/status``). True when an
         answer was no newer than the status held (a replay, or a node that read the
@@ -315,7 +321,7 @@ class Syncing:
                     log.warning("%s; analytics stopped, video continues", revoked_message(status))
         return stale
 
-    def _refresh_license(self, client: Any, base: str, token: str, timeout: float) -> str:
+    def _refresh_license(self, client: Any, base: str, token: str, timeout: Any) -> str:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.
         ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
         status, payload = client.fetch_license(

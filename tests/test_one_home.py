@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -126,21 +127,39 @@ def test_the_api_stores_a_chosen_id_by_the_same_rule(admin_api):
 
 
 def test_every_device_error_code_is_a_constant_and_documented():
-    """devices.Code names each code once; no raise site writes the string, and the
-    device guide lists every one."""
+    """devices.Code names each code once; no raise site writes the string (nor a table
+    of codes, as activation's refusals once did with codes Code lacked), and the device
+    guide lists every one."""
     from devices.errors import Code
 
+    code_shaped = re.compile(r"\A[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
     literal = []
     for path in (REPO / "devices").glob("*.py"):
         if path.name == "errors.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        # A constant's own value (NAME = "X"), __all__ and getattr(obj, "NAME") name
+        # things; any other code-shaped string is a code written out.
+        named = set()
+        for node in ast.walk(tree):
             if isinstance(node, ast.keyword) and node.arg == "code":
                 if isinstance(node.value, ast.Constant):
                     literal.append(f"{path.name}:{node.value.lineno}")
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
                 if any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
                     literal.append(f"{path.name}:{node.lineno}")
+                else:
+                    named.add(id(node.value))
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                named.update(id(item) for item in ast.walk(node.value))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr":
+                named.update(id(arg) for arg in node.args[1:2])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if code_shaped.match(node.value) and id(node) not in named:
+                    literal.append(f"{path.name}:{node.lineno} {node.value}")
     assert literal == []
     guide = (REPO / "docs" / "devices.md").read_text()
     assert sorted(c for c in Code.all() if f"`{c}`" not in guide) == []
