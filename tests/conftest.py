@@ -332,6 +332,20 @@ def live_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path_
         stop_gunicorn(service)
 
 
+@pytest.fixture
+def moved_service(server_clock, transactional_db, tmp_path):
+    """A gunicorn of the test's own whose clock follows ``server_clock``'s file: a test
+    moves the service's clock with its cameras' (usage must lie within its licence's
+    life by the service's clock)."""
+    logs = tmp_path / "gunicorn"
+    logs.mkdir()
+    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
+    try:
+        yield live
+    finally:
+        stop_gunicorn(live)
+
+
 # --- a private Redis ------------------------------------------------------------------
 
 

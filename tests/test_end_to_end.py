@@ -10,7 +10,6 @@ import pytest
 
 import devices
 from licensing.models import Activation
-from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -37,18 +36,6 @@ class SharedClock:
 
     def __call__(self) -> float:
         return self._now
-
-
-@pytest.fixture
-def moved_service(server_clock, transactional_db, tmp_path):
-    """A gunicorn of the test's own whose clock follows ``server_clock``."""
-    logs = tmp_path / "gunicorn"
-    logs.mkdir()
-    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
-    try:
-        yield live
-    finally:
-        stop_gunicorn(live)
 
 
 def test_camera_lifecycle_against_the_live_service(

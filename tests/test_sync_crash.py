@@ -20,7 +20,6 @@ import pytest
 import devices
 from billing.models import UsageConflict
 from licensing.services import license_issue
-from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -52,18 +51,6 @@ while True:
     service_clock.stop_at(service_clock_file, dt.datetime.fromtimestamp(now[0], dt.UTC))
     engine.sync(url, allow_http=True)
 """
-
-
-@pytest.fixture
-def moved_service(server_clock, transactional_db, tmp_path):
-    """A gunicorn of the test's own whose clock follows ``server_clock``'s file."""
-    logs = tmp_path / "gunicorn"
-    logs.mkdir()
-    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(server_clock.path))
-    try:
-        yield live
-    finally:
-        stop_gunicorn(live)
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")

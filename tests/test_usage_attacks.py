@@ -20,7 +20,6 @@ import pytest
 import devices
 from billing.models import UsageConflict, UsageRecord
 from devices.keys import split_license_file
-from tests.conftest import start_gunicorn, stop_gunicorn
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -53,14 +52,8 @@ def moved(server_clock):
 
 
 @pytest.fixture
-def service(moved, transactional_db, tmp_path):
-    logs = tmp_path / "gunicorn"
-    logs.mkdir()
-    live = start_gunicorn(logs, SVC_TEST_CLOCK_FILE=str(moved.path))
-    try:
-        yield live
-    finally:
-        stop_gunicorn(live)
+def service(moved, moved_service):
+    return moved_service
 
 
 class RewritingProxy:
