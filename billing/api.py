@@ -102,7 +102,7 @@ class UsageConflictsApi(APIView):
                 {
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
-                    404: "No such customer or licence.",
+                    404: "customer_id or license_id names no customer or licence.",
                 }
             ),
         },
@@ -159,6 +159,7 @@ class InvoicesApi(APIView):
                 {
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
+                    404: "customer_id names no customer.",
                 }
             ),
         },

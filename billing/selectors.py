@@ -20,8 +20,8 @@ from billing.limits import date_of as _date
 from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
 from config import clock
 from config.errors import InvalidInput, NotFound
-from customers.models import Customer
 from licensing.models import Activation, ActivationDaily, Batch, License
+from licensing.selectors import filters_check
 
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
 
@@ -347,7 +347,8 @@ def invoices_page(
 ) -> InvoicePage:
     """Issued invoices and credit notes, newest first, ``limit`` at most; ``next_cursor``
     continues with older ones (the position of the page's last document: none skipped,
-    none repeated, whatever is issued meanwhile)."""
+    none repeated, whatever is issued meanwhile). An unknown customer is 404."""
+    filters_check(customer_id=customer_id)
     documents = _documents().order_by("-id")
     if customer_id:
         documents = documents.filter(customer_id=customer_id)
@@ -383,14 +384,11 @@ def usage_conflicts_page(
     """Usage conflicts kept for review (contract §7), newest first, ``limit`` at most;
     ``next_cursor`` continues with older ones. An unknown customer or licence is 404,
     as everywhere a filter names one."""
+    filters_check(customer_id=customer_id, license_id=license_id)
     conflicts = UsageConflict.objects.order_by("-id")
     if customer_id:
-        if not Customer.objects.filter(pk=customer_id).exists():
-            raise NotFound(f"customer {customer_id} does not exist")
         conflicts = conflicts.filter(customer_id=customer_id)
     if license_id:
-        if not License.objects.filter(pk=license_id).exists():
-            raise NotFound(f"licence {license_id} does not exist")
         conflicts = conflicts.filter(license_id=license_id)
     if cursor is not None:
         conflicts = conflicts.filter(id__lt=int(cursor))

@@ -270,7 +270,7 @@ class InvoiceOut(_DocumentOut):
 
 
 class InvoiceListQuery(serializers.Serializer):
-    customer_id = IdField(required=False)
+    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
     kind = serializers.ChoiceField(choices=Invoice.Kind.choices, required=False)
     issued_after = QueryIntegerField(
         required=False, min_value=0, max_value=MAX_TIMESTAMP,

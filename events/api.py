@@ -136,6 +136,7 @@ class EventsApi(APIView):
                 {
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.QUERY_ERRORS[400]} Or a cursor this API did not give.",
+                    404: "customer_id names no customer.",
                 }
             ),
         },

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from config.errors import InvalidInput
 from events.models import Event, Webhook
+from licensing.selectors import filters_check
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,8 @@ def events_page(
 ) -> EventPage:  # fmt: skip
     """Events newest first, ``limit`` at most; ``next_cursor`` continues with the older
     ones (the position of the page's last event: none skipped, none repeated, whatever
-    is written meanwhile)."""
+    is written meanwhile). An unknown customer is 404."""
+    filters_check(customer_id=customer_id)
     events = Event.objects.order_by("-id")
     if type:
         events = events.filter(type=type)

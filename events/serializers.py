@@ -75,7 +75,7 @@ class EventOut(serializers.Serializer):
 
 class EventQuery(serializers.Serializer):
     type = serializers.ChoiceField(choices=Event.Type.choices, required=False)
-    customer_id = IdField(required=False)
+    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
     cursor = serializers.RegexField(
         r"^[0-9]{1,19}$",
         required=False,

@@ -478,7 +478,7 @@ class FleetCsvApi(APIView):
         if weak is not None:
             query["weak_binding"] = weak in ("1", "true")
         # Before the stream starts: a refusal mid-stream could not be a 404.
-        selectors.fleet_filters_check(
+        selectors.filters_check(
             customer_id=query.get("customer_id"), batch_id=query.get("batch_id")
         )
         response = StreamingHttpResponse(

@@ -161,13 +161,20 @@ def fleet_records(
     return records
 
 
-def fleet_filters_check(*, customer_id: str | None = None, batch_id: str | None = None) -> None:
-    """NotFound for a fleet filter naming a customer or batch that does not exist: an
-    empty list would read as "no units" when the id is simply wrong."""
-    if customer_id and not Customer.objects.filter(pk=customer_id).exists():
-        raise NotFound(f"customer {customer_id} does not exist")
-    if batch_id and not Batch.objects.filter(pk=batch_id).exists():
-        raise NotFound(f"batch {batch_id} does not exist")
+def filters_check(
+    *, customer_id: str | None = None, batch_id: str | None = None, license_id: str | None = None
+) -> None:
+    """NotFound naming the first of ``customer_id``, ``batch_id``, ``license_id`` that
+    names no customer, batch or licence: the one rule of every admin list filter (the
+    fleet and its export, invoices, events, usage conflicts). An empty list would read
+    as "nothing there" when the id is simply wrong."""
+    for value, model, noun in (
+        (customer_id, Customer, "customer"),
+        (batch_id, Batch, "batch"),
+        (license_id, License, "licence"),
+    ):
+        if value and not model.objects.filter(pk=value).exists():
+            raise NotFound(f"{noun} {value} does not exist")
 
 
 def fleet_page(
@@ -195,7 +202,7 @@ def fleet_page(
     if not 1 <= limit <= FLEET_MAX:
         raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
     if cursor is None:  # the first page answers for the filters; later ones follow it
-        fleet_filters_check(customer_id=customer_id, batch_id=batch_id)
+        filters_check(customer_id=customer_id, batch_id=batch_id)
     records = fleet_records(
         customer_id=customer_id,
         batch_id=batch_id,

@@ -346,8 +346,8 @@ class RevokeOut(serializers.ModelSerializer):
 
 
 class FleetQuery(serializers.Serializer):
-    customer_id = IdField(required=False)
-    batch_id = IdField(required=False)
+    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
+    batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
     before = QueryIntegerField(
         required=False,
@@ -377,8 +377,8 @@ class FleetExportQuery(serializers.Serializer):
     """The filters of ``GET /v1/admin/fleet.csv``: those of the fleet, without paging
     (the export is every unit they select)."""
 
-    customer_id = IdField(required=False)
-    batch_id = IdField(required=False)
+    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
+    batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
 
 

@@ -51,7 +51,7 @@ def control_character_problem(text: str) -> str:
     """ "" unless ``text`` holds a character of :data:`DEVICE_ID_REFUSED_CATEGORIES`
     (control or format: NUL, ESC, U+202E...), which is then named by its code point,
     never echoed: the rule for every text a device reports (device id, fingerprint
-    source, SDK version)."""
+    source, SDK version), and for a webhook URL (events.urlcheck)."""
     if not text.isprintable():
         for position, char in enumerate(text):
             if unicodedata.category(char) in DEVICE_ID_REFUSED_CATEGORIES:

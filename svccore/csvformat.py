@@ -9,10 +9,14 @@ finance export, the fleet export, ``svcctl``): :func:`cell`.
 The cell rule (CSV injection, as OWASP describes it): a value is written by its Python
 type. Numbers (``int``, ``Decimal``, ``float``) are written as numbers, so a credit
 note's ``-12.50`` stays a number. ``None`` is an empty cell. Every other value is text,
-and text is made inert for Excel, LibreOffice and Google Sheets. When its first
-character, or its first after leading spaces, is one of :data:`FORMULA_START` (``=``,
-``+``, ``-``, ``@``, their full-width forms, tab, carriage return, line feed), it gets a
-leading apostrophe. The apostrophe is the one added character: remove it to get the value.
+and text is made inert for Excel, LibreOffice and Google Sheets (:func:`starts_formula`).
+The rule is by Unicode category, not a list of look-alikes: in the text's NFKC form
+(which folds ``＝ ﹦ ﹢ ＋ ﹣ ＠`` and their kin into ``= + - @``), leading separators
+(``Z*``, e.g. U+00A0, U+2007, U+3000, U+1680), controls and format characters (``Cc``,
+``Cf``) and whitespace are passed over; when the next character is one of
+:data:`FORMULA_START` (``=``, ``+``, ``-``, ``@``, U+2212 MINUS SIGN, tab, carriage
+return, line feed), the cell gets a leading apostrophe. The apostrophe is the one added
+character: remove it to get the value.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import unicodedata
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import IO, Any
@@ -47,7 +52,13 @@ COLUMNS = (
     "amount",
     "document_total",  # the document's total, on each of its rows
 )
-FORMULA_START = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20", "\t", "\r", "\n")
+# What a spreadsheet may read as the start of a formula, after NFKC normalisation (so
+# every compatibility form of these is covered too). U+2212 has no NFKC decomposition.
+# Tab, CR and LF are formula starters themselves, so they are looked at before they are
+# passed over as controls.
+FORMULA_START = frozenset("=+-@\u2212\t\r\n")
+# Leading characters a spreadsheet may skip or show as nothing before a formula.
+PASSED_OVER_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
 
 
 def iso(moment: dt.datetime | int) -> str:
@@ -91,11 +102,25 @@ def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[di
         yield line_row(header, line)
 
 
+def starts_formula(text: str) -> bool:
+    """Whether a spreadsheet could read ``text`` as a formula (CSV injection).
+
+    True when, in the NFKC form of ``text``, the first character that is not a
+    separator, control, format character or whitespace is one of :data:`FORMULA_START`
+    (a tab, CR or LF among the leading characters counts as one)."""
+    for char in unicodedata.normalize("NFKC", text):
+        if char in FORMULA_START:
+            return True
+        if not (char.isspace() or unicodedata.category(char) in PASSED_OVER_CATEGORIES):
+            return False
+    return False
+
+
 def spreadsheet_text(value: Any) -> str:
-    """``value`` as a text cell a spreadsheet will not run: one that would start a
-    formula, at its start or after leading spaces, gets a leading apostrophe."""
+    """``value`` as a text cell a spreadsheet will not run: one that could start a
+    formula (:func:`starts_formula`) gets a leading apostrophe, nothing else changes."""
     text = str(value)
-    return "'" + text if text.lstrip(" ").startswith(FORMULA_START) else text
+    return "'" + text if starts_formula(text) else text
 
 
 def cell(value: Any) -> Any:

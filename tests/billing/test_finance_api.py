@@ -67,10 +67,11 @@ def test_the_list_is_newest_first_filtered_and_paged(admin_api, documents, custo
         "/v1/admin/invoices", {"issued_after": int((FEB + dt.timedelta(days=2)).timestamp())}
     ).json()["invoices"]
     assert [d["number"] for d in after] == [february.number]
-    assert admin_api.get("/v1/admin/invoices", {"customer_id": "CUST-NOPE"}).json() == {
-        "invoices": [],
-        "next_cursor": None,
-    }
+    mine = admin_api.get("/v1/admin/invoices", {"customer_id": customer.pk})
+    assert len(mine.json()["invoices"]) == 4
+    unknown = admin_api.get("/v1/admin/invoices", {"customer_id": "CUST-NOPE"})
+    assert unknown.status_code == 404  # as in the fleet: not an empty list (issue 37)
+    assert unknown.json() == {"detail": "customer CUST-NOPE does not exist"}
     assert admin_api.get("/v1/admin/invoices", {"cursor": "x"}).status_code == 400
     assert admin_api.get("/v1/admin/invoices", {"kind": "receipt"}).status_code == 400
 
