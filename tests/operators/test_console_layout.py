@@ -353,7 +353,9 @@ def test_console_pages_fit_the_window(width, live_service, transactional_db, tmp
                 answer = page.request.get(f"{url}{href}")
                 # The admin redirects a filter it does not know to ?e=1.
                 assert answer.ok and "e=1" not in answer.url, href
-            page.click("#svc-audit-links a:text('All recent actions')")
+            with page.expect_navigation():
+                page.click("#svc-audit-links a:text('All recent actions')")
+            page.locator("#result_list tbody tr").first.wait_for()
             assert page.locator("#result_list tbody tr").count() >= 10
             # A batch's history is its entries in the audit log.
             page.goto(f"{url}/admin/licensing/batch/{seeded['batch']}/history/")
