@@ -1,8 +1,9 @@
 """WSGI entry point of the device API alone (``gunicorn config.device_wsgi``): the
-routes cameras call (activate, usage, licence refresh, revocation list, healthz) with
-only the middleware they need (``config.device_settings``). The console and the admin
-API stay in ``config.wsgi``; the edge routes by path (``deploy/nginx``). One process
-serving both, as ``make run`` does, is ``config.wsgi``, which has every route.
+routes cameras call (activate, usage, licence refresh, revocation list, healthz) and
+``/metrics``, with only the middleware they need (``config.device_settings``). The
+console and the admin API stay in ``config.wsgi``; the edge routes by path
+(``deploy/nginx``). One process serving both, as ``make run`` does, is ``config.wsgi``,
+which has every route.
 
 Start-up is ``config.wsgi``'s: the signer is loaded first, so a missing or unusable key
 stops the server before it serves."""

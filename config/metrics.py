@@ -20,7 +20,9 @@ from prometheus_client import Counter, Histogram
 
 ACTIVATIONS = Counter(
     "svc_activations_total",
-    "Activation requests by result: new (a seat taken), reactivated, refused.",
+    "Activation requests by result: new (a seat taken), reactivated, refused (by the "
+    "service: an exhausted batch, a bad or revoked key), throttled (429: the node's "
+    "activation rate limit).",
     ["result"],
 )
 USAGE_RECORDS = Counter(

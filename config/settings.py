@@ -530,7 +530,9 @@ _proxy_header = env.str("SVC_PROXY_SSL_HEADER", default="X-Forwarded-Proto").str
 if _proxy_header:
     SECURE_PROXY_SSL_HEADER = (f"HTTP_{_proxy_header.upper().replace('-', '_')}", "https")
 SECURE_SSL_REDIRECT = _flag("SVC_SSL_REDIRECT", default=not DEBUG)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
+# Load balancers probe, and Prometheus scrapes each node (both pools), over plain HTTP on
+# the private network; /metrics keeps its own rule (SVC_METRICS_ALLOWLIST or the key).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SESSION_COOKIE_SECURE = _flag("SVC_SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_HSTS_SECONDS = _number(

@@ -28,8 +28,8 @@ from signing import keyring
 from svccore.rates import parse_rate
 from svccore.timeunits import unix
 
-_NEW, _REACTIVATED, _REFUSED = (
-    metrics.ACTIVATIONS.labels(r) for r in ("new", "reactivated", "refused")
+_NEW, _REACTIVATED, _REFUSED, _THROTTLED = (
+    metrics.ACTIVATIONS.labels(r) for r in ("new", "reactivated", "refused", "throttled")
 )
 
 
@@ -37,6 +37,8 @@ class ActivateApi(DeviceApi):
     throttle_classes = [ActivationRateThrottle]
 
     def throttled(self, request, wait):
+        # DRF calls this before post() runs: the 429 is counted here, not with the rest.
+        _THROTTLED.inc()
         limit, span = parse_rate(settings.SVC_ACTIVATION_RATE)
         retry = max(1, math.ceil(wait or span))
         raise RateLimited(

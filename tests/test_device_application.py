@@ -94,6 +94,7 @@ def test_the_device_application_answers_as_the_full_one(
         ("GET", "/v1/revocations/status", None),
         ("GET", "/v1/activate", None),
         ("GET", "/v1/activate%00", None),
+        ("GET", "/metrics", None),  # the same rule: no key, not the monitoring network
     ]
     for method, path, body in requests:
         full = _call(live_service.url, method, path, body)
@@ -117,12 +118,22 @@ def test_the_device_application_answers_as_the_full_one(
     status, _, body = _call(device_service.url, "POST", "/v1/activate", again)
     assert status == 200 and json.loads(body)["license_id"] == answers[1]["license_id"]
 
+    # /metrics with the operator key: Prometheus text on both (the device node's counts
+    # are its own).
+    scrapes = [
+        _call(url, "GET", "/metrics", headers={"X-Admin-Key": device_service.admin_key})
+        for url in (live_service.url, device_service.url)
+    ]
+    assert [status for status, _, _ in scrapes] == [200, 200]
+    assert scrapes[1][1]["Content-Type"] == scrapes[0][1]["Content-Type"]
+    assert b'svc_activations_total{result="new"}' in scrapes[1][2]
+
     health = _call(device_service.url, "GET", "/healthz")
     assert health[0] == 200 and json.loads(health[2])["ok"] is True
     assert health[1]["X-Content-Type-Options"] == "nosniff"
 
 
-@pytest.mark.parametrize("path", ["/v1/admin/customers", "/admin/", "/metrics", "/openapi.json"])
+@pytest.mark.parametrize("path", ["/v1/admin/customers", "/admin/", "/openapi.json"])
 def test_the_console_and_admin_api_are_not_on_the_device_application(
     device_service, transactional_db, path
 ):

@@ -598,6 +598,58 @@ def test_an_allowlisted_provisioning_line_is_never_limited(edge, make_batch):
     assert set(Activation.objects.values_list("client_ip", flat=True)) == {PROVISIONING_LINE}
 
 
+# --- metrics ---------------------------------------------------------------------------
+
+
+def _scrape(node: LiveService) -> str:
+    """/metrics of one node as Prometheus reads it (deploy/prometheus/prometheus.yml):
+    plain HTTP straight to the node, past the edge, with the operator key (these nodes
+    have no SVC_METRICS_ALLOWLIST), under production's TLS redirect."""
+    request = urllib.request.Request(f"{node.url}/metrics", headers={"X-Admin-Key": node.admin_key})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+        return answer.read().decode()
+
+
+def _new_activations(text: str) -> float:
+    found = re.search(r'^svc_activations_total\{result="new"\} ([0-9.e+-]+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_prometheus_scrapes_both_pools_and_sees_every_activation(edge, make_batch):
+    """Activations through the edge land on the full node and on the device node
+    (config.device_wsgi); each node's /metrics counts those it answered, as nginx's log
+    names them, so the sum over both pools is every activation."""
+    token = make_batch(units=100).license.token
+    before = [_new_activations(_scrape(node)) for node in edge.nodes]
+    log_start = edge.log_size()
+    local = threading.local()
+
+    def activate(n: int) -> Answer:
+        if getattr(local, "conn", None) is None:
+            local.conn = EdgeConnection(edge, source=PROVISIONING_LINE)
+        return _activate(local.conn, token, f"scraped-{n}")
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = list(pool.map(activate, range(40)))
+    assert Counter(answer.status for answer in answers) == {200: 40}
+    # nginx writes a request's log line after its answer: wait for the last ones.
+    deadline = time.monotonic() + 5
+    while True:
+        logged = _activations_logged(edge.log_lines(log_start))
+        if len(logged) >= 40 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    served = Counter(upstreams[-1] for status, upstreams in logged if status == 200)
+    after = [_new_activations(_scrape(node)) for node in edge.nodes]
+    counted = {edge.node_address(node): after[i] - before[i] for i, node in enumerate(edge.nodes)}
+    print(f"\nactivations by node: nginx {dict(served)}, /metrics {counted}")
+    assert sum(counted.values()) == 40
+    assert counted == {address: served[address] for address in counted}
+    device_node = edge.nodes[1]  # config.device_wsgi
+    assert counted[edge.node_address(device_node)] > 0, served
+
+
 def test_the_nodes_share_a_few_database_connections_through_pgbouncer(edge, make_batch):
     """Both nodes (24 threads) reach PostgreSQL through PgBouncer in transaction mode
     with POOL_SIZE server connections: consecutive transactions of one thread run on
