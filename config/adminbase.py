@@ -21,10 +21,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ORDER_VAR, ChangeList
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import connection, models
 from django.db.models import F, Q
@@ -251,7 +252,53 @@ def require(request: HttpRequest, capability: str) -> None:
         )
 
 
-class CapabilityAdmin(admin.ModelAdmin):
+class GuardedListMixin:
+    """A changelist's query string and an action's selection are what the browser sent:
+    a value no list can hold answers as Django answers an unknown filter (the list again,
+    flagged ``?e=1``) or as an empty selection (the list, with a message), never a 500.
+
+    Django parses a date-hierarchy year into a ``datetime`` outside its own check
+    (``__year=99999999999999999999999`` overflows, ``__year=9999`` has no next year),
+    and filters the selection with ids as sent (``zzz``, NUL, 30 digits fail in the
+    query). Every admin of the site has this (:func:`guard_every_admin`)."""
+
+    def get_changelist_instance(self, request):
+        try:
+            return super().get_changelist_instance(request)
+        except (ValueError, OverflowError, ValidationError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+    def response_action(self, request, queryset):
+        key = self.model._meta.pk
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            try:
+                if "\x00" in value:
+                    raise ValidationError("NUL")
+                key.run_validators(key.to_python(value))
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"The selection holds {value[:40]!r}, which is not the id of a "
+                    f"{self.model._meta.verbose_name}. Nothing was changed.",
+                    messages.ERROR,
+                )
+                return None  # the list again, as for an empty selection
+        return super().response_action(request, queryset)
+
+
+def guard_every_admin(site: admin.AdminSite) -> None:
+    """Give every admin registered on ``site`` :class:`GuardedListMixin`, those of
+    Django's and the third-party apps (groups, login lockouts, OTP devices) included.
+    Called once the admins are registered (``config.urls``)."""
+    for model, model_admin in list(site._registry.items()):
+        if isinstance(model_admin, GuardedListMixin):
+            continue
+        cls = type(model_admin)
+        site.unregister(model)
+        site.register(model, type(cls.__name__, (GuardedListMixin, cls), {}))
+
+
+class CapabilityAdmin(GuardedListMixin, admin.ModelAdmin):
     """Who may see and write a model in the console, by capability instead of Django's
     per-model permissions: reading takes ``view_capability``, the add form
     ``add_capability``, editing ``change_capability`` (None: nobody). Nothing is deleted

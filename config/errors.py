@@ -172,6 +172,22 @@ def database_unavailable(exc: BaseException) -> JsonResponse:
     return response
 
 
+def database_unavailable_response(path: str, exc: BaseException) -> HttpResponse:
+    """:func:`database_unavailable` in the shape of the part of the site asked: JSON on
+    the API, plain text on the console, both 503 with ``Retry-After``."""
+    if path.startswith("/v1/") or path == "/healthz":
+        return database_unavailable(exc)
+    log.error("database unavailable", exc_info=exc)
+    response = HttpResponse(
+        f"The database is unavailable; retry in {DB_RETRY_AFTER_SECONDS} s "
+        "(the service log has the details).",
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["Retry-After"] = str(DB_RETRY_AFTER_SECONDS)
+    return response
+
+
 def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, ServiceError):
         response = Response({"detail": exc.detail}, status=exc.status_code)

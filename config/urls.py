@@ -8,9 +8,13 @@ from config import (
     converters,  # noqa: F401 - registers <id:...>
     views,
 )
+from config.adminbase import guard_every_admin
 from console import metrics, second_factor
 from console import views as console_views
 from licensing import health
+
+# Every admin is registered by now (the admin app's ready() autodiscovers them).
+guard_every_admin(admin.site)
 
 urlpatterns = [
     path("", views.index, name="index"),

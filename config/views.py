@@ -3,10 +3,14 @@ checks the signing key, so it lives with it: :mod:`licensing.health`."""
 
 from __future__ import annotations
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.views import APIView
 
+from config.errors import database_unavailable_response
 from config.middleware import bad_request_response
 
 ADMIN_PREFIX = "/v1/admin"
@@ -67,6 +71,12 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500, but 503 with ``Retry-After`` when the error is the database's
+    (dropped or unreachable): on console pages as on the API, wherever it was raised (a
+    view, or middleware reading the session). Django calls this inside its ``except``."""
+    failure = sys.exc_info()[1]
+    if isinstance(failure, OperationalError | InterfaceError):
+        return database_unavailable_response(request.path, failure)
     if request.path.startswith("/v1/") or request.path == "/healthz":
         return JsonResponse(
             {"detail": "internal error; the service log has the details"}, status=500
@@ -88,7 +98,8 @@ def device_not_found(request: HttpRequest, *args, **kwargs) -> JsonResponse:
         {
             "detail": f"no endpoint {request.method} {request.path} on this node: it serves "
             "the device API (/v1/activate, /v1/usage, /v1/license, /v1/revocations, "
-            "/healthz); the console and admin API are served by the service's other pool"
+            "/healthz, /metrics); the console and admin API are served by the service's "
+            "other pool"
         },
         status=404,
     )

@@ -159,8 +159,9 @@ def _claim(now: dt.datetime) -> Webhook | None:
     ):
         until = now + lease()
         taken = Webhook.objects.filter(free, pk=candidate, enabled=True).update(lease_until=until)
-        if taken:
-            return Webhook.objects.get(pk=candidate)
+        hook = Webhook.objects.filter(pk=candidate).first() if taken else None
+        if hook is not None:  # None: deleted since it was leased
+            return hook
     return None
 
 
@@ -201,8 +202,12 @@ def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
     done = clock.now()
     attempt = hook.attempts + 1
     with transaction.atomic():
+        # The endpoint's row locked, as webhook_delete locks it: deleted while this
+        # attempt was in flight, the attempt is kept without it, as the delete keeps
+        # the others, and there is nothing left to release.
+        kept = Webhook.objects.select_for_update().filter(pk=hook.pk).values_list("pk").first()
         DeliveryAttempt.objects.create(
-            webhook=hook,
+            webhook=hook if kept else None,
             event=event,
             attempt=attempt,
             at=done,
@@ -212,6 +217,8 @@ def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
             response_excerpt=result.excerpt,
             error=result.error,
         )
+        if not kept:
+            return result
         if result.ok:
             _release(hook, position=event.id, attempts=0, failing_since=None, next_attempt_at=done)
             return result

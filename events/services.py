@@ -106,9 +106,18 @@ def webhook_get(webhook_id: str) -> Webhook:
 
 
 @audited("webhook.delete", target=_hook_target)
+@transaction.atomic
 def webhook_delete(*, webhook_id: str) -> None:
-    """Delete an endpoint; its attempts stay in the log (without it)."""
-    webhook_get(webhook_id).delete()
+    """Delete an endpoint; its attempts stay in the log (without it).
+
+    The row is locked first, as the worker locks it to record an attempt: an attempt
+    recorded before is unlinked with the others, one recorded after is written without
+    the endpoint, and none can land between the unlinking and the delete (which failed
+    the delete on its foreign key)."""
+    hook = Webhook.objects.select_for_update().filter(pk=webhook_id).first()
+    if hook is None:
+        raise NotFound(f"no webhook {webhook_id}")
+    hook.delete()
 
 
 @audited("webhook.rotate_secret", target=_hook_target)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+from axes.admin import AccessAttemptAdmin
+from axes.handlers.proxy import AxesProxyHandler
+from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
@@ -14,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from config import clock
-from config.adminbase import NoEditAdmin, may, service_form_view
+from config.adminbase import GuardedListMixin, NoEditAdmin, may, service_form_view
 from config.errors import ServiceError
 from operators.models import OperatorKey
 from operators.roles import ROLES
@@ -142,3 +145,21 @@ class ConsoleUserAdmin(UserAdmin):
                 f"Second factor of {user.get_username()} reset: {removed} device(s) removed; "
                 "they set up an authenticator again at their next login.",
             )
+
+
+class LockoutAdmin(GuardedListMixin, AccessAttemptAdmin):
+    """django-axes' list of login lockouts. Its clean-up action reads request attributes
+    axes sets only while a login is checked, so from the console it answered 500: they
+    are set first here."""
+
+    @admin.action(description="Clean up expired attempts")
+    def cleanup_expired_attempts(self, request, queryset):
+        AxesProxyHandler.update_request(request)
+        return super().cleanup_expired_attempts(request, queryset)
+
+
+def lockout_admin_register() -> None:
+    """Put :class:`LockoutAdmin` in place of axes' own (``OperatorsConfig.ready``: axes
+    registers its admin after this module is imported)."""
+    admin.site.unregister(AccessAttempt)
+    admin.site.register(AccessAttempt, LockoutAdmin)

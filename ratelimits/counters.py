@@ -48,7 +48,6 @@ lock would be held, and its hit undone, with the enclosing transaction.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from bisect import bisect_left
@@ -60,9 +59,8 @@ from django.db import connection, transaction
 from redis.commands.core import Script
 from redis.exceptions import RedisError
 
+from config import sharedcache
 from ratelimits.models import RateLog
-
-log = logging.getLogger(__name__)
 
 MICROSECONDS = 1_000_000
 PURGE_ONE_IN = 200  # the database store deletes expired logs on one call in this many
@@ -154,11 +152,15 @@ def _decide(key: str, *, limit: int, span: int, now: float | None, count: bool) 
     cache = caches["default"]
     if isinstance(cache, RedisCache):
         try:
-            return _redis_decide(cache, key, limit=limit, span=span, at=at, count=count)
+            decision = _redis_decide(cache, key, limit=limit, span=span, at=at, count=count)
         except RedisError as error:
             # Redis down or refusing: decide in the database for this request rather
-            # than answer 500 or let everyone through.
-            log.warning("rate limit %s: Redis failed (%s), using the database", key, error)
+            # than answer 500 or let everyone through (logged once a minute, not per
+            # request).
+            sharedcache.failed("rate limit", error, "deciding rate limits in the database")
+        else:
+            sharedcache.answered()
+            return decision
     return _database_decide(key, limit=limit, span=span, at=at, count=count)
 
 
