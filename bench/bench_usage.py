@@ -232,7 +232,7 @@ def raw_sql(total_records: int) -> float:
             "received_at, period_start, period_end, inferences, frames, stream_seconds, events) "
             "SELECT %s, %s, 'VISION-PRO', %s, now(), * FROM unnest(%s::bigint[], %s::bigint[], "
             "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]) "
-            "ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING "
+            "ON CONFLICT (license_id, period_start, period_end) DO NOTHING "
             "RETURNING period_start, period_end"
         )
         batches = []

@@ -174,7 +174,7 @@ def _store_postgresql(
                     period_start, period_end, inferences, frames, stream_seconds, events)
                 SELECT %s, %s, %s, %s, now(), * FROM unnest(%s::bigint[], %s::bigint[],
                     %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
-                ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING
+                ON CONFLICT (license_id, period_start, period_end) DO NOTHING
                 RETURNING period_start, inferences, frames, stream_seconds, events
             ), rolled_up AS (
                 INSERT INTO {daily} AS daily (license_id, customer_id, sku, day, records,
@@ -215,7 +215,7 @@ def _store_portable(
         INSERT INTO {records} (license_id, customer_id, sku, device_id, received_at,
             period_start, period_end, inferences, frames, stream_seconds, events)
         VALUES {values}
-        ON CONFLICT (license_id, device_id, period_start, period_end) DO NOTHING
+        ON CONFLICT (license_id, period_start, period_end) DO NOTHING
         RETURNING period_start, period_end
         """  # noqa: S608
     with connection.cursor() as cursor:

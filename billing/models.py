@@ -55,13 +55,17 @@ class UsageRecord(models.Model):
     class Meta:
         verbose_name = "usage record"
         constraints = [
-            # A record's identity (contract §7): two licences on one camera meter
-            # separately. On PostgreSQL the table is partitioned by month of
+            # A record's identity (contract §7) is (licence, device, period): two
+            # licences on one camera meter separately. A licence is bound to one device
+            # (the service stores a record only for the device its licence is bound
+            # to, licensing.held), so the key need not repeat the device: (licence,
+            # period) is that identity, in an index as narrow as the old (device,
+            # period) one. On PostgreSQL the table is partitioned by month of
             # period_start, and a unique key on a partitioned table must contain the
             # partition key: this one does, so a record can live in one partition only
             # and the key (and ON CONFLICT on it) holds across all of them.
             models.UniqueConstraint(
-                fields=["license", "device_id", "period_start", "period_end"],
+                fields=["license", "period_start", "period_end"],
                 name="usage_record_identity",
             ),
         ]

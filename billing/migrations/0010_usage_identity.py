@@ -1,9 +1,11 @@
 """A usage record's identity becomes (licence, device, period) (contract §7), so two
 licences on one camera meter separately; the same identity with other counts is kept as
-a usage conflict for review.
+a usage conflict for review. A licence is bound to one device, so the key is (licence,
+period): the same identity, in an index as narrow as the old one.
 
-No record is lost: every row already held is unique on (device, period), so it is
-unique on the wider key too. The new key is built before the old one goes, so the table
+No record is lost: every row already held is unique on (device, period), and the rows
+of a licence are all of its one device (ingestion stores a record only for the device
+its licence is bound to), so each row is unique on (licence, period) too. The new key is built before the old one goes, so the table
 is never without one. On PostgreSQL both are constraints of the partitioned table,
 built on every partition; on a large table this migration takes the table's lock for
 the time of one index build.
@@ -61,7 +63,7 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name="usagerecord",
             constraint=models.UniqueConstraint(
-                fields=("license", "device_id", "period_start", "period_end"),
+                fields=("license", "period_start", "period_end"),
                 name="usage_record_identity",
             ),
         ),
