@@ -237,13 +237,14 @@ def raw_sql(total_records: int) -> float:
         )
         batches = []
         for k in range(total_records // rows_per):
-            # The keys the HTTP run used, on devices of their own: fresh rows in the
-            # same months (partitions).
+            # The periods the HTTP run used, under licences of their own (the key is
+            # the licence and the period; the column has no foreign key): fresh rows in
+            # the same months (partitions).
             base = T0 + (k // DEVICES) * rows_per * HOUR
             starts = [base + i * HOUR for i in range(rows_per)]
             batches.append(
                 (
-                    lic,
+                    f"LIC-RAWFLOOR{k % DEVICES:04d}",
                     customer,
                     f"raw-{k % DEVICES}",
                     starts,
