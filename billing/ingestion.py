@@ -3,10 +3,11 @@ records exactly once and adds them to the per-licence daily rollups in the same
 statement, then answers with a signed receipt that names the counts the service holds.
 
 A record's identity is (licence, device, period): as a licence is bound to one device,
-the unique (licence, period) key of the records table, never a check-then-insert. The same identity with the same counts is a duplicate; with
-other counts it is a conflict: refused, the first counts kept, the conflict kept for
-review (:class:`billing.models.UsageConflict`), audited and reported as a
-``usage.conflict`` event. A record outside its licence's life (starting over an hour
+the unique (licence, period) key of the records table, never a check-then-insert. The
+same identity with the same counts is a duplicate; with other counts it is a conflict:
+refused, the first counts kept, the conflict kept for review
+(:class:`billing.models.UsageConflict`), audited and reported as a ``usage.conflict``
+event. A record outside its licence's life (starting over an hour
 before the licence was issued, or ending over five minutes after now) is refused and
 listed; the rest of the call is stored. On PostgreSQL the records table is partitioned
 by month of ``period_start`` (see :mod:`billing.partitions`), which is part of the key,
