@@ -77,25 +77,27 @@ class ActivateApi(DeviceApi):
     def post(self, request):
         data = validated(serializers.ActivateIn, request.data)
         try:
-            result = services.unit_activate(**data, client_ip=client_ip(request) or None)
+            result = services.unit_activate(
+                **data, client_ip=client_ip(request) or None, positioned=True
+            )
         except ServiceError:
             _REFUSED.inc()
             raise
         (_REACTIVATED if result.reactivated else _NEW).inc()
         # A freshly activated device holds a verified list position without a second call,
-        # and the certificates that chain the authority's keys to its compiled-in roots.
-        head = revocations.head_get()
-        signed_status = revocations.license_status(
-            license_id=result.license_id, device_id=data["device_id"], head=head, unrevoked=True
-        )["status"]
+        # and the certificates that chain the authority's keys to its compiled-in roots:
+        # built by the service before it took the seat, so that once the seat is committed
+        # the answer is a 200 with the licence whatever the database does next.
+        position = result.position
+        assert position is not None  # positioned=True
         answer = {
             "unit_token": result.token,
             "license_id": result.license_id,
             "reactivated": result.reactivated,
             "batch_units_remaining": None if result.reactivated else result.batch_units_remaining,
-            "revocations": revocations.head_document(head),
-            "status": signed_status,
-            "certificates": keyring.certificates(),
+            "revocations": position.revocations,
+            "status": position.status,
+            "certificates": position.certificates,
         }
         return Response(rendered(serializers.ActivateOut, answer))
 

@@ -263,6 +263,31 @@ def head_document(head: Head | None = None) -> str:
     return document
 
 
+@dataclass(frozen=True)
+class ListPosition:
+    """What a device is handed with its licence so that it holds a verified list position
+    without a second call: the signed, empty page at the list's head (SVCR1), the
+    licence's signed status at that head (SVCS1) and the authority's key certificates."""
+
+    revocations: str
+    status: str
+    certificates: list[str]
+
+
+def list_position(*, license_id: str, device_id: str) -> ListPosition:
+    """The list position handed out with ``license_id``, a licence the caller knows is
+    not revoked (a new one, or one activation found unrevoked). It reads the head, the
+    cache and the key registry and signs: activation builds it before it takes a seat,
+    so that nothing after the commit can fail the answer."""
+    head = head_get()
+    status = license_status(license_id=license_id, device_id=device_id, head=head, unrevoked=True)
+    return ListPosition(
+        revocations=head_document(head),
+        status=status["status"],
+        certificates=keyring.certificates(),
+    )
+
+
 def _keys_published(head: Head) -> tuple[list[str], list[str]]:
     """:func:`signing_keys_published`, read once per keys version of the head (every
     signing-key change moves it) and signing key of this process."""

@@ -36,6 +36,7 @@ activates at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import threading
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from events.models import Event
 from events.services import event_row
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
+from licensing.revocations import ListPosition, list_position
 from licensing.services import renewals, seats
 from licensing.services.licenses import license_claims
 from signing import keyring
@@ -104,6 +106,9 @@ class ActivationResult:
     token: str
     reactivated: bool
     batch_units_remaining: int | None = None
+    # With ``positioned=True``: the list position the device is handed with its licence,
+    # built before the seat was taken (licensing.revocations.list_position).
+    position: ListPosition | None = None
 
 
 @dataclass(frozen=True)
@@ -372,7 +377,9 @@ def _unit_rows(
     return [(License, license_row), (Activation, activation_row), event]
 
 
-def _seat_and_unit(key: BatchKey, **unit: Any) -> ActivationResult | None:
+def _seat_and_unit(
+    key: BatchKey, position: ListPosition | None, **unit: Any
+) -> ActivationResult | None:
     """PostgreSQL: the seat and the unit's rows in one statement (FRESH_SEAT_SQL); None,
     with nothing written, when it took no seat. Inside a caller's transaction it runs in
     a savepoint, so that losing a race for the device (IntegrityError) leaves the
@@ -386,7 +393,16 @@ def _seat_and_unit(key: BatchKey, **unit: Any) -> ActivationResult | None:
     if seat is None:
         return None
     _, token, signed = unit["signed_unit"]
-    return ActivationResult(signed["lic"], token, reactivated=False, batch_units_remaining=seat[0])
+    return ActivationResult(
+        signed["lic"], token, reactivated=False, batch_units_remaining=seat[0], position=position
+    )
+
+
+def _positioned(result: ActivationResult, device_id: str) -> ActivationResult:
+    """A device's licence on file, with its list position (read after the lookup: no
+    seat is taken by this request, so a failure here leaves nothing behind)."""
+    position = list_position(license_id=result.license_id, device_id=device_id)
+    return dataclasses.replace(result, position=position)
 
 
 def unit_activate(
@@ -397,6 +413,7 @@ def unit_activate(
     weak_binding: bool = False,
     sdk_version: str = "",
     client_ip: str | None = None,
+    positioned: bool = False,
 ) -> ActivationResult:
     """Exchange a batch key for a licence bound to ``device_id``; a device already on
     file gets its licence again (``reactivated``), at no charge.
@@ -406,6 +423,12 @@ def unit_activate(
     activation commit together: when a concurrent request for the same device wins the
     unique (batch, device_id) race, this transaction rolls back (returning the seat) and
     the winner's licence is returned.
+
+    Nothing after the commit reads the database, signs or can raise: the answer is built
+    from what the transaction returned and what was made before it. ``positioned=True``
+    (the device API) adds the list position handed out with the licence
+    (:class:`ListPosition`), built before the seat is taken, so that a database or signer
+    failing just after the commit cannot turn a taken seat into an error answer.
     """
     problem = device_id_problem(device_id)
     if problem:
@@ -420,18 +443,22 @@ def unit_activate(
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
     expires_at, existing = _lookup(key, device_id, now)
     if existing is not None:
-        return existing
+        return _positioned(existing, device_id) if positioned else existing
+    signed_unit = _unit_sign(key, device_id, expires_at)
+    position = None
+    if positioned:
+        position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id)
     unit = dict(
         device_id=device_id,
         fingerprint_source=fingerprint_source,
         weak_binding=weak_binding,
         sdk_version=sdk_version,
         client_ip=client_ip,
-        signed_unit=_unit_sign(key, device_id, expires_at),
+        signed_unit=signed_unit,
     )
     try:
         if connection.vendor == "postgresql":
-            created = _seat_and_unit(key, **unit)
+            created = _seat_and_unit(key, position, **unit)
             if created is not None:
                 return created
         with transaction.atomic():
@@ -445,9 +472,12 @@ def unit_activate(
             transfer_of = seats.released_seat_take(key.batch_id) if seat[1] else None
             insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
+        # Another request for this device won: no seat taken here, the winner's licence.
         _, existing = _lookup(key, device_id, now)
         if existing is None:
             raise
-        return existing
-    _, token, signed = unit["signed_unit"]
-    return ActivationResult(signed["lic"], token, reactivated=False, batch_units_remaining=seat[0])
+        return _positioned(existing, device_id) if positioned else existing
+    _, token, signed = signed_unit
+    return ActivationResult(
+        signed["lic"], token, reactivated=False, batch_units_remaining=seat[0], position=position
+    )

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.db import OperationalError, connection
 
 from devices.documents import parse_status
 from devices.token import b64url_decode, b64url_encode, encode_token, verify_token
@@ -260,3 +261,111 @@ def test_unit_license_row_links_batch(device_api, make_batch):
     unit = License.objects.get(pk=body["license_id"])
     assert (unit.kind, unit.batch_id, unit.device_id) == (License.Kind.UNIT, batch.id, "cam-7")
     assert unit.unit_price == batch.unit_price
+
+
+# --- nothing after the commit fails the answer (issue 37, item 5) ---------------------
+
+
+class _FailAfterSeat:
+    """From the moment the seat's UPDATE has committed, every statement fails as a
+    dropped database does (OperationalError) and every signature as an unplugged signer
+    does: whatever the activation still did after its commit would fail its answer."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.seat_run = False
+        self.failed: list[str] = []
+
+    def committed(self) -> bool:
+        return self.seat_run and not self.connection.in_atomic_block
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.committed():
+            self.failed.append(sql)
+            raise OperationalError("terminating connection due to administrator command")
+        result = execute(sql, params, many, context)
+        if "SET units_activated = units_activated + 1" in sql:
+            # PostgreSQL's one-statement seat (FRESH_SEAT_SQL) returns a row only when it
+            # took one; the transaction's seat (SEAT_SQL) is taken once it commits.
+            alone = not self.connection.in_atomic_block
+            self.seat_run = self.seat_run or not alone or context["cursor"].rowcount == 1
+        return result
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("released_seat", [False, True], ids=["fresh seat", "released seat"])
+def test_a_seat_taken_is_answered_200_whatever_fails_after_the_commit(
+    device_api, make_batch, settings, monkeypatch, released_seat
+):
+    """The database and the signer fail from the commit of the seat on: the device still
+    gets its licence (200, a verifiable list position and status), and the seat it took
+    is the one answered. The head is read afresh (not reused from memory), so an answer
+    built after the commit would have had to read the database."""
+    from config.errors import SignerUnavailable
+    from licensing import revocations
+    from licensing.services import seat_release
+
+    settings.SVC_LIST_HEAD_SECONDS = 0
+    batch = make_batch(units=2)
+    token = batch.license.token
+    if released_seat:  # the transfer goes the transaction's way on PostgreSQL too
+        assert activate(device_api, token, "cam-dead").status_code == 200
+        seat_release(batch_id=batch.id, device_id="cam-dead", reason="camera destroyed")
+    revocations.answers_forget()  # nothing held in memory that the answer could reuse
+    failing = _FailAfterSeat(connection)
+    sign_document = keyring.sign_document
+
+    def signer(*args, **kwargs):
+        if failing.committed():
+            raise SignerUnavailable("token unplugged")
+        return sign_document(*args, **kwargs)
+
+    monkeypatch.setattr(keyring, "sign_document", signer)
+    with connection.execute_wrapper(failing):
+        response = activate(device_api, token, "cam-new")
+    monkeypatch.undo()
+
+    assert response.status_code == 200, response.json()
+    assert failing.seat_run and failing.failed == []  # nothing read after the commit
+    body = response.json()
+    assert body["reactivated"] is False
+    assert body["batch_units_remaining"] == 1
+    status = parse_status(body["status"], keyring.public_key())
+    assert (status.license_id, status.device_id, status.revoked) == (
+        body["license_id"],
+        "cam-new",
+        False,
+    )
+    assert body["revocations"].startswith("SVCR1.")
+    # The seat taken is the licence answered.
+    on_file = Activation.objects.get(batch=batch, device_id="cam-new")
+    assert on_file.license_id == body["license_id"]
+    assert (on_file.transfer_of_id is not None) is released_seat
+    assert verify_token(body["unit_token"], keyring.public_key())["lic"] == body["license_id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failure_before_the_seat_answers_503_and_takes_no_seat(
+    device_api, make_batch, monkeypatch
+):
+    """The other side of the same rule: what the answer needs is built before the seat,
+    so a database failing there answers 503 with Retry-After and leaves the batch as it
+    was; the device asks again and gets a fresh seat."""
+    from licensing import revocations
+
+    batch = make_batch(units=2)
+
+    def dropped():
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(revocations, "head_get", dropped)
+    response = activate(device_api, batch.license.token, "cam-1")
+    monkeypatch.undo()
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response.json()["detail"].startswith("database unavailable")
+    batch.refresh_from_db()
+    assert batch.units_activated == 0
+    assert not License.objects.filter(batch=batch).exists()
+    again = activate(device_api, batch.license.token, "cam-1")
+    assert again.status_code == 200 and again.json()["reactivated"] is False
