@@ -55,12 +55,21 @@ class InvoiceQuery(serializers.Serializer):
     period_days = PeriodDaysField(required=False, default=30)
 
 
+DAY = 86400  # seconds; Unix time has no leap seconds, so every 00:00 UTC is a multiple
+
+
+@extend_schema_field({"type": "integer", "format": "int64", "multipleOf": DAY})
+class DayStartField(StrictIntegerField):
+    """Unix seconds of a 00:00 UTC: the schema states it (a multiple of 86400); the
+    service refuses another time, naming it."""
+
+
 class InvoiceIssueIn(BodyIn):
     customer_id = IdField()
     period_days = StrictIntegerField(
         required=False, default=30, min_value=1, max_value=PERIOD_DAYS_MAX
     )
-    period_end = StrictIntegerField(
+    period_end = DayStartField(
         required=False,
         min_value=0,
         max_value=MAX_TIMESTAMP,

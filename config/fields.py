@@ -7,6 +7,7 @@ digit (``config.renderers``)."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import re
 import threading
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from config.schema import url_pattern
 from svccore import money
 from svccore.claims import control_character_problem, device_id_problem
 from svccore.timeunits import unix
@@ -157,6 +159,44 @@ class IdField(StrictCharField):
             position, char = next((i, c) for i, c in enumerate(value) if not c.isprintable())
             self.fail("unprintable", code=f"U+{ord(char):04X}", position=position)
         return value
+
+
+class PatternCharField(StrictCharField):
+    """A string the service checks against a pattern (``content``, a regular expression
+    of the trimmed string, as the service's own rule writes it): the schema states it
+    (``config.schema.PatternCharFieldExtension``); the service refuses what does not
+    match, with its own words."""
+
+    def __init__(self, *, content: str, **kwargs) -> None:
+        self.content = content
+        super().__init__(**kwargs)
+
+
+class UrlField(StrictCharField):
+    """An absolute http(s) URL (:func:`config.schema.url_pattern`, which the schema
+    states): white space around it is refused, not trimmed, and so is a URL that
+    ``urlsplit`` would misread or fail on (a bracketed host that is no IPv6 address, a
+    port that is no number, user info). Where it may point is the service's check."""
+
+    default_error_messages = {
+        "url": "must be https://host[:port][/path] (or http:// where allowed), with no "
+        "user name or password, no white space around it and no control or format character"
+    }
+
+    def __init__(self, **kwargs) -> None:
+        kwargs["trim_whitespace"] = False
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not _url().fullmatch(value):
+            self.fail("url")
+        return value
+
+
+@functools.cache
+def _url() -> re.Pattern[str]:
+    return re.compile(url_pattern())
 
 
 class ReportedTextField(StrictCharField):

@@ -176,6 +176,41 @@ DEVICE_ID_SCHEMA = {"$ref": "#/components/schemas/DeviceId"}
 TRIMMED_DEVICE_ID_SCHEMA = {"$ref": "#/components/schemas/TrimmedDeviceId"}
 
 
+def _ipv6() -> str:
+    """An IPv6 address as RFC 3986 writes one (hex groups, "::", a trailing IPv4 address
+    without leading zeros), which Python's ipaddress reads too."""
+    h16 = "[0-9A-Fa-f]{1,4}"
+    octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+    ls32 = f"(?:{h16}:{h16}|{octet}(?:\\.{octet}){{3}})"
+    after = [
+        *(f"(?:{h16}:){{{n}}}{ls32}" for n in (5, 4, 3, 2, 1)),
+        ls32,
+        h16,
+        "",
+    ]
+    forms = [f"(?:{h16}:){{6}}{ls32}"]
+    for before, tail in enumerate(after):
+        head = f"(?:(?:{h16}:){{0,{before - 1}}}{h16})?" if before else ""
+        forms.append(f"{head}::{tail}")
+    return "(?:" + "|".join(forms) + ")"
+
+
+_PORT = "(?:0*(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))"
+
+
+@functools.cache
+def url_pattern() -> str:
+    """An absolute http(s) URL (``config.fields.UrlField``): the scheme in any case, a
+    host (no white space, control or format character, nor any of ``/?#@:[]``, or an
+    IPv6 address in brackets), an optional port 0-65535, then an optional path, query or
+    fragment without control or format characters; nothing around it. What
+    ``urllib.parse.urlsplit`` reads without an error, with no user info."""
+    refused, space = _classes()["device_refused"], _classes()["space"]
+    host = f"(?:[^{refused}{space}/?#@:\\[\\]]+|\\[{_ipv6()}\\])"
+    rest = f"(?:[/?#](?:[^{refused}]*[^{refused}{space}])?)?"
+    return f"^[Hh][Tt][Tt][Pp][Ss]?://{host}(?::{_PORT}?)?{rest}$"
+
+
 def components() -> dict[str, dict[str, Any]]:
     refused = _classes()["device_refused"]
     return {
@@ -235,7 +270,9 @@ def add_components(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 class BodyInExtension(OpenApiSerializerExtension):
     """An operator's request body (``config.fields.BodyIn``) takes no field it does not
-    name: ``additionalProperties: false``, as the service answers (400 naming them)."""
+    name: ``additionalProperties: false``, as the service answers (400 naming them). A
+    body whose service takes one of several sets of fields states them as ``one_of``
+    (JSON Schema ``oneOf`` branches, e.g. ``{"required": [...]}``)."""
 
     target_class = "config.fields.BodyIn"
     match_subclasses = True
@@ -243,6 +280,9 @@ class BodyInExtension(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
         schema["additionalProperties"] = False
+        one_of = getattr(self.target, "one_of", None)
+        if one_of and direction == "request":
+            schema["oneOf"] = one_of
         return schema
 
 
@@ -292,7 +332,46 @@ class IdFieldExtension(OpenApiSerializerFieldExtension):
     priority = 1
 
     def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        if direction == "request" and field.max_length:
+            # An id of the client's choosing with a bound: printable, the bound on the
+            # trimmed string (in the pattern, with the NUL DRF refuses).
+            return {
+                "type": "string",
+                "format": PRINTABLE,
+                "pattern": trimmed_pattern("\\u0000", field.max_length, False),
+                TRIMMED: True,
+            }
         return dict(ID_SCHEMA)
+
+
+class PatternCharFieldExtension(OpenApiSerializerFieldExtension):
+    """``config.fields.PatternCharField``: the pattern the service checks the trimmed
+    string against, with the white space DRF trims around it."""
+
+    target_class = "config.fields.PatternCharField"
+    match_subclasses = True
+    priority = 1
+
+    def map_serializer_field(self, auto_schema, direction):
+        field = self.target
+        schema = auto_schema._map_serializer_field(field, direction, bypass_extensions=True)
+        if direction == "request":
+            schema[TRIMMED] = True
+            schema["pattern"] = surrounded_by_space(field.content)
+        return schema
+
+
+class UrlFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = "config.fields.UrlField"
+    match_subclasses = True
+    priority = 1
+
+    def map_serializer_field(self, auto_schema, direction):
+        schema = auto_schema._map_serializer_field(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["pattern"] = url_pattern()
+        return schema
 
 
 class DeviceIdFieldExtension(OpenApiSerializerFieldExtension):

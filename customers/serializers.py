@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import BodyIn, StrictCharField
+from config.fields import BodyIn, PatternCharField, StrictCharField
 from customers.models import Customer
+from customers.services import CHOSEN_ID
 
 # The choices of ``kind`` as CustomerIn states them (values only), for ENUM_NAME_OVERRIDES.
 CUSTOMER_KINDS = Customer.Kind.values
@@ -21,7 +22,8 @@ class CustomerIn(BodyIn):
         help_text="Postal address printed on invoices; lines separated by newlines.",
     )  # fmt: skip
     tax_id = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
-    id = StrictCharField(
+    id = PatternCharField(
+        content=CHOSEN_ID.pattern,
         max_length=64,
         required=False,
         allow_null=True,

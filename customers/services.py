@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from django.db import IntegrityError, transaction
 from django.db.models import Value
 from django.db.models.functions import Lower, Trim
@@ -9,7 +11,21 @@ from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
 from svccore import ids
 
-_ID_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+# An operator-chosen id, trimmed: 1-59 of A-Z, a-z, 0-9, '-' and '_' (upper-cased when
+# stored), with or without the CUST- prefix in any case, but not the prefix alone. A
+# pattern, not a loop, so that the OpenAPI schema states the very rule
+# (customers.serializers); written without look-ahead, which not every engine reads.
+_C = "[A-Za-z0-9_-]"
+_NOT_PREFIX = (  # the five-character strings that are not "cust-" in any case
+    "[A-BD-Za-bd-z0-9_-]" + _C * 4,
+    "[Cc][A-TV-Za-tv-z0-9_-]" + _C * 3,
+    "[Cc][Uu][A-RT-Za-rt-z0-9_-]" + _C * 2,
+    "[Cc][Uu][Ss][A-SU-Za-su-z0-9_-]" + _C,
+    "[Cc][Uu][Ss][Tt][A-Za-z0-9_]",
+)
+CHOSEN_ID = re.compile(
+    f"(?:[Cc][Uu][Ss][Tt]-{_C}{{1,59}}|{_C}{{1,4}}|{_C}{{6,59}}|{'|'.join(_NOT_PREFIX)})"
+)
 
 
 def customer_get(*, customer_id: str) -> Customer:
@@ -58,12 +74,11 @@ def customer_create(
     if kind not in Customer.Kind.values:
         raise InvalidInput(f"kind must be one of {', '.join(Customer.Kind.values)}, not {kind!r}")
     if id:
-        chosen = ids.chosen_customer_id(id)
-        if len(chosen) > 64 or len(chosen) < 6 or not set(chosen) <= _ID_CHARS:
+        if not CHOSEN_ID.fullmatch(id.strip()):
             raise InvalidInput(
                 "id must be 1-59 characters of A-Z, 0-9, '-' or '_' (after the CUST- prefix)"
             )
-        customer_id = chosen
+        customer_id = ids.chosen_customer_id(id)
     else:
         customer_id = ids.customer_id()
     if Customer.objects.filter(pk=customer_id).exists():

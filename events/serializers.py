@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField
+from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField, UrlField
 from events.models import Event
 
 EVENT_PAGE_MAX = 500
 
 
 class WebhookIn(BodyIn):
-    url = StrictCharField(
+    url = UrlField(
         max_length=2000,
         help_text="https:// to a public address (http:// and private addresses only with "
         "SVC_WEBHOOK_ALLOW_HTTP / SVC_WEBHOOK_ALLOW_PRIVATE).",

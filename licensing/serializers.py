@@ -26,6 +26,7 @@ from licensing.selectors import (
     FLEET_CURSOR_MAX,
     FLEET_MAX,
 )
+from licensing.services.renewals import IDEMPOTENCY_KEY_MAX
 from svccore import money
 from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
@@ -310,6 +311,14 @@ class RevokeIn(BodyIn):
 
 
 class SeatReleaseIn(BodyIn):
+    # The seat by its licence, or by batch and device: one way, not both (400 otherwise).
+    one_of = [
+        {
+            "required": ["license_id"],
+            "not": {"anyOf": [{"required": ["batch_id"]}, {"required": ["device_id"]}]},
+        },
+        {"required": ["batch_id", "device_id"], "not": {"required": ["license_id"]}},
+    ]
     license_id = IdField(required=False)
     batch_id = IdField(required=False)
     device_id = DeviceIdField(required=False)
@@ -424,6 +433,7 @@ class FleetOut(serializers.Serializer):
 
 
 class RenewIn(BodyIn):
+    one_of = [{"required": ["batch_id"]}, {"required": ["license_id"]}]  # 400 otherwise
     batch_id = IdField(required=False, help_text="The batch to renew (its units follow).")
     license_id = IdField(
         required=False, help_text="A direct licence to renew (a batch key: its batch)."
@@ -435,9 +445,9 @@ class RenewIn(BodyIn):
         allow_null=True,
         help_text="Days to add; null or absent: the SKU's term.",
     )
-    idempotency_key = StrictCharField(
+    idempotency_key = IdField(
         required=False,
-        max_length=200,
+        max_length=IDEMPOTENCY_KEY_MAX,
         help_text="Unique per renewal you mean: a retry with the same key answers the first "
         "renewal. Or send it as the Idempotency-Key header; one of the two is required.",
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.serializers import InvoiceListQuery, LicenseUsageOut
-from config.fields import BodyIn, IdField, QueryIntegerField, UnixField
+from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField
 from licensing.serializers import BatchStatusOut, FleetQuery
 from portal.services import EMAIL
 
@@ -17,7 +17,7 @@ class InvitationIn(BodyIn):
         help_text="Where the invitation goes: an ASCII e-mail address.",
         error_messages={"invalid": "not an e-mail address"},
     )
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
 
 
 class InvitationOut(serializers.Serializer):

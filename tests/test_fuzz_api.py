@@ -12,6 +12,13 @@ registration of offline licences must have succeeded at least once.
 A 5xx is a bug of the service: its traceback is in the server log (``server-*.log`` in
 the test's temporary directory).
 
+The schema states every rule of a request's shape the service checks (lengths, patterns,
+printable strings, ranges, enums, which fields go together), so a request it admits is
+refused only for what it names (``CONTENT_REFUSALS``, each with the words of its answer
+and why no schema can say it), and one it does not admit is refused with a 4xx
+``{"detail"}``. The run counts both mistakes (``rejected-valid``, ``accepted-invalid``)
+and prints them with the number of cases; both must be 0.
+
 Deterministic (derandomized, a fixed seed) and bounded: at most ``MAX_EXAMPLES`` fuzzed
 cases per operation besides schemathesis's coverage cases.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +38,10 @@ import schemathesis
 from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
+from schemathesis.core.failures import AcceptedNegativeData, FailureGroup
+from schemathesis.core.jsonschema import make_validator
+from schemathesis.openapi.checks import RejectedPositiveData
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from billing.issuing import invoice_issue
 from billing.limits import start_of_day
@@ -57,30 +69,44 @@ DEVICE = "fuzz-cam-0001"
 ABSENT = object()  # a seeded value that removes the field from a valid request
 
 # A request the schema admits may still be refused for what it names, not for its shape:
-# a SKU missing from the catalogue (spec §7: 400), a token that is no licence, a record
-# whose period_end is not after its period_start, an invoice with nothing to bill (400),
-# a customer name another customer has (409). These operations may answer such a valid
-# request 400 or 409 too.
-REFUSED_BY_CONTENT = [
-    "POST /v1/admin/customers",
-    "POST /v1/admin/batches",
-    "POST /v1/admin/licenses",
-    "POST /v1/admin/licenses/register",
-    "POST /v1/admin/invoices",
-    "POST /v1/usage",
-    "POST /v1/admin/seats/release",  # a seat named both ways, a direct licence, past the policy
-    "GET /v1/admin/fleet",  # a cursor the service did not give, or cursor with before
-    # Both or neither of batch_id and license_id, a key used for another request, a term
-    # ending after 9999 once renewed again and again.
-    "POST /v1/admin/renew",
-    "GET /v1/license",  # a device id the bearer token is not bound to
-    "POST /v1/admin/webhooks",  # a host that does not resolve, or to a private address
-    # A cursor that is no id of the customer's own rows.
-    "GET /v1/customer/fleet",
-    "GET /v1/customer/batches",
-    "GET /v1/customer/usage",
-]
-ACCEPTED = ["2xx", "3xx", "400", "401", "403", "404", "409", "429"]
+# per operation, the 400s a valid request may get, as patterns of their detail, and why
+# the schema cannot say it. Any other 400 to a valid request is a rule the schema lacks.
+# (404 for an unknown id, 409 for a conflict and 401/403 for credentials are answers to
+# valid requests on every operation: POSITIVE_STATUSES.)
+_CURSOR = r"cursor: not a cursor of this listing"  # opaque: the service's own encoding
+# A cursor with before: query parameters cannot exclude each other in OpenAPI 3.0.
+_CURSOR_BEFORE = r"cursor and before cannot be used together"
+_PAGE_CURSOR = r"cursor must be a next_cursor this API gave"
+_SKU = r"unknown SKU "  # the catalogue is data (spec §7: 400), not a fixed enum
+CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
+    "POST /v1/admin/batches": (_SKU,),
+    "POST /v1/admin/licenses": (_SKU,),
+    # A token is a signed document: its form, signature, key and claims are its content;
+    # only DRF's field errors ("token: ...") and unknown fields are its shape.
+    "POST /v1/admin/licenses/register": (r"(?!token: |unknown field)",),
+    "POST /v1/admin/invoices": (r"customer \S+ owes nothing for ",),  # the records held
+    # One record's fields compared with each other (JSON Schema compares none).
+    "POST /v1/usage": (r"records\[\d+\]: period_end \(\d+\) must be after period_start",),
+    "POST /v1/admin/seats/release": (r"licence \S+ is a ",),  # a licence that is no unit
+    "GET /v1/admin/fleet": (_CURSOR, _CURSOR_BEFORE),
+    "GET /v1/customer/fleet": (_CURSOR, _CURSOR_BEFORE),
+    "GET /v1/customer/batches": (_PAGE_CURSOR,),
+    "GET /v1/customer/usage": (_PAGE_CURSOR,),
+    "POST /v1/admin/renew": (
+        # The key may come as a header instead: no schema ties a header to a body field.
+        r"idempotency_key is required",
+        r"idempotency_key in the body and the Idempotency-Key header differ",
+        # What the licence is and when it ends (data): a unit or offline licence, a
+        # perpetual one, a term too short for its grace or past 9999 once renewed again.
+        r"licence \S+ (is a unit licence|was minted offline)",
+        r"(batch|licence) \S+ (is perpetual|is of SKU .*, which has no default term|ended at "
+        r"\d+ and is in its grace period|would end after the year 9999)",
+    ),
+    # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
+    "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
+}
+POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429"]
+NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "409", "413", "415", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
 NEVER_SUCCEEDS = {"POST /v1/admin/licenses/register"}
 # gunicorn's defaults (limit_request_line, limit_request_field_size), in bytes.
@@ -99,6 +125,12 @@ class Seeded:
     customer_key: str
     operations: set[str] = field(default_factory=set)  # as the schema documents them
     cases: Counter = field(default_factory=Counter)  # (operation, status): requests
+    modes: Counter = field(default_factory=Counter)  # positive / negative: requests
+    refused_for_content: Counter = field(default_factory=Counter)  # (operation, detail)
+    # (operation, status, what was sent) of a valid request refused, an invalid one let in
+    mistakes: dict[str, list[str]] = field(
+        default_factory=lambda: {"rejected-valid": [], "accepted-invalid": []}
+    )
 
 
 def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
@@ -216,6 +248,17 @@ def seeded(transactional_db, tmp_path, settings):
         for label, statuses in sorted(by_operation.items()):
             answers = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
             print(f"  {label}  {answers}")
+        print("refused for what they name (valid by the schema):")
+        for (label, detail), n in sorted(target.refused_for_content.items()):
+            print(f"  {label}  {n}: {detail}")
+        modes = ", ".join(f"{mode} {n}" for mode, n in sorted(target.modes.items()))
+        print(
+            f"cases: {sum(target.modes.values())} ({modes}); "
+            + "; ".join(f"{kind}: {len(seen)}" for kind, seen in target.mistakes.items())
+        )
+        for kind, seen in target.mistakes.items():
+            for line in seen[:20]:
+                print(f"  {kind}: {line}")
     if target.cases:  # the fuzzing ran: it reached past the 4xx of every operation
         never = {
             label
@@ -223,6 +266,7 @@ def seeded(transactional_db, tmp_path, settings):
             if not any(200 <= status < 300 for status in by_operation.get(label, ()))
         }
         assert never <= NEVER_SUCCEEDS, f"never answered 2xx: {sorted(never)}"
+        assert target.mistakes == {"rejected-valid": [], "accepted-invalid": []}
 
 
 # Ids are documented with the format "printable" (config.schema): str.isprintable, that
@@ -242,6 +286,13 @@ def api_schema(seeded):
         {
             **({"seed": int(SEED)} if SEED else {}),
             "generation": {"max-examples": MAX_EXAMPLES, "deterministic": True},
+            "checks": {
+                "positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES},
+                "negative_data_rejection": {
+                    "enabled": True,
+                    "expected-statuses": NEGATIVE_STATUSES,
+                },
+            },
             "auth": {
                 "openapi": {
                     "AdminKey": {"api_key": seeded.service.admin_key},
@@ -249,19 +300,12 @@ def api_schema(seeded):
                     "CustomerKey": {"bearer": seeded.customer_key},
                 }
             },
-            "operations": [
-                {
-                    "include-name": name,
-                    "checks": {
-                        "positive_data_acceptance": {"expected-statuses": ACCEPTED},
-                    },
-                }
-                for name in REFUSED_BY_CONTENT
-            ],
         }
     )
     schema = schemathesis.openapi.from_url(f"{seeded.service.url}/openapi.json", config=config)
     seeded.operations = {result.ok().label for result in schema.get_all_operations()}
+
+    validators: dict[tuple[str, str | None], Any] = {}
 
     @schema.hook
     def flatmap_case(context, case):
@@ -285,9 +329,29 @@ def api_schema(seeded):
                     getattr(case, location)[name] = known[location][name]
             return case
 
+        def still_valid(case) -> bool:
+            # A value seeded into a body whose fields go together (one of batch_id and
+            # license_id...) may make it invalid: such a case stays as drawn.
+            if not isinstance(case.body, dict) or "body" not in known:
+                return True
+            key = (case.operation.label, case.media_type)
+            if key not in validators:
+                alternative = case.operation.get_body_for_media_type(case.media_type)
+                validator_class = case.operation.schema.adapter.jsonschema_validator_cls
+                validators[key] = make_validator(alternative.optimized_schema, validator_class)
+            return validators[key].is_valid(case.body)
+
+        def substitute_if_valid(flags: list[bool]) -> Any:
+            drawn = {location: dict(getattr(case, location)) for location, _name in names}
+            substitute(flags)
+            if not still_valid(case):
+                for location, items in drawn.items():
+                    setattr(case, location, items)
+            return case
+
         every = [True] * len(names)
         some = st.lists(st.booleans(), min_size=len(names), max_size=len(names))
-        return st.one_of(st.just(every), some).map(substitute)
+        return st.one_of(st.just(every), some).map(substitute_if_valid)
 
     return schema
 
@@ -328,5 +392,44 @@ fuzzed = schemathesis.pytest.from_fixture("api_schema")
 )
 def test_api_answers_as_its_schema_says(case, seeded):
     assume(reaches_the_app(case, seeded.service.url))
-    response = case.call_and_validate()
-    seeded.cases[f"{case.method.upper()} {case.path}", response.status_code] += 1
+    response = case.call()
+    label = f"{case.method.upper()} {case.path}"
+    seeded.cases[label, response.status_code] += 1
+    mode = case.meta.generation.mode if case.meta else None
+    seeded.modes[mode.value if mode else "explicit"] += 1
+    detail = _detail(response)
+    if 400 <= response.status_code < 500:
+        assert isinstance(detail, str) and detail, (label, response.status_code, _sent(case))
+    excluded = []
+    if (
+        mode == GenerationMode.POSITIVE
+        and response.status_code == 400
+        and any(re.match(pattern, detail) for pattern in CONTENT_REFUSALS.get(label, ()))
+    ):
+        seeded.refused_for_content[label, detail[:60]] += 1
+        excluded = [positive_data_acceptance]
+    try:
+        case.validate_response(response, excluded_checks=excluded)
+    except FailureGroup as failures:
+        sent = f"{label} {response.status_code} {detail[:80]!r} {_sent(case)}"
+        for failure in failures.exceptions:
+            if isinstance(failure, RejectedPositiveData):
+                seeded.mistakes["rejected-valid"].append(sent)
+            elif isinstance(failure, AcceptedNegativeData):
+                seeded.mistakes["accepted-invalid"].append(sent)
+        raise
+
+
+def _detail(response) -> str:
+    if "json" not in response.headers.get("content-type", [""])[0]:
+        return ""
+    try:
+        answer = response.json()
+    except ValueError:
+        return ""
+    return answer.get("detail", "") if isinstance(answer, dict) else ""
+
+
+def _sent(case) -> str:
+    parts = {"path": case.path_parameters, "query": case.query, "body": case.body}
+    return " ".join(f"{name}={value!r}"[:200] for name, value in parts.items() if value)
