@@ -14,6 +14,7 @@ from django.core.mail import send_mail
 
 from config import clock
 from customers.models import Customer
+from events import log as event_log
 from events.models import AlertMailbox, Event
 
 log = logging.getLogger(__name__)
@@ -80,22 +81,24 @@ def alerts_send(now: dt.datetime | None = None) -> int:
     """Send every digest that is due; returns how many were sent."""
     now = now or clock.now()
     interval = dt.timedelta(minutes=settings.SVC_ALERT_INTERVAL_MINUTES)
-    head = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    head_xid, head = event_log.end()
     sent = 0
     for address, customer_id in _recipients():
         box, created = AlertMailbox.objects.get_or_create(
-            address=address, customer_id=customer_id, defaults={"position": head}
+            address=address,
+            customer_id=customer_id,
+            defaults={"position_xid": head_xid, "position": head},
         )
         if created:
             continue  # a new recipient hears about what happens from now on
         if box.last_sent_at is not None and now - box.last_sent_at < interval:
             continue
-        events = Event.objects.filter(
-            id__gt=box.position, type__in=CUSTOMER_TYPES if customer_id else OPERATOR_TYPES
+        events = event_log.unread((box.position_xid, box.position)).filter(
+            type__in=CUSTOMER_TYPES if customer_id else OPERATOR_TYPES
         )
         if customer_id:
             events = events.filter(customer_id=customer_id)
-        batch = list(events.order_by("id")[:DIGEST_MAX])
+        batch = list(events[:DIGEST_MAX])
         if not batch:
             continue
         claimed = AlertMailbox.objects.filter(pk=box.pk, last_sent_at=box.last_sent_at).update(
@@ -116,6 +119,8 @@ def alerts_send(now: dt.datetime | None = None) -> int:
             AlertMailbox.objects.filter(pk=box.pk).update(last_sent_at=box.last_sent_at)
             log.warning("alert e-mail to %s not sent: %s", address, type(failure).__name__)
             continue
-        AlertMailbox.objects.filter(pk=box.pk).update(position=batch[-1].id)
+        AlertMailbox.objects.filter(pk=box.pk).update(
+            position_xid=batch[-1].xid, position=batch[-1].id
+        )
         sent += 1
     return sent

@@ -4,7 +4,7 @@ back off.
 
 - **In order per endpoint, at least once.** An endpoint has one position in the event
   log; it moves past an event only on a 2xx. A failed event is retried before any later
-  one is sent.
+  one is sent. No event that commits late falls behind a position (:mod:`events.log`).
 - **Never twice at once.** A worker claims an endpoint with one conditional UPDATE that
   sets a lease (``lease_until``); another worker, on this node or another, sees it taken
   until the lease ends. A worker killed mid-delivery leaves a lease that ends, and the
@@ -36,6 +36,7 @@ from standardwebhooks.webhooks import Webhook as Signer
 
 from config import clock
 from config.errors import InvalidInput
+from events import log as event_log
 from events import urlcheck
 from events.models import DeliveryAttempt, Event, Webhook
 from events.services import event_emit
@@ -166,12 +167,12 @@ def _claim(now: dt.datetime) -> Webhook | None:
 
 
 def next_event(hook: Webhook) -> Event | None:
-    events = Event.objects.filter(id__gt=hook.position)
+    events = event_log.unread((hook.position_xid, hook.position))
     if hook.events != ["*"]:
         events = events.filter(type__in=hook.events)
     if hook.customer_id:
         events = events.filter(customer_id=hook.customer_id)
-    return events.order_by("id").first()
+    return events.first()
 
 
 def _release(hook: Webhook, **changes) -> None:
@@ -220,7 +221,10 @@ def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
         if not kept:
             return result
         if result.ok:
-            _release(hook, position=event.id, attempts=0, failing_since=None, next_attempt_at=done)
+            _release(
+                hook, position_xid=event.xid, position=event.id, attempts=0,
+                failing_since=None, next_attempt_at=done,
+            )  # fmt: skip
             return result
         failing_since = hook.failing_since or done
         window = dt.timedelta(hours=settings.SVC_WEBHOOK_RETRY_HOURS)
@@ -253,6 +257,5 @@ def deliver_one(now: dt.datetime | None = None) -> Outcome | None:
 def backlog() -> int:
     """Events enabled endpoints have still to receive (an upper bound: type and customer
     filters are not applied)."""
-    head = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    positions = Webhook.objects.filter(enabled=True).values_list("position", flat=True)
-    return sum(head - position for position in positions)
+    positions = Webhook.objects.filter(enabled=True).values_list("position_xid", "position")
+    return sum(Event.objects.filter(event_log.past(position)).count() for position in positions)

@@ -1,12 +1,34 @@
 """The event log (an outbox: each event is written in the transaction of the change it
-reports) and the webhook endpoints that receive it, with every delivery attempt."""
+reports) and the webhook endpoints that receive it, with every delivery attempt.
+
+A reader of the log (a webhook endpoint, an alert mailbox) keeps a position in it, and a
+position must never be passed by an event that commits later. Ids cannot be that
+position on PostgreSQL: an id is taken at the INSERT, and a transaction that took id 7
+may commit after one that took id 8 was read. So the log's order is ``(xid, id)``, where
+``xid`` is the id of the transaction that wrote the event, and readers take only events
+whose transaction ended before every transaction still running began writing
+(:mod:`events.log`). On SQLite one writer at a time commits in id order; ``xid`` is 0.
+"""
 
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Expression, Q
 
 from config import clock
+
+
+class WritingTransaction(Expression):
+    """The column default of ``Event.xid``: on PostgreSQL the id of the transaction
+    writing the row (its top-level id, also inside a savepoint); 0 elsewhere."""
+
+    output_field = models.BigIntegerField()
+
+    def as_sql(self, compiler, connection):
+        return "0", []
+
+    def as_postgresql(self, compiler, connection):
+        return "(pg_current_xact_id()::text)::bigint", []
 
 
 class Event(models.Model):
@@ -26,8 +48,16 @@ class Event(models.Model):
         TOKEN_COMPROMISE_SUSPECTED = "token.compromise_suspected", "token.compromise_suspected"  # noqa: S105 - a name
         WEBHOOK_DISABLED = "webhook.disabled", "webhook.disabled"
 
-    # The position in the log: deliveries and cursors follow it.
+    # With xid, the position in the log: deliveries follow (xid, id); the log's pages
+    # follow id.
     id = models.BigAutoField(primary_key=True)
+    xid = models.BigIntegerField(
+        db_default=WritingTransaction(),
+        editable=False,
+        verbose_name="transaction",
+        help_text="PostgreSQL: the transaction that wrote the event (0 on SQLite, and for "
+        "events written before 0003).",
+    )
     event_id = models.CharField(max_length=40, verbose_name="event id", help_text="The webhook-id.")
     type = models.CharField(max_length=64, choices=Type.choices)
     customer_id = models.CharField(max_length=64, blank=True)
@@ -48,6 +78,7 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["type", "id"], name="event_type_position"),
             models.Index(fields=["customer_id", "id"], name="event_customer_position"),
+            models.Index(fields=["xid", "id"], name="event_commit_position"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["event_id"], name="event_id_once"),
@@ -80,6 +111,9 @@ class Webhook(models.Model):
     disabled_reason = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=clock.now)
     # Delivery state: in order per endpoint, so one position and one head attempt.
+    position_xid = models.BigIntegerField(
+        default=0, help_text="Transaction (xid) of the last event this endpoint is done with."
+    )
     position = models.BigIntegerField(
         default=0, help_text="Id of the last event this endpoint is done with."
     )
@@ -128,6 +162,9 @@ class AlertMailbox(models.Model):
         max_length=64,
         blank=True,
         help_text="A customer's contact: only its events. Empty: an operator.",
+    )
+    position_xid = models.BigIntegerField(
+        default=0, help_text="Transaction (xid) of the last event reported."
     )
     position = models.BigIntegerField(help_text="Id of the last event reported.")
     last_sent_at = models.DateTimeField(null=True, blank=True)

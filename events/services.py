@@ -17,6 +17,7 @@ from config import clock
 from config.errors import InvalidInput, NotFound
 from config.rows import insert_row
 from customers.models import Customer
+from events import log as event_log
 from events import urlcheck
 from events.models import Event, Webhook
 from svccore.ids import random_id
@@ -85,7 +86,7 @@ def webhook_create(*, url: str, events: Any, customer_id: str | None = None) -> 
             raise NotFound(f"no customer {customer_id}")
     now = clock.now()
     # A new endpoint starts at the log's end: it hears what happens from now on.
-    head = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    head_xid, head = event_log.end()
     return Webhook.objects.create(
         id=f"wh_{random_id(20)}",
         url=url,
@@ -93,6 +94,7 @@ def webhook_create(*, url: str, events: Any, customer_id: str | None = None) -> 
         customer_id=customer_id,
         secret=_secret(),
         created_at=now,
+        position_xid=head_xid,
         position=head,
         next_attempt_at=now,
     )
@@ -160,8 +162,9 @@ def webhook_redeliver(*, webhook_id: str, event_id: str) -> Webhook:
     event = Event.objects.filter(event_id=event_id).first()
     if event is None:
         raise NotFound(f"no event {event_id}")
+    position_xid, position = min((hook.position_xid, hook.position), event_log.before(event))
     Webhook.objects.filter(pk=hook.pk).update(
-        position=min(hook.position, event.id - 1), next_attempt_at=clock.now()
+        position_xid=position_xid, position=position, next_attempt_at=clock.now()
     )
     hook.refresh_from_db()
     return hook

@@ -72,13 +72,15 @@ def test_rotate_enable_and_send_again_from_the_console(admin_client, local_hooks
     assert Webhook.objects.get(pk=hook.pk).enabled
     event_emit("license.revoked", data={"license_id": "LIC-1"})
     event_emit("license.revoked", data={"license_id": "LIC-2"})
-    Webhook.objects.filter(pk=hook.pk).update(position=10**9)
-    first = Event.objects.order_by("id").first()
+    last = Event.objects.order_by("-xid", "-id").first()  # the endpoint has both
+    Webhook.objects.filter(pk=hook.pk).update(position_xid=last.xid, position=last.id)
+    first = Event.objects.order_by("xid", "id").first()
     admin_client.post(
         reverse("admin:events_webhook_redeliver", args=[quote(hook.pk)]),
         {"event_id": first.event_id},
     )
-    assert Webhook.objects.get(pk=hook.pk).position == first.id - 1
+    moved = Webhook.objects.get(pk=hook.pk)
+    assert (moved.position_xid, moved.position) == (first.xid, first.id - 1)
     missing = admin_client.post(
         reverse("admin:events_webhook_redeliver", args=[quote(hook.pk)]), {"event_id": "evt_nope"}
     )
