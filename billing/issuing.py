@@ -20,10 +20,11 @@ Credit notes
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Count, F, Min, Sum
 
 from audit.services import audited
@@ -31,7 +32,7 @@ from billing import ledger, limits, rating
 from billing.limits import is_midnight, start_of_day
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, UsageDaily
 from config.drafts import drafted
-from config.errors import Conflict, InvalidInput, NotFound
+from config.errors import Conflict, InvalidInput, NotFound, ServiceError
 from customers.models import Customer
 from customers.services import customer_get
 from events.models import Event
@@ -39,6 +40,8 @@ from events.services import event_emit
 from licensing.models import Activation, License
 from svccore import money
 from svccore.timeunits import unix
+
+log = logging.getLogger(__name__)
 
 SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
 
@@ -376,6 +379,10 @@ class IssueResult(NamedTuple):
     note: str
     # The period asked for overlaps an issued invoice (an explicit end inside it).
     overlap: bool = False
+    # Issuing was refused for a reason other than "nothing owed" or "not due": a ledger
+    # that disagrees with itself, a SKU missing from the catalogue, the database refusing
+    # a write. ``note`` says why; the run went on with the other customers.
+    refused: bool = False
 
 
 def invoice_issue_all(
@@ -414,6 +421,25 @@ def invoice_issue_all(
             out.append(IssueResult(cid, None, exc.detail, overlap=exc.overlap))
         except (InvoiceNotDue, NothingToInvoice) as exc:
             out.append(IssueResult(cid, None, exc.detail))
+        except ServiceError as exc:
+            if customer_id:
+                raise  # one customer asked for: its refusal is the answer
+            log.warning("invoice of %s refused: %s", cid, exc.detail)
+            out.append(IssueResult(cid, None, exc.detail, refused=True))
+        except DatabaseError as exc:
+            # A guard of migration 0009 (or a constraint) refused a write: the customer's
+            # transaction rolled back; its invoice waits for the ledger to be repaired.
+            log.warning("invoice of %s refused by the database: %s", cid, exc)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            out.append(
+                IssueResult(
+                    cid,
+                    None,
+                    f"the database refused the invoice ({reason}); nothing was issued to "
+                    "this customer. Run manage.py reconcile to see what disagrees",
+                    refused=True,
+                )
+            )
         else:
             out.append(
                 IssueResult(cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}")

@@ -27,8 +27,9 @@ Taking (:func:`take`, one issue)
     entry for every bucket of the customer dated before the period end whose counters
     are behind its sums, with the difference; a second statement locks those buckets
     in (licence, day) order, the order ingestion locks them in, and adds each entry to
-    its bucket's counters. A record committed by a concurrent upload is either in the
-    bucket row the insert read (billed now) or not (the counters only grow by what the
+    its bucket's counters, once each bucket's ledger entries are checked against its
+    counters (:func:`_check_buckets`). A record committed by a concurrent upload is
+    either in the bucket row the insert read (billed now) or not (the counters only grow by what the
     entry says, so it stays behind and waits): never both, never neither. Activations
     and direct licences dated before the period end whose entries sum to zero are
     taken the same way, and so are renewals.
@@ -122,11 +123,13 @@ class LedgerDisagrees(Conflict):
 
 
 def _check_buckets(cursor, tables: dict[str, str], document: str) -> None:
-    """Every bucket ``document`` bills, cross-checked against the whole ledger: its
-    entries, this one's included, must hold no more than the bucket's records and agree
-    with its billed counters. Counters reset behind the ledger's back (say an UPDATE of
-    billed_* to 0) would make the entry just written bill usage an issued invoice
-    already billed; this refuses, naming the buckets."""
+    """Every bucket ``document`` is about to bill, cross-checked against the whole ledger
+    before its counters move: the entries of the other documents must agree with the
+    bucket's billed counters, and all entries, this one's included, hold no more than
+    its records. Counters reset behind the ledger's back (say an UPDATE of billed_* to 0)
+    would make the entry just written bill usage an issued invoice already billed; this
+    refuses, naming the buckets (and on PostgreSQL before the rollup guard of migration
+    0009 would stop the update with a database error instead)."""
     ledger, daily = tables["ledger"], tables["daily"]
     cursor.execute(
         f"""
@@ -134,6 +137,8 @@ def _check_buckets(cursor, tables: dict[str, str], document: str) -> None:
             s.documents
         FROM {daily} d JOIN (
             SELECT bucket_id, SUM(records) AS records, SUM(quantity) AS quantity,
+                SUM(CASE WHEN document_id = %s THEN 0 ELSE records END) AS before_records,
+                SUM(CASE WHEN document_id = %s THEN 0 ELSE quantity END) AS before_quantity,
                 COUNT(DISTINCT document_id) AS documents
             FROM {ledger}
             WHERE kind = 'usage' AND bucket_id IN (
@@ -141,10 +146,10 @@ def _check_buckets(cursor, tables: dict[str, str], document: str) -> None:
             GROUP BY bucket_id
         ) s ON s.bucket_id = d.id
         WHERE s.records > d.records OR s.quantity > d.inferences
-            OR s.records <> d.billed_records OR s.quantity <> d.billed_inferences
+            OR s.before_records <> d.billed_records OR s.before_quantity <> d.billed_inferences
         ORDER BY d.license_id, d.day
         """,  # noqa: S608 - identifiers from the models, values as parameters
-        [document],
+        [document, document, document],
     )
     found = cursor.fetchall()
     if not found:
@@ -181,8 +186,8 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
             """,  # noqa: S608
             [document, start_day, customer_id, end_day],
         )
-        _apply_to_buckets(cursor, tables, document)
         _check_buckets(cursor, tables, document)
+        _apply_to_buckets(cursor, tables, document)
         for kind, events in (
             (
                 LedgerEntry.Kind.ACTIVATION,

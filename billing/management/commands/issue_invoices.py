@@ -30,7 +30,9 @@ class Command(BaseCommand):
         "every N days; --end DATE (no later than today) ends it at 00:00 UTC of DATE. "
         "Nothing is ever invoiced twice, so the scheduled run is safe to re-run; an --end "
         "inside a customer's issued period is an overlap and exits 1 (the other customers "
-        "are still invoiced)."
+        "are still invoiced). A customer whose invoice is refused (a ledger that disagrees "
+        "with itself, a SKU missing from the catalogue) is named with the reason, the run "
+        "goes on with the others, and the command exits 1 at the end."
     )
 
     def add_arguments(self, parser):
@@ -57,15 +59,23 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"issued {result.note} ({result.customer_id}, {counted(lines, 'line')})"
                 )
-            elif result.overlap:
+            elif result.overlap or result.refused:
                 self.stderr.write(f"refused {result.customer_id}: {result.note}")
             else:  # the reason, with the period and the numbers
                 self.stdout.write(f"skipped {result.customer_id}: {result.note}")
+        refused = [result.customer_id for result in results if result.refused]
         self.stdout.write(
             f"{counted(issued, 'invoice')} issued, "
-            f"{counted(len(results) - issued, 'customer')} skipped"
+            f"{counted(len(results) - issued - len(refused), 'customer')} skipped, "
+            f"{counted(len(refused), 'customer')} refused"
         )
         overlaps = [result.customer_id for result in results if result.overlap]
+        if refused:
+            raise CommandError(
+                f"{counted(len(refused), 'customer')} refused "
+                f"({', '.join(refused[:5])}{', ...' if len(refused) > 5 else ''}): "
+                "the reasons are above; every other customer was invoiced"
+            )
         if overlaps:
             raise CommandError(
                 f"--end {end} is inside an issued period of {counted(len(overlaps), 'customer')} "
