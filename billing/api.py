@@ -132,20 +132,23 @@ class InvoiceApi(APIView):
                     **schema.QUERY_ERRORS,
                     **schema.ADMIN_ERRORS,
                     404: "No such customer.",
-                    500: "The customer's licences are in more than one currency, or a SKU "
-                    "is missing from the catalogue.",
+                    409: "The customer buys in several currencies and currency names none "
+                    "of them (the detail lists them).",
+                    500: "A SKU is missing from the catalogue.",
                 }
             ),
         },
         description="Rate the invoice of the period_days before now (a preview; nothing is "
-        "stored).",
+        "stored), in one currency: a customer buying in several has one invoice each.",
     )
     @requires("view_service")
     def get(self, request, customer_id: str):
         query = serializers.InvoiceQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         rated = services.invoice_rate(
-            customer_id=customer_id, period_days=query.validated_data["period_days"]
+            customer_id=customer_id,
+            period_days=query.validated_data["period_days"],
+            currency=query.validated_data.get("currency"),
         )
         return Response(rendered(serializers.InvoicePreviewOut, rated))
 
@@ -186,14 +189,15 @@ class InvoicesApi(APIView):
                     "nothing to invoice.",
                     404: "No such customer.",
                     409: "The period overlaps an issued invoice (named), is not over yet, or "
-                    "is not due.",
-                    500: "The customer's licences are in more than one currency, or a SKU "
-                    "is missing from the catalogue.",
+                    "is not due; or the customer buys in several currencies and currency "
+                    "names none of them.",
+                    500: "A SKU is missing from the catalogue.",
                 }
             ),
         },
         parameters=[schema.retry_after(429, 503)],
-        description="Issue the next contiguous invoice of a customer.",
+        description="Issue the customer's next contiguous invoice in one currency (a "
+        "customer buying in several gets one invoice per currency, each asked for).",
     )
     @requires("manage_billing")
     def post(self, request):
@@ -202,6 +206,7 @@ class InvoicesApi(APIView):
             customer_id=data["customer_id"],
             period_days=data["period_days"],
             end=data.get("period_end"),
+            currency=data.get("currency"),
         )
         return Response(rendered(serializers.InvoiceOut, invoice), status=status.HTTP_201_CREATED)
 

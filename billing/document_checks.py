@@ -151,14 +151,15 @@ def _sequence_problems(documents: dict[str, Invoice], scoped: bool) -> list[str]
 
 
 def _overlap_problems(documents: dict[str, Invoice]) -> list[str]:
-    """A customer's invoices that no credit note reverses cover disjoint periods."""
+    """A customer's invoices in one currency that no credit note reverses cover disjoint
+    periods (one invoice per currency and period, contract §6)."""
     credited = {d.credits_number for d in documents.values() if d.kind == "credit_note"}
-    periods: dict[str, list[Invoice]] = defaultdict(list)
+    periods: dict[tuple[str, str], list[Invoice]] = defaultdict(list)
     for document in documents.values():
         if document.kind == Invoice.Kind.INVOICE and document.number not in credited:
-            periods[document.customer_id].append(document)
+            periods[document.customer_id, document.currency].append(document)
     problems = []
-    for customer_id, invoices in sorted(periods.items()):
+    for (customer_id, _currency), invoices in sorted(periods.items()):
         invoices.sort(key=lambda d: (d.period_start, d.number))
         for before, after in zip(invoices, invoices[1:], strict=False):
             if after.period_start < before.period_end:
@@ -309,6 +310,8 @@ def _rerated_problems(
             ),
             entries=catalogue,
         )
+        # Maintenance is rated from the licences, not the ledger: only this currency's.
+        expected = [line for line in expected if line["_currency"] == invoice.currency]
         for sku, meter in sorted(mine.meters.items()):
             stored = stored_meters.get(sku)
             # Stored to six decimals (a 31-day allowance is 666.666...).

@@ -32,7 +32,7 @@ from billing import ledger, limits, rating
 from billing.limits import is_midnight, start_of_day
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, UsageDaily
 from config.drafts import drafted
-from config.errors import Conflict, InvalidInput, NotFound, ServiceError
+from config.errors import Conflict, InvalidInput, MisconfiguredService, NotFound, ServiceError
 from customers.models import Customer
 from customers.services import customer_get
 from events.models import Event
@@ -103,16 +103,15 @@ def _locked_customer(customer_id: str) -> Customer:
     return Customer.objects.select_for_update(no_key=True).get(pk=customer.pk)
 
 
-def open_invoice(*, customer_id: str) -> Invoice | None:
-    """The customer's latest invoice that no credit note reverses: the next period
-    starts where it ends."""
-    return (
-        Invoice.objects.filter(
-            customer_id=customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
-        )
-        .order_by("-period_end", "-issued_at")
-        .first()
+def open_invoice(*, customer_id: str, currency: str | None = None) -> Invoice | None:
+    """The customer's latest invoice (in ``currency``, when given) that no credit note
+    reverses: the next period in that currency starts where it ends."""
+    invoices = Invoice.objects.filter(
+        customer_id=customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
     )
+    if currency:
+        invoices = invoices.filter(currency=currency)
+    return invoices.order_by("-period_end", "-issued_at").first()
 
 
 def check_period_end(end: dt.datetime, *, now: dt.datetime) -> None:
@@ -130,13 +129,22 @@ def check_period_end(end: dt.datetime, *, now: dt.datetime) -> None:
 
 
 def invoice_period(
-    *, customer_id: str, period_days: int, end: dt.datetime | None, now: dt.datetime
+    *,
+    customer_id: str,
+    period_days: int,
+    end: dt.datetime | None,
+    now: dt.datetime,
+    currency: str | None = None,
+    named: bool = False,
 ) -> tuple[dt.datetime, dt.datetime]:
-    """(start, end) of the customer's next invoice, or the reason there is none."""
+    """(start, end) of the customer's next invoice in ``currency``, or the reason there
+    is none. Each currency's invoices cover contiguous periods of their own; ``named``
+    puts the currency in the reasons (a customer buying in several)."""
     scheduled = end is None
     end = start_of_day(now) if end is None else end
     check_period_end(end, now=now)
-    previous = open_invoice(customer_id=customer_id)
+    previous = open_invoice(customer_id=customer_id, currency=currency)
+    shown = _in(currency) if named else ""
     if previous is None:
         return end - dt.timedelta(days=period_days), end
     start = previous.period_end
@@ -145,23 +153,29 @@ def invoice_period(
     )
     if end <= start:
         raise InvoiceAlreadyIssued(
-            f"customer {customer_id} was already invoiced up to {_day(start)} 00:00 UTC "
+            f"customer {customer_id} was already invoiced{shown} up to {_day(start)} 00:00 UTC "
             f"({covered}); the next invoice starts there and must end after it",
             overlap=end < start,
         )
     if scheduled and end - start < dt.timedelta(days=period_days):
         raise InvoiceNotDue(
-            f"customer {customer_id}'s next {period_days}-day invoice is due on "
+            f"customer {customer_id}'s next {period_days}-day invoice{shown} is due on "
             f"{_day(start + dt.timedelta(days=period_days))} ({covered})"
         )
     return start, end
+
+
+def _in(currency: str | None) -> str:
+    return f" in {currency}" if currency else ""
 
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _nothing_owed(customer_id: str, start: dt.datetime, end: dt.datetime, taken) -> str:
+def _nothing_owed(
+    customer_id: str, start: dt.datetime, end: dt.datetime, taken, currency: str | None
+) -> str:
     """Why an invoice for (start, end) would be empty, with the numbers: what it held, and
     what of the customer's activity lies after ``end`` (today's, on a fresh install) and
     the first day a period holding it can be issued."""
@@ -187,7 +201,10 @@ def _nothing_owed(customer_id: str, start: dt.datetime, end: dt.datetime, taken)
         .exclude(records=F("billed_records"))
         .aggregate(n=Sum(F("records") - F("billed_records")), first=Min("day"))
     )
-    reason = f"customer {customer_id} owes nothing for {_day(start)} to {_day(end)} UTC ({held})"
+    reason = (
+        f"customer {customer_id} owes nothing{_in(currency)} for {_day(start)} to "
+        f"{_day(end)} UTC ({held})"
+    )
     firsts = [
         start_of_day(moment) if isinstance(moment, dt.datetime) else limits.midnight(moment)
         for moment in (activations["first"], directs["first"], usage["first"])
@@ -238,11 +255,15 @@ def invoice_issue(
     end: dt.datetime | None = None,
     now: dt.datetime | None = None,
     expected_total: Decimal | None = None,
+    currency: str | None = None,
 ) -> Invoice:
-    """Issue the customer's next invoice: the period from where the last one ended (the
-    first: ``period_days`` before ``end``) to ``end`` (default: today 00:00 UTC, once
-    the period is ``period_days`` long), billing every event the ledger attributes to
-    it, numbered ``INV-<year>-<seq>`` without gaps.
+    """Issue the customer's next invoice in ``currency``: the period from where the
+    last one in that currency ended (the first: ``period_days`` before ``end``) to
+    ``end`` (default: today 00:00 UTC, once the period is ``period_days`` long), billing
+    every event in that currency the ledger attributes to it, numbered
+    ``INV-<year>-<seq>`` without gaps. Without ``currency``, the only one the customer
+    buys in; a customer buying in several gets one invoice per currency, each asked for
+    by name (:class:`billing.rating.SeveralCurrencies` otherwise, a 409).
 
     Refused: an end that is not 00:00 UTC (InvalidInput), after today (PeriodNotOver),
     not after the last invoice's end (InvoiceAlreadyIssued), a scheduled period not yet
@@ -253,14 +274,35 @@ def invoice_issue(
     now = now or limits.now()
     period_days = rating.check_period_days(period_days)
     customer = _locked_customer(customer_id)
-    start, end = invoice_period(customer_id=customer.id, period_days=period_days, end=end, now=now)
+    entries = rating.catalogue_entries()
+    currency = rating.billing_currency(customer.id, currency, entries)
+    # Messages name the currency of a customer who buys in several.
+    named = len(rating.currencies(customer.id, entries)) > 1
+    start, end = invoice_period(
+        customer_id=customer.id,
+        period_days=period_days,
+        end=end,
+        now=now,
+        currency=currency,
+        named=named,
+    )
     revision = Invoice.objects.filter(
-        customer=customer, kind=Invoice.Kind.INVOICE, period_start=start
+        customer=customer, kind=Invoice.Kind.INVOICE, period_start=start, currency=currency
     ).count()
     year = now.astimezone(dt.UTC).year
     seq = _next_number(SERIES[Invoice.Kind.INVOICE], year)
     number = f"INV-{year}-{seq:06d}"
-    taken = ledger.take(document=number, customer_id=customer.id, start=start, end=end)
+    _check_usage_skus(customer.id, end, entries)
+    taken = ledger.take(
+        document=number,
+        customer_id=customer.id,
+        start=start,
+        end=end,
+        currency=currency,
+        usage_skus=sorted(
+            sku for sku, priced in rating.usage_currencies(entries).items() if priced == currency
+        ),
+    )
     rated = rating.rated(
         customer_id=customer.id,
         start=start,
@@ -268,13 +310,15 @@ def invoice_issue(
         activations=taken.activations,
         directs=taken.directs,
         meters=taken.meters,
-        entries=rating.catalogue_entries(),
+        entries=entries,
+        currency=currency,
         renewals=taken.renewals,
     )
     if not rated["total"]:
-        raise NothingToInvoice(_nothing_owed(customer.id, start, end, taken))
+        raise NothingToInvoice(
+            _nothing_owed(customer.id, start, end, taken, currency if named else None)
+        )
     if expected_total is not None and rated["total"] != expected_total:
-        currency = rated["currency"]
         raise TotalChanged(
             f"the invoice of {customer.id} for {_day(start)} to {_day(end)} now totals "
             f"{money.amount(rated['total'], currency)} {currency}, not the "
@@ -290,7 +334,7 @@ def invoice_issue(
         period_start=start,
         period_end=end,
         period_days=(end - start).days,
-        currency=rated["currency"],
+        currency=currency,
         total=rated["total"],
         issued_at=now,
         revision=revision,
@@ -313,8 +357,29 @@ def invoice_issue(
     return invoice
 
 
+def _check_usage_skus(customer_id: str, end: dt.datetime, entries: dict[str, dict]) -> None:
+    """Usage waiting to be billed of a SKU the catalogue lacks has no price nor currency:
+    refused, naming it, rather than left waiting unseen."""
+    waiting = set(
+        UsageDaily.objects.filter(customer_id=customer_id, day__lt=end.date())
+        .exclude(records=F("billed_records"), inferences=F("billed_inferences"))
+        .values_list("sku", flat=True)
+        .distinct()
+    )
+    missing = sorted(waiting - set(entries))
+    if missing:
+        raise MisconfiguredService(
+            f"customer {customer_id} has usage of SKU {', '.join(missing)}, which is not in "
+            "the catalogue; restore the catalogue entry to rate this invoice"
+        )
+
+
 def invoice_draft(
-    *, customer_id: str, period_days: int = 30, end: dt.datetime | None = None
+    *,
+    customer_id: str,
+    period_days: int = 30,
+    end: dt.datetime | None = None,
+    currency: str | None = None,
 ) -> dict[str, Any]:
     """What :func:`invoice_issue` would issue now for the customer, with the same
     arguments: the period and every line, computed by issuing it and rolling back
@@ -349,8 +414,17 @@ def invoice_draft(
         }
 
     return drafted(
-        lambda: invoice_issue(customer_id=customer_id, period_days=period_days, end=end), read
+        lambda: invoice_issue(
+            customer_id=customer_id, period_days=period_days, end=end, currency=currency
+        ),
+        read,
     )
+
+
+def customer_currencies(*, customer_id: str) -> list[str]:
+    """The currencies the customer buys in, sorted (one invoice each per period)."""
+    customer = customer_get(customer_id=customer_id)
+    return rating.currencies(customer.id, rating.catalogue_entries())
 
 
 def _document_event(type: str, document: Invoice) -> None:
@@ -392,16 +466,20 @@ def invoice_issue_all(
     customer_id: str | None = None,
     now: dt.datetime | None = None,
 ) -> list[IssueResult]:
-    """Issue the next invoice of every customer (or one) that owes something. Returns
-    an :class:`IssueResult` per customer considered; each invoice commits
-    on its own, so one refusal does not undo the others. An end that no customer could
-    be invoiced to is refused before any is tried.
+    """Issue the next invoice of every customer (or one) that owes something, one per
+    currency the customer buys in. Returns an :class:`IssueResult` per customer and
+    currency considered; each invoice commits on its own, so one refusal does not undo
+    the others. An end that no customer could be invoiced to is refused before any is
+    tried.
 
     A customer already invoiced up to ``end`` (a re-run), or whose scheduled period is
     not yet due, is noted and skipped. An ``end`` inside an issued period is an overlap:
     for one customer it raises :class:`InvoiceAlreadyIssued` (the API's 409 and its
     message); for every customer the others are still issued and the overlap is noted
-    (``manage.py issue_invoices`` exits 1 on it)."""
+    (``manage.py issue_invoices`` exits 1 on it). Any other refusal (a ledger that
+    disagrees with its counters, a SKU missing from the catalogue, a write the database
+    refuses) is noted as ``refused`` with its reason and the run goes on with the
+    others: one customer's broken ledger never holds back another's invoice."""
     now = now or limits.now()
     if end is not None:
         check_period_end(end, now=now)
@@ -411,40 +489,58 @@ def invoice_issue_all(
         if customer_id
         else Customer.objects.order_by("id").values_list("id", flat=True)
     )
+    entries = rating.catalogue_entries()
     out: list[IssueResult] = []
     for cid in ids:
         try:
-            invoice = invoice_issue(customer_id=cid, period_days=period_days, end=end, now=now)
-        except InvoiceAlreadyIssued as exc:
-            if exc.overlap and customer_id:
-                raise
-            out.append(IssueResult(cid, None, exc.detail, overlap=exc.overlap))
-        except (InvoiceNotDue, NothingToInvoice) as exc:
-            out.append(IssueResult(cid, None, exc.detail))
-        except ServiceError as exc:
+            currencies = rating.currencies(customer_get(customer_id=cid).id, entries)
+        except ServiceError:
             if customer_id:
-                raise  # one customer asked for: its refusal is the answer
-            log.warning("invoice of %s refused: %s", cid, exc.detail)
-            out.append(IssueResult(cid, None, exc.detail, refused=True))
-        except DatabaseError as exc:
-            # A guard of migration 0009 (or a constraint) refused a write: the customer's
-            # transaction rolled back; its invoice waits for the ledger to be repaired.
-            log.warning("invoice of %s refused by the database: %s", cid, exc)
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            out.append(
-                IssueResult(
-                    cid,
-                    None,
-                    f"the database refused the invoice ({reason}); nothing was issued to "
-                    "this customer. Run manage.py reconcile to see what disagrees",
-                    refused=True,
-                )
-            )
-        else:
-            out.append(
-                IssueResult(cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}")
-            )
+                raise
+            continue  # deleted since the list was read
+        for currency in currencies:
+            out.append(_issue_one(cid, currency, period_days, end, now, alone=bool(customer_id)))
     return out
+
+
+def _issue_one(
+    cid: str,
+    currency: str,
+    period_days: int,
+    end: dt.datetime | None,
+    now: dt.datetime,
+    *,
+    alone: bool,
+) -> IssueResult:
+    """One customer's invoice in one currency, or why there is none."""
+    try:
+        invoice = invoice_issue(
+            customer_id=cid, period_days=period_days, end=end, now=now, currency=currency
+        )
+    except InvoiceAlreadyIssued as exc:
+        if exc.overlap and alone:
+            raise
+        return IssueResult(cid, None, exc.detail, overlap=exc.overlap)
+    except (InvoiceNotDue, NothingToInvoice) as exc:
+        return IssueResult(cid, None, exc.detail)
+    except ServiceError as exc:
+        if alone:
+            raise  # one customer asked for: its refusal is the answer
+        log.warning("invoice of %s in %s refused: %s", cid, currency, exc.detail)
+        return IssueResult(cid, None, exc.detail, refused=True)
+    except DatabaseError as exc:
+        # A guard of migration 0009 (or a constraint) refused a write: the customer's
+        # transaction rolled back; its invoice waits for the ledger to be repaired.
+        log.warning("invoice of %s in %s refused by the database: %s", cid, currency, exc)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return IssueResult(
+            cid,
+            None,
+            f"the database refused the invoice ({reason}); nothing was issued to "
+            "this customer. Run manage.py reconcile to see what disagrees",
+            refused=True,
+        )
+    return IssueResult(cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}")
 
 
 @audited("invoice.credit")

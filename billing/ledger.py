@@ -167,13 +167,24 @@ def _check_buckets(cursor, tables: dict[str, str], document: str) -> None:
     )
 
 
-def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetime) -> Taken:
-    """Attribute to ``document`` every event of the customer dated before ``end`` that
-    no issued document bills yet (those before ``start`` are marked late); returns
-    their sums. The caller holds the customer's lock and commits or rolls back."""
+def take(
+    *,
+    document: str,
+    customer_id: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    currency: str,
+    usage_skus: list[str],
+) -> Taken:
+    """Attribute to ``document`` every event of the customer in ``currency`` dated
+    before ``end`` that no issued document bills yet (those before ``start`` are marked
+    late); returns their sums. Sales carry their currency; usage is in its SKU's
+    catalogue currency, so ``usage_skus`` names the SKUs priced in ``currency``. The
+    caller holds the customer's lock and commits or rolls back."""
     tables = _tables()
     ledger, daily = tables["ledger"], tables["daily"]
     end_day, start_day = _date(end.date()), _date(start.date())
+    skus = ", ".join(["%s"] * len(usage_skus)) if usage_skus else "NULL"
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -181,10 +192,10 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
             SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
                 day < %s, records - billed_records, inferences - billed_inferences, NULL
             FROM {daily}
-            WHERE customer_id = %s AND day < %s
+            WHERE customer_id = %s AND day < %s AND sku IN ({skus})
                 AND (records <> billed_records OR inferences <> billed_inferences)
             """,  # noqa: S608
-            [document, start_day, customer_id, end_day],
+            [document, start_day, customer_id, end_day, *usage_skus],
         )
         _check_buckets(cursor, tables, document)
         _apply_to_buckets(cursor, tables, document)
@@ -194,14 +205,16 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                 f"""SELECT b.customer_id, b.sku, a.license_id, a.batch_id, b.unit_price,
                         b.currency, a.activated_at AS at
                     FROM {tables["activation"]} a JOIN {tables["batch"]} b ON b.id = a.batch_id
-                    WHERE b.customer_id = %s AND a.transfer_of_id IS NULL""",  # noqa: S608
+                    WHERE b.customer_id = %s AND b.currency = %s
+                        AND a.transfer_of_id IS NULL""",  # noqa: S608
             ),
             (
                 LedgerEntry.Kind.DIRECT,
                 f"""SELECT customer_id, sku, id AS license_id, '' AS batch_id, unit_price,
                         currency, issued_at AS at
                     FROM {tables["license"]}
-                    WHERE customer_id = %s AND kind = 'direct' AND device_id <> '*'""",  # noqa: S608
+                    WHERE customer_id = %s AND currency = %s AND kind = 'direct'
+                        AND device_id <> '*'""",  # noqa: S608
             ),
         ):
             cursor.execute(
@@ -220,6 +233,7 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                     kind.value,
                     _moment(start),
                     customer_id,
+                    currency,
                     _moment(end),
                     kind.value,
                 ],
@@ -231,11 +245,12 @@ def take(*, document: str, customer_id: str, start: dt.datetime, end: dt.datetim
                 COALESCE(r.batch_id, ''), r.unit_price, r.currency, r.renewed_at < %s, 0,
                 r.units, r.id
             FROM {tables["renewal"]} r
-            WHERE r.customer_id = %s AND r.renewed_at < %s AND r.units > 0 AND NOT EXISTS (
+            WHERE r.customer_id = %s AND r.currency = %s AND r.renewed_at < %s AND r.units > 0
+                AND NOT EXISTS (
                 SELECT 1 FROM {ledger} e WHERE e.renewal_id = r.id
                 GROUP BY e.renewal_id HAVING SUM(e.quantity) > 0)
             """,  # noqa: S608
-            [document, _moment(start), customer_id, _moment(end)],
+            [document, _moment(start), customer_id, currency, _moment(end)],
         )
     return taken_by(document)
 

@@ -256,8 +256,8 @@ class Invoice(_Immutable):
     )
     revision = models.PositiveIntegerField(
         default=0,
-        help_text="Credited invoices of the customer that started at the same period_start "
-        "before this one (0 for the first).",
+        help_text="Credited invoices of the customer in the same currency that started at "
+        "the same period_start before this one (0 for the first).",
     )
     reason = models.CharField(max_length=500, blank=True)
 
@@ -266,10 +266,11 @@ class Invoice(_Immutable):
         constraints = [
             # Issuing derives a period's start from the previous one under a lock; two
             # issuers that raced past it would compute the same start and revision.
+            # One invoice per customer, currency and period (contract §6).
             models.UniqueConstraint(
-                fields=["customer", "period_start", "revision"],
+                fields=["customer", "currency", "period_start", "revision"],
                 condition=Q(kind="invoice"),
-                name="invoice_period_once",
+                name="invoice_period_currency_once",
             ),
             models.UniqueConstraint(fields=["kind", "year", "seq"], name="invoice_seq_once"),
             models.CheckConstraint(

@@ -23,7 +23,7 @@ from django.db.models import Count, Sum
 from billing import limits, pricing, selectors
 from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.models import InvoiceLine
-from config.errors import InvalidInput, MisconfiguredService
+from config.errors import Conflict, InvalidInput, MisconfiguredService
 from customers.services import customer_get
 from licensing.models import License, Renewal, Sku
 
@@ -282,21 +282,46 @@ def maintenance_lines(
     return lines
 
 
-def _currency(customer_id: str, lines: list[dict], entries: dict[str, dict]) -> str:
-    found = {line["_currency"] for line in lines if line["_currency"]}
-    if not found:
-        found = set(
-            License.objects.filter(customer_id=customer_id)
-            .exclude(currency="")
-            .values_list("currency", flat=True)
-            .distinct()
-        ) or {entry["currency"] for entry in entries.values()}
-    if len(found) > 1:
-        raise MisconfiguredService(
-            f"customer {customer_id} is billed in {', '.join(sorted(found))}; an invoice "
-            "carries one currency"
+class SeveralCurrencies(Conflict):
+    """The customer buys in more than one currency and the caller named none: one
+    invoice per currency (contract §6), so the caller asks for each."""
+
+    def __init__(self, customer_id: str, currencies: list[str]) -> None:
+        super().__init__(
+            f"customer {customer_id} buys in {', '.join(currencies)}: it gets one invoice per "
+            f"currency; name the currency ({' or '.join(currencies)})"
         )
-    return found.pop() if found else "EUR"
+        self.currencies = currencies
+
+
+def usage_currencies(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """SKU -> the currency its usage is billed in (its catalogue entry's)."""
+    return {sku: entry["currency"] for sku, entry in entries.items()}
+
+
+def currencies(customer_id: str, entries: dict[str, dict[str, Any]]) -> list[str]:
+    """The currencies the customer buys in, sorted; at least one (the catalogue's
+    first currency, or EUR, for a customer who bought nothing yet)."""
+    found = selectors.customer_currencies(
+        customer_id=customer_id, usage_currencies=usage_currencies(entries)
+    )
+    if found:
+        return found
+    fallback = sorted({entry["currency"] for entry in entries.values()})
+    return fallback[:1] or ["EUR"]
+
+
+def billing_currency(
+    customer_id: str, currency: str | None, entries: dict[str, dict[str, Any]]
+) -> str:
+    """The currency of the customer's invoice: ``currency`` when given (upper case), or
+    the only one the customer buys in; :class:`SeveralCurrencies` when there are more."""
+    if currency:
+        return currency.upper()
+    found = currencies(customer_id, entries)
+    if len(found) > 1:
+        raise SeveralCurrencies(customer_id, found)
+    return found[0]
 
 
 def invoice_lines(
@@ -336,11 +361,13 @@ def rated(
     directs: list[DirectRow],
     meters: dict[str, Meter],
     entries: dict[str, dict[str, Any]],
+    currency: str,
     renewals: list[RenewalRow] | None = None,
 ) -> dict[str, Any]:
-    """The invoice of these events for the period [start, end): spec §2.7 with Decimal
-    money. The allowance counts the period's actual length in days; maintenance is
-    charged when that length is 365 days or more; renewals come last."""
+    """The invoice in ``currency`` of these events for the period [start, end): spec
+    §2.7 with Decimal money, the lines of other currencies left to their own invoice.
+    The allowance counts the period's actual length in days; maintenance is charged when
+    that length is 365 days or more; renewals come last."""
     period_days = (end - start) // dt.timedelta(days=1)
     lines = invoice_lines(
         customer_id=customer_id,
@@ -353,9 +380,7 @@ def rated(
         maintenance=maintenance_lines(customer_id, end, entries) if period_days >= 365 else [],
         entries=entries,
     )
-    currency = _currency(customer_id, lines, entries)
-    for line in lines:
-        del line["_currency"]
+    lines = [line for line in lines if line.pop("_currency") == currency]
     return {
         "customer_id": customer_id,
         "period_start": unix(start),
@@ -443,7 +468,11 @@ def _whole_second_after(moment: dt.datetime) -> dt.datetime:
 
 
 def invoice_rate(
-    *, customer_id: str, period_days: int = 30, now: dt.datetime | None = None
+    *,
+    customer_id: str,
+    period_days: int = 30,
+    now: dt.datetime | None = None,
+    currency: str | None = None,
 ) -> dict[str, Any]:
     """Rate a customer's invoice for the ``period_days`` before ``now`` (contract §6).
 
@@ -453,9 +482,13 @@ def invoice_rate(
     plus ``batch_id`` on unit activation and batch renewal lines, ``license_id`` on a
     direct licence's renewal line. Nothing is stored, and the window ignores
     what issued invoices have billed: it is a preview of the window, not of the ledger.
+    A customer buying in several currencies has one invoice per currency: ``currency``
+    names which (without it, :class:`SeveralCurrencies`, a 409 naming them).
     """
     customer = customer_get(customer_id=customer_id)
     period_days = check_period_days(period_days)
+    entries = catalogue_entries()
+    currency = billing_currency(customer.id, currency, entries)
     end = _whole_second_after(now or limits.now())
     start = end - dt.timedelta(days=period_days)
     with selectors.one_snapshot():
@@ -469,6 +502,7 @@ def invoice_rate(
             activations=_window_activations(customer.id, start, end),
             directs=_window_directs(customer.id, start, end),
             meters={sku: Meter(sku=sku, inferences=n) for sku, n in usage.items()},
-            entries=catalogue_entries(),
+            entries=entries,
+            currency=currency,
             renewals=_window_renewals(customer.id, start, end),
         )

@@ -289,6 +289,29 @@ def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, An
     return [(row["sku"], row["unit_price"], row["currency"], row["n"]) for row in rows]
 
 
+def customer_currencies(*, customer_id: str, usage_currencies: dict[str, str]) -> list[str]:
+    """Every currency the customer has bought in, sorted: its batches', direct and
+    renewed licences', and the catalogue currency (``usage_currencies``: SKU ->
+    currency) of each SKU it has usage of. One invoice per currency (contract §6).
+    Usage of a SKU missing from ``usage_currencies`` has no currency to bill in: it is
+    left to the caller, which names it."""
+    found = set(Batch.objects.filter(customer_id=customer_id).values_list("currency", flat=True))
+    found |= set(
+        License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT)
+        .exclude(device_id="*")
+        .values_list("currency", flat=True)
+        .distinct()
+    )
+    found |= {
+        usage_currencies[sku]
+        for sku in UsageDaily.objects.filter(customer_id=customer_id)
+        .values_list("sku", flat=True)
+        .distinct()
+        if sku in usage_currencies
+    }
+    return sorted(currency for currency in found if currency)
+
+
 def _since(days: int) -> dt.date:
     return clock.now().astimezone(dt.UTC).date() - dt.timedelta(days=days - 1)
 

@@ -51,8 +51,19 @@ class PeriodDaysField(serializers.Field):
         return value
 
 
+def currency_field() -> serializers.RegexField:
+    """An ISO 4217 code: which of a customer's currencies (one invoice each)."""
+    return serializers.RegexField(
+        r"^[A-Za-z]{3}\Z",
+        required=False,
+        help_text="ISO 4217 code; needed when the customer buys in several currencies "
+        "(one invoice per currency); default: the only one it buys in.",
+    )
+
+
 class InvoiceQuery(serializers.Serializer):
     period_days = PeriodDaysField(required=False, default=30)
+    currency = currency_field()
 
 
 DAY = 86400  # seconds; Unix time has no leap seconds, so every 00:00 UTC is a multiple
@@ -75,6 +86,7 @@ class InvoiceIssueIn(BodyIn):
         max_value=MAX_TIMESTAMP,
         help_text="Unix seconds of a 00:00 UTC; default: today, once due.",
     )
+    currency = currency_field()
 
     def validate_period_end(self, value: int) -> dt.datetime:
         try:

@@ -125,6 +125,12 @@ class InvoicePreviewForm(forms.Form):
         label="Period (days)",
         help_text="The first invoice's length; later ones start where the last one ended.",
     )
+    currency = forms.RegexField(
+        regex=r"^[A-Za-z]{3}\Z",
+        required=False,
+        help_text="A customer buying in several currencies gets one invoice per currency; "
+        "default: the first.",
+    )
 
 
 def _window(rated: dict) -> str:
@@ -166,8 +172,15 @@ def invoice_preview(request: HttpRequest) -> HttpResponse:
     if form.is_bound and form.is_valid():
         customer = form.cleaned_data["customer"]
         period_days = form.cleaned_data["period_days"]
+        currencies = billing_services.customer_currencies(customer_id=customer.pk)
+        currency = (form.cleaned_data.get("currency") or currencies[0]).upper()
+        context["currency"] = currency
+        # One invoice per currency: the others are a link away.
+        context["other_currencies"] = [other for other in currencies if other != currency]
         try:
-            rated = billing_services.invoice_rate(customer_id=customer.pk, period_days=period_days)
+            rated = billing_services.invoice_rate(
+                customer_id=customer.pk, period_days=period_days, currency=currency
+            )
         except ServiceError as exc:
             form.add_error(None, exc.detail)
             rated = None
@@ -177,12 +190,13 @@ def invoice_preview(request: HttpRequest) -> HttpResponse:
                 content_type="text/csv; charset=utf-8",
             )
             response["Content-Disposition"] = (
-                f'attachment; filename="invoice-estimate-{customer.pk}-{period_days}d.csv"'
+                f'attachment; filename="invoice-estimate-{customer.pk}-{period_days}d'
+                f'{"" if len(currencies) == 1 else "-" + currency}.csv"'
             )
             return response
         try:
             draft = billing_services.invoice_draft(
-                customer_id=customer.pk, period_days=period_days, end=_today()
+                customer_id=customer.pk, period_days=period_days, end=_today(), currency=currency
             )
         except ServiceError as exc:
             draft, context["draft_refused"] = None, exc.detail
@@ -210,6 +224,7 @@ class InvoiceIssueForm(forms.Form):
     period_days = forms.IntegerField(min_value=1, max_value=3660)
     period_end = forms.IntegerField(min_value=0)
     expected_total = forms.DecimalField(max_digits=16, decimal_places=4)
+    currency = forms.RegexField(regex=r"^[A-Za-z]{3}\Z", required=False)
 
 
 @require_POST
@@ -224,8 +239,11 @@ def invoice_issue(request: HttpRequest) -> HttpResponse:
         return HttpResponseRedirect(reverse("console-invoice-preview"))
     data = form.cleaned_data
     customer, period_days = data["customer"], data["period_days"]
+    currency = data.get("currency") or None
     end = dt.datetime.fromtimestamp(data["period_end"], tz=dt.UTC)
     back = f"{reverse('console-invoice-preview')}?customer={customer.pk}&period_days={period_days}"
+    if currency:
+        back += f"&currency={currency}"
     refused = ""
     if request.POST.get("confirmed") == "yes":
         try:
@@ -234,6 +252,7 @@ def invoice_issue(request: HttpRequest) -> HttpResponse:
                 period_days=period_days,
                 end=end,
                 expected_total=data["expected_total"],
+                currency=currency,
             )
         except ServiceError as exc:
             refused = exc.detail
@@ -246,7 +265,7 @@ def invoice_issue(request: HttpRequest) -> HttpResponse:
             return HttpResponseRedirect(reverse("console-document", args=[invoice.number]))
     try:
         draft = billing_services.invoice_draft(
-            customer_id=customer.pk, period_days=period_days, end=end
+            customer_id=customer.pk, period_days=period_days, end=end, currency=currency
         )
     except ServiceError as exc:
         messages.error(request, refused or exc.detail)
