@@ -13,11 +13,14 @@ back off.
 - **Back-off with jitter**, 5 s doubling to an hour, for SVC_WEBHOOK_RETRY_HOURS (72 by
   default); then the endpoint is disabled and a ``webhook.disabled`` event written.
 - **Signed** by the ``standardwebhooks`` package, with the previous secret too while a
-  rotation overlaps; bounded bodies; a slow endpoint costs at most SVC_WEBHOOK_TIMEOUT.
+  rotation overlaps; bounded bodies; an attempt, whole, lasts at most SVC_WEBHOOK_TIMEOUT,
+  and a worker sends to several endpoints at once (``deliver_events --concurrency``), so
+  a slow endpoint delays no other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import http.client
 import json
@@ -25,6 +28,7 @@ import logging
 import random
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -89,7 +93,28 @@ def signature(hook: Webhook, event_id: str, moment: dt.datetime, body: str) -> s
     )
 
 
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+class _Cuttable:
+    """The socket of a connection, kept from the moment it exists (before a TLS
+    handshake too), so that the attempt's deadline can cut it from another thread."""
+
+    raw: socket.socket | None = None
+    was_cut = False
+
+    def cut(self) -> None:
+        self.was_cut = True  # before the cut: the thread it wakes reads this
+        raw = self.raw
+        if raw is not None:
+            with contextlib.suppress(OSError):
+                raw.shutdown(socket.SHUT_RDWR)  # wakes a blocked read or write at once
+
+
+class _HTTPConnection(_Cuttable, http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.raw = self.sock
+
+
+class _PinnedHTTPSConnection(_Cuttable, http.client.HTTPSConnection):
     """HTTPS to an address already checked, with the certificate checked for the host."""
 
     def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
@@ -98,12 +123,19 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.raw = sock
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
 def send(hook: Webhook, event: Event) -> Outcome:
-    """One attempt: POST the event to the endpoint. Never raises."""
+    """One attempt: POST the event to the endpoint. Never raises.
+
+    The whole attempt (connect, TLS, sending, the status line, headers and the start of
+    the body) ends within SVC_WEBHOOK_TIMEOUT of its start: a socket time-out bounds
+    each read only, and a receiver trickling a byte at a time would hold the worker for
+    ever, so a timer cuts the connection at the deadline."""
     started = time.monotonic()
+    timeout = settings.SVC_WEBHOOK_TIMEOUT
 
     def outcome(ok: bool, status: int | None, excerpt: str = "", error: str = "") -> Outcome:
         latency = int((time.monotonic() - started) * 1000)
@@ -113,6 +145,9 @@ def send(hook: Webhook, event: Event) -> Outcome:
         host, port, address = urlcheck.check(hook.url)
     except InvalidInput as refused:
         return outcome(False, None, error=str(refused))
+    left = started + timeout - time.monotonic()
+    if left <= 0:
+        return outcome(False, None, error=f"name resolution took over {timeout:g} s")
     parts = urlsplit(hook.url)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     moment = clock.now()
@@ -125,21 +160,26 @@ def send(hook: Webhook, event: Event) -> Outcome:
         "webhook-timestamp": str(int(moment.timestamp())),
         "webhook-signature": signature(hook, event.event_id, moment, body),
     }
-    timeout = settings.SVC_WEBHOOK_TIMEOUT
     if parts.scheme == "https":
-        connection: http.client.HTTPConnection = _PinnedHTTPSConnection(
-            host, address, port, timeout
-        )
+        connection: _Cuttable = _PinnedHTTPSConnection(host, address, port, left)
     else:
-        connection = http.client.HTTPConnection(address, port, timeout=timeout)
+        connection = _HTTPConnection(address, port, timeout=left)
+    deadline = threading.Timer(left, connection.cut)
+    deadline.daemon = True
+    deadline.start()
     try:
         connection.request("POST", path, body=body.encode(), headers=headers)
         response = connection.getresponse()
         excerpt = response.read(RESPONSE_READ).decode("utf-8", "replace")
+        if connection.was_cut:  # cut while the body was read: a short excerpt
+            raise TimeoutError
         return outcome(200 <= response.status < 300, response.status, excerpt)
     except (OSError, http.client.HTTPException, ssl.SSLError) as failure:
+        if connection.was_cut or isinstance(failure, TimeoutError):
+            return outcome(False, None, error=f"no complete answer within {timeout:g} s")
         return outcome(False, None, error=f"{type(failure).__name__}: {failure}")
     finally:
+        deadline.cancel()
         connection.close()
 
 

@@ -2,16 +2,20 @@
 a position ``(xid, id)`` they move forward only.
 
 At least once and in order, provably: a reader takes only the events whose writing
-transaction ended before the statement's snapshot, that is whose ``xid`` is below the
-snapshot's ``xmin`` (the oldest transaction still running). Every event a later read
-can see for the first time is then written by a transaction at or past that ``xmin``,
-so it sorts after every event already taken, and no position can pass it. The cost: an
-event waits for every transaction that began writing before its own to end, on this
-database or another of the cluster (a long writing transaction delays deliveries; it
-loses none). This is how PgQ batches its queues.
+transaction ended before the statement's snapshot: those whose ``xid`` is below the
+oldest transaction of this database the snapshot still saw running (its ``xip``, less
+the transactions running in other databases of the cluster, which never write here; the
+snapshot's ``xmax`` when there is none). Every event a later read can see for the first
+time is then written by a transaction at or past that horizon, so it sorts after every
+event already taken, and no position can pass it. The cost: an event waits for every
+transaction of this database that began writing before its own to end (a long writing
+transaction delays deliveries; it loses none). This is how PgQ batches its queues, per
+database.
 
-On SQLite one writer commits at a time, in id order, and ``xid`` is 0: the order is the
-ids', and every committed event can be taken.
+A transaction that ended after the snapshot counts as running, whatever its database
+(it may have written here, and its rows are not in the snapshot); so does one whose
+database the server does not show to the application's role. Either way a reader waits,
+never skips.
 """
 
 from __future__ import annotations
@@ -24,13 +28,19 @@ from events.models import Event
 
 Position = tuple[int, int]  # (xid, id) of the last event a reader is done with
 
-# The oldest transaction still running when the statement's snapshot was taken; the
-# reader's own transaction, when it wrote, is at that xmin and is read (its writes are
-# its own to see: a test in one transaction, or a scan that delivers what it wrote).
-_ENDED = (
-    "(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint",
-    "(pg_current_xact_id_if_assigned()::text)::bigint",
-)
+# The horizon: the oldest transaction the statement's snapshot saw running (its xip,
+# other databases' running transactions left out; past xmax every one is running), and
+# the reader's own transaction when it wrote, which the xip leaves out. The reader's own
+# events are read too: its writes are its own to see (a test in one transaction).
+_OWN = "(pg_current_xact_id_if_assigned()::text)::bigint"
+_HORIZON = f"""LEAST(
+    (SELECT min(running::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) AS running
+     WHERE xid(running) NOT IN (
+        SELECT backend_xid FROM pg_stat_activity
+        WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database())),
+    pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+    {_OWN})"""  # noqa: S608 - constant SQL
+_ENDED = (f"({_HORIZON})", _OWN)
 
 
 def settled() -> Q:
@@ -63,10 +73,6 @@ def end() -> Position:
         cursor.execute(f"SELECT {_ENDED[0]}")  # noqa: S608 - constant SQL
         (horizon,) = cursor.fetchone()
     return max(taken, (horizon - 1, 2**63 - 1))
-
-
-def of(event: Event) -> Position:
-    return (event.xid, event.id)
 
 
 def before(event: Event) -> Position:

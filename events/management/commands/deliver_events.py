@@ -1,30 +1,35 @@
 """The webhook worker: ``python manage.py deliver_events``.
 
-Runs until stopped (SIGTERM or SIGINT end it after the attempt in hand), delivering
-every due endpoint's next event and, every ``--scan-every`` seconds, running the
-scheduled pass (expiry, grace, batch and quota events) and sending the e-mail alerts
-that are due. Start one or more on each node:
+Runs until stopped (SIGTERM or SIGINT end it after the attempts in hand), delivering
+every due endpoint's next event from ``--concurrency`` sender threads (several endpoints
+at once, one attempt per endpoint at a time) and, every ``--scan-every`` seconds,
+running the scheduled pass (expiry, grace, batch and quota events) and sending the
+e-mail alerts that are due. Start one or more on each node:
 they share the work through the database (a lease per endpoint), and one killed
 mid-delivery loses nothing (the lease ends and another sends the event again)."""
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
-from django.core.management.base import BaseCommand
-from django.db import DatabaseError, close_old_connections, connections
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, close_old_connections, connection, connections
 
 from config.display import counted
 from events import delivery
 from events.alerts import alerts_send
 from events.scan import events_scan
 
+AWAY = object()  # what a step returns when the database was away
+
 
 class Command(BaseCommand):
     help = (
-        "Deliver webhook events (in order per endpoint, at least once) and run the "
-        "scheduled event pass; runs until stopped, or once with --once."
+        "Deliver webhook events (in order per endpoint, at least once, to several "
+        "endpoints at once) and run the scheduled event pass; runs until stopped, or once "
+        "with --once."
     )
 
     def add_arguments(self, parser):
@@ -45,62 +50,82 @@ class Command(BaseCommand):
             default=60.0,
             help="Seconds between scheduled passes (default 60; 0: never).",
         )
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=4,
+            help="Endpoints sent to at once (default 4): an endpoint that answers slowly "
+            "holds one of them for at most SVC_WEBHOOK_TIMEOUT, the others go on.",
+        )
 
-    def handle(self, *args, once: bool, poll: float, scan_every: float, **options):
-        self.stopping = False
+    def handle(self, *args, once: bool, poll: float, scan_every: float, concurrency: int,
+               **options):  # fmt: skip
+        if not 1 <= concurrency <= 64:
+            raise CommandError(f"--concurrency must be from 1 to 64, not {concurrency}")
+        self.stopping = threading.Event()
+        self.counts = {"delivered": 0, "failed": 0}
+        self.counts_lock = threading.Lock()
 
         def stop(signum, frame):
-            self.stopping = True
+            self.stopping.set()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        last_scan = float("-inf")
-        delivered = failed = 0
-        while not self.stopping:
-            close_old_connections()  # a connection the database dropped is replaced
-            try:
-                delivered, failed, last_scan = self._round(
-                    once, poll, scan_every, delivered, failed, last_scan
-                )
-            except DatabaseError as problem:
-                # The database is away (restart, failover): nothing is lost, the leases
-                # and positions are in it. Wait and try again rather than exit.
-                name = type(problem).__name__
-                self.stderr.write(f"deliver_events: database unavailable ({name}); retrying")
-                connections.close_all()
-                if once:
-                    break
-                time.sleep(max(poll, 1.0))
-                continue
-            if once:
-                break
+        self._guarded(lambda: self._scan(scan_every), once, poll)
+        senders = [
+            threading.Thread(target=self._send, args=(once, poll), name=f"sender-{n}")
+            for n in range(concurrency)
+        ]
+        for sender in senders:
+            sender.start()
+        last_scan = time.monotonic()
+        while not once and not self.stopping.wait(min(poll, 1.0)):
+            if scan_every and time.monotonic() - last_scan >= scan_every:
+                self._guarded(lambda: self._scan(scan_every), once, poll)
+                last_scan = time.monotonic()
+        for sender in senders:
+            sender.join()
+        delivered, failed = self.counts["delivered"], self.counts["failed"]
         self.stdout.write(f"deliver_events: {delivered} delivered, {failed} failed attempts")
 
-    def _round(self, once, poll, scan_every, delivered, failed, last_scan):
-        """One pass: the scheduled pass when due, then every due delivery; sleeps when
-        there was nothing to send. Returns the updated counters."""
-        if scan_every and time.monotonic() - last_scan >= scan_every:
-            written = events_scan().written
-            mailed = alerts_send()
-            last_scan = time.monotonic()
-            if written:
-                self.stdout.write(
-                    "scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items()))
-                )
-            if mailed:
-                self.stdout.write(f"alerts: {counted(mailed, 'digest')} sent")
-        worked = False
-        while not self.stopping:
-            outcome = delivery.deliver_one()
-            if outcome is None:
-                break
-            if outcome is delivery.NOTHING_TO_SEND:
-                continue
-            worked = True
-            if outcome.ok:
-                delivered += 1
-            else:
-                failed += 1
-        if not worked and not once:
-            time.sleep(poll)
-        return delivered, failed, last_scan
+    def _guarded(self, work, once: bool, poll: float):
+        """``work()`` on this thread's connection; AWAY when the database was away
+        (restart, failover): nothing is lost, the leases and positions are in it."""
+        close_old_connections()  # a connection the database dropped is replaced
+        try:
+            return work()
+        except DatabaseError as problem:
+            name = type(problem).__name__
+            self.stderr.write(f"deliver_events: database unavailable ({name}); retrying")
+            connection.close()
+            if not once:
+                self.stopping.wait(max(poll, 1.0))
+            return AWAY
+
+    def _scan(self, scan_every: float) -> None:
+        """The scheduled pass and the e-mail alerts that are due."""
+        if not scan_every:
+            return
+        written = events_scan().written
+        mailed = alerts_send()
+        if written:
+            self.stdout.write("scan: " + ", ".join(f"{n} {t}" for t, n in sorted(written.items())))
+        if mailed:
+            self.stdout.write(f"alerts: {counted(mailed, 'digest')} sent")
+
+    def _send(self, once: bool, poll: float) -> None:
+        """One sender: claims a due endpoint, sends it its next event, and again;
+        waits ``poll`` when none is due (with --once: ends)."""
+        try:
+            while not self.stopping.is_set():
+                outcome = self._guarded(delivery.deliver_one, once, poll)
+                if outcome is None or outcome is AWAY:
+                    if once:
+                        return
+                    if outcome is None:
+                        self.stopping.wait(poll)
+                elif outcome is not delivery.NOTHING_TO_SEND:
+                    with self.counts_lock:
+                        self.counts["delivered" if outcome.ok else "failed"] += 1
+        finally:
+            connections.close_all()
