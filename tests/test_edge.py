@@ -802,6 +802,92 @@ def test_the_edges_own_errors_are_json_detail(edge):
 # --- losing a node --------------------------------------------------------------------
 
 
+# --- webhook events of traffic through the edge ----------------------------------------
+
+
+def test_events_of_traffic_through_the_edge_reach_every_endpoint_in_order(
+    edge, make_batch, settings, tmp_path
+):
+    """Issue 37, items 1 and 2 through the edge: cameras activate through nginx on both
+    nodes while two events_scan processes run at once, again and again, and two webhook
+    workers deliver to three endpoints, one of which trickles its answers. Every event
+    reaches each endpoint that takes it, in the log's order; the trickling endpoint's
+    attempts are cut at the time-out and never overlap."""
+    from events.models import DeliveryAttempt, Event
+    from events.services import webhook_create
+    from tests.events.receiver import Receiver
+    from tests.events.test_commit_order import _manage, _worker
+    from tests.events.test_slow_receiver import Trickler
+
+    settings.SVC_WEBHOOK_ALLOW_HTTP = settings.SVC_WEBHOOK_ALLOW_PRIVATE = True
+    receiver, trickler = Receiver().start(), Trickler()
+    endpoints = {"all": ["*"], "thresholds": ["batch.threshold"]}
+    hooks = [webhook_create(url=receiver.url_for(name), events=types)
+             for name, types in endpoints.items()]  # fmt: skip
+    slow = webhook_create(url=trickler.url, events=["license.activated"])
+    receiver.secrets = [hook.secret for hook in hooks]
+    batches = [make_batch(units=5) for _ in range(8)]
+    answers: Counter = Counter()
+
+    def cameras(n: int) -> None:
+        conn = EdgeConnection(edge, source=PROVISIONING_LINE)
+        for b, batch in enumerate(batches[n::2]):
+            for unit in range(5):
+                answers[_activate(conn, batch.license.token, f"edge-{n}-{b}-{unit}").status] += 1
+        conn.close()
+
+    workers = [_worker(tmp_path / f"worker-{n}.log") for n in range(2)]
+    try:
+        clients = [threading.Thread(target=cameras, args=(n,)) for n in range(2)]
+        for client in clients:
+            client.start()
+        scans = 0
+        while any(client.is_alive() for client in clients) or scans < 2:
+            runs = [_manage(tmp_path / f"scan-{scans}-{n}.log", "events_scan") for n in range(2)]
+            assert [run.wait(120) for run in runs] == [0, 0]
+            scans += 1
+        for client in clients:
+            client.join()
+        runs = [_manage(tmp_path / f"scan-last-{n}.log", "events_scan") for n in range(2)]
+        assert [run.wait(120) for run in runs] == [0, 0]
+        expected = {
+            name: list(
+                (Event.objects if types == ["*"] else Event.objects.filter(type__in=types))
+                .order_by("xid", "id")
+                .values_list("event_id", flat=True)
+            )
+            for name, types in endpoints.items()
+        }
+
+        def received(name: str) -> list[str]:
+            path = f"/hooks/{name}?tenant=1"
+            return [d.body["id"] for d in receiver.accepted() if d.path == path]
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(
+            set(expected[name]) <= set(received(name)) for name in endpoints
+        ):
+            time.sleep(0.1)
+    finally:
+        for process in workers:
+            process.send_signal(signal.SIGTERM)
+        for process in workers:
+            process.wait(30)
+        receiver.stop()
+        trickler.stop()
+    assert answers == {200: 40}, answers
+    assert Event.objects.filter(type="batch.threshold").count() == 8 * 3, scans
+    for name in endpoints:
+        seen = received(name)
+        once = [event for i, event in enumerate(seen) if i == 0 or seen[i - 1] != event]
+        print(f"{name}: {len(expected[name])} events, {len(seen)} deliveries, {scans} scan pairs")
+        assert once == expected[name], (name, len(set(expected[name]) - set(once)))
+    cut = DeliveryAttempt.objects.filter(webhook=slow)
+    assert cut.exists() and not cut.filter(ok=True).exists()
+    assert {attempt.error for attempt in cut} == {"no complete answer within 2 s"}
+    assert trickler.most_open == 1
+
+
 def _workers(node: LiveService) -> list[int]:
     """The pids of a gunicorn node's workers (children of its master)."""
     workers = []
