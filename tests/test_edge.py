@@ -815,8 +815,8 @@ def test_events_of_traffic_through_the_edge_reach_every_endpoint_in_order(
     attempts are cut at the time-out and never overlap."""
     from events.models import DeliveryAttempt, Event
     from events.services import webhook_create
+    from tests.events.processes import manage, worker
     from tests.events.receiver import Receiver
-    from tests.events.test_commit_order import _manage, _worker
     from tests.events.test_slow_receiver import Trickler
 
     settings.SVC_WEBHOOK_ALLOW_HTTP = settings.SVC_WEBHOOK_ALLOW_PRIVATE = True
@@ -836,19 +836,19 @@ def test_events_of_traffic_through_the_edge_reach_every_endpoint_in_order(
                 answers[_activate(conn, batch.license.token, f"edge-{n}-{b}-{unit}").status] += 1
         conn.close()
 
-    workers = [_worker(tmp_path / f"worker-{n}.log") for n in range(2)]
+    workers = [worker(tmp_path / f"worker-{n}.log") for n in range(2)]
     try:
         clients = [threading.Thread(target=cameras, args=(n,)) for n in range(2)]
         for client in clients:
             client.start()
         scans = 0
         while any(client.is_alive() for client in clients) or scans < 2:
-            runs = [_manage(tmp_path / f"scan-{scans}-{n}.log", "events_scan") for n in range(2)]
+            runs = [manage(tmp_path / f"scan-{scans}-{n}.log", "events_scan") for n in range(2)]
             assert [run.wait(120) for run in runs] == [0, 0]
             scans += 1
         for client in clients:
             client.join()
-        runs = [_manage(tmp_path / f"scan-last-{n}.log", "events_scan") for n in range(2)]
+        runs = [manage(tmp_path / f"scan-last-{n}.log", "events_scan") for n in range(2)]
         assert [run.wait(120) for run in runs] == [0, 0]
         expected = {
             name: list(

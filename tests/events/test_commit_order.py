@@ -8,16 +8,11 @@ live test below then runs the whole thing as production does."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core import mail
 from django.db import connection, transaction
 
@@ -26,7 +21,7 @@ from events.alerts import alerts_send
 from events.models import Event, Webhook
 from events.services import event_emit, webhook_create
 from licensing.services.activation import unit_activate
-from tests import conftest
+from tests.events.processes import manage, worker
 from tests.events.test_delete_race import Runner
 
 on_postgresql = pytest.mark.skipif(
@@ -131,33 +126,6 @@ ENDPOINTS = {
 }
 
 
-def _environment() -> dict[str, str]:
-    return {
-        **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
-        "SVC_SECRET_KEY": settings.SECRET_KEY,
-        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
-        "SVC_DEBUG": "0",
-        "SVC_SSL_REDIRECT": "0",
-        "SVC_WEBHOOK_ALLOW_HTTP": "1",
-        "SVC_WEBHOOK_ALLOW_PRIVATE": "1",
-        "SVC_WEBHOOK_TIMEOUT": "2",
-        "SVC_LOG_LEVEL": "WARNING",
-    }
-
-
-def _manage(log: Path, *arguments: str) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "manage.py", *arguments], cwd=conftest.REPO, env=_environment(),
-            stdout=out, stderr=out,
-        )  # fmt: skip
-
-
-def _worker(log: Path) -> subprocess.Popen:
-    return _manage(log, "deliver_events", "--poll", "0.05", "--scan-every", "0")
-
-
 def _activations(batches, prefix: str) -> None:
     for b, batch in enumerate(batches):
         for n in range(batch.units_purchased):
@@ -224,23 +192,23 @@ def test_concurrent_writers_scans_and_workers_deliver_every_event_in_order(
     receiver.secrets = [hook.secret for hook in hooks.values()]
     receiver.delay = 0.005
     batches = [[make_batch(units=5) for _ in range(4)] for _ in range(2)]
-    workers = [_worker(tmp_path / "worker-1.log"), _worker(tmp_path / "worker-2.log")]
+    workers = [worker(tmp_path / "worker-1.log"), worker(tmp_path / "worker-2.log")]
     writers = [Runner(lambda b=b, n=n: _activations(b, f"cam{n}")) for n, b in enumerate(batches)]
     try:
         for writer in writers:
             writer.start()
         for round_ in range(2):
-            scans = [_manage(tmp_path / f"scan-{round_}-{n}.log", "events_scan") for n in range(2)]
+            scans = [manage(tmp_path / f"scan-{round_}-{n}.log", "events_scan") for n in range(2)]
             assert [scan.wait(120) for scan in scans] == [0, 0]
         deadline = time.monotonic() + 30
         while not any(receiver.inflight.values()) and time.monotonic() < deadline:
             time.sleep(0.002)
         workers[0].send_signal(signal.SIGKILL)  # mid-delivery: a request is in flight
         workers[0].wait(10)
-        workers.append(_worker(tmp_path / "worker-3.log"))
+        workers.append(worker(tmp_path / "worker-3.log"))
         for writer in writers:
             writer.outcome()
-        scans = [_manage(tmp_path / f"scan-last-{n}.log", "events_scan") for n in range(2)]
+        scans = [manage(tmp_path / f"scan-last-{n}.log", "events_scan") for n in range(2)]
         assert [scan.wait(120) for scan in scans] == [0, 0]  # the last thresholds
         # Then, with the endpoints caught up, transactions that stay open while later
         # ids commit and are sent.

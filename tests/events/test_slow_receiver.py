@@ -4,21 +4,17 @@ lasts, the worker sends the other endpoints their events."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from django.conf import settings
 
 from events import delivery
 from events.models import DeliveryAttempt, Event
 from events.services import event_emit, webhook_create
-from tests import conftest
+from tests.events.processes import worker
 
 TRICKLE_FOR = 30.0  # seconds a trickled answer would take; far past every deadline here
 
@@ -97,24 +93,6 @@ def test_an_attempt_ends_at_its_deadline_however_the_answer_trickles(
     assert trickler.closed.wait(5)
 
 
-def _worker(log, timeout: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
-        "SVC_SECRET_KEY": settings.SECRET_KEY,
-        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
-        "SVC_DEBUG": "0",
-        "SVC_SSL_REDIRECT": "0",
-        "SVC_WEBHOOK_ALLOW_HTTP": "1",
-        "SVC_WEBHOOK_ALLOW_PRIVATE": "1",
-        "SVC_WEBHOOK_TIMEOUT": timeout,
-        "SVC_LOG_LEVEL": "WARNING",
-    }
-    command = [sys.executable, "manage.py", "deliver_events", "--poll", "0.05", "--scan-every", "0"]
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, cwd=conftest.REPO, env=env, stdout=out, stderr=out)
-
-
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_a_trickling_endpoint_holds_no_other_and_is_never_sent_to_twice(
@@ -128,7 +106,7 @@ def test_a_trickling_endpoint_holds_no_other_and_is_never_sent_to_twice(
     healthy = webhook_create(url=receiver.url, events=["license.revoked"])
     receiver.secrets = [healthy.secret]
     event_emit(Event.Type.SEAT_RELEASED, data={"n": 1})
-    workers = [_worker(tmp_path / f"worker-{n}.log", "6") for n in range(2)]
+    workers = [worker(tmp_path / f"worker-{n}.log", webhook_timeout=6) for n in range(2)]
     try:
         deadline = time.monotonic() + 30
         while trickler.open == 0 and time.monotonic() < deadline:

@@ -5,43 +5,20 @@ and no endpoint ever has two deliveries in flight at once."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from events.models import Webhook
 from events.services import webhook_create
 from licensing.services.activation import unit_activate
-from tests import conftest
+from tests.events.processes import manage, worker
 
 pytestmark = pytest.mark.live
 
 EVENTS = 12
 ENDPOINTS = 3
-
-
-def _worker(log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
-        "SVC_SECRET_KEY": settings.SECRET_KEY,
-        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
-        "SVC_DEBUG": "0",
-        "SVC_SSL_REDIRECT": "0",
-        "SVC_WEBHOOK_ALLOW_HTTP": "1",
-        "SVC_WEBHOOK_ALLOW_PRIVATE": "1",
-        "SVC_WEBHOOK_TIMEOUT": "1",  # a lease of 7 s
-        "SVC_LOG_LEVEL": "WARNING",
-    }
-    command = [sys.executable, "manage.py", "deliver_events", "--poll", "0.05", "--scan-every", "0"]
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, cwd=conftest.REPO, env=env, stdout=out, stderr=out)
 
 
 def test_two_workers_and_a_kill_deliver_everything_in_order(
@@ -60,7 +37,10 @@ def test_two_workers_and_a_kill_deliver_everything_in_order(
     for device in devices:
         unit_activate(batch_token=batch.license.token, device_id=device)
 
-    first, second = _worker(tmp_path / "a.log"), _worker(tmp_path / "b.log")
+    first, second = (
+        worker(tmp_path / "a.log", webhook_timeout=1),
+        worker(tmp_path / "b.log", webhook_timeout=1),
+    )
     try:
         deadline = time.monotonic() + 10
         while len(receiver.accepted()) < ENDPOINTS and time.monotonic() < deadline:
@@ -107,24 +87,9 @@ def test_the_scheduled_pass_on_two_nodes_at_once_writes_each_event_once(
 
     batches = [make_batch(units=1) for _ in range(40)]
     Batch.objects.filter(pk__in=[b.pk for b in batches]).update(units_activated=1)
-    env = {
-        **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
-        "SVC_SECRET_KEY": settings.SECRET_KEY,
-        "SVC_SIGNING_KEY_FILE": str(settings.SVC_SIGNING_KEY_FILE),
-        "SVC_DEBUG": "0",
-        "SVC_SSL_REDIRECT": "0",
-        "SVC_LOG_LEVEL": "WARNING",
-    }
-    runs = [
-        subprocess.Popen(
-            [sys.executable, "manage.py", "events_scan"], cwd=conftest.REPO, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for _ in range(2)
-    ]  # fmt: skip
-    outputs = [run.communicate(timeout=120)[0] for run in runs]
-    assert all(run.returncode == 0 for run in runs), outputs
+    runs = [manage(tmp_path / f"scan-{n}.log", "events_scan") for n in range(2)]
+    outputs = [run.wait(120) for run in runs]
+    assert outputs == [0, 0], "".join(path.read_text() for path in tmp_path.glob("*.log"))
     thresholds = Event.objects.filter(type="batch.threshold")
     assert thresholds.count() == 40 * 3
     twice = thresholds.values("once_key").annotate(n=Count("id")).filter(n__gt=1)
