@@ -37,6 +37,7 @@ from django.db.models import F, Q, Sum
 
 from billing import ledger, pricing, rating, selectors
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, LedgerEntry
+from svccore import money
 from svccore.money import exact
 
 EXAMPLES = 10  # problems listed per kind of check; the count is always complete
@@ -52,6 +53,11 @@ def limited(problems: list[str], what: str) -> list[str]:
     return problems[:EXAMPLES] + [f"... and {len(problems) - EXAMPLES} more {what} like these"]
 
 
+def _m(value: Decimal, currency: Invoice | str) -> Decimal:
+    """An amount in a message, as every surface prints it (``svccore.money``)."""
+    return money.amount(value, currency if isinstance(currency, str) else currency.currency)
+
+
 def _line_name(number: str, line: InvoiceLine) -> str:
     return f"{number} line {line.position} ({line.kind} {line.sku})"
 
@@ -63,13 +69,15 @@ def _arithmetic_problems(documents: dict[str, Invoice], lines: dict[str, list]) 
             expected = pricing.line_amount(line.quantity, line.unit_price, document.currency)
             if line.amount != expected:
                 amounts.append(
-                    f"{_line_name(number, line)}: amount {line.amount} stored, {expected} "
+                    f"{_line_name(number, line)}: amount {_m(line.amount, document)} stored, "
+                    f"{_m(expected, document)} "
                     f"expected ({line.quantity} x {line.unit_price} {document.currency})"
                 )
         expected_total = sum((line.amount for line in lines.get(number, [])), Decimal("0.00"))
         if document.total != expected_total:
             totals.append(
-                f"{number}: total {document.total} stored, {expected_total} expected (the sum "
+                f"{number}: total {_m(document.total, document)} stored, "
+                f"{_m(expected_total, document)} expected (the sum "
                 f"of its {len(lines.get(number, []))} lines)"
             )
     return limited(amounts, "line amounts") + limited(totals, "totals")
@@ -93,7 +101,8 @@ def _negation_problems(
             )
         if note.total != -credited.total:
             problems.append(
-                f"{number}: total {note.total} stored, {-credited.total} expected (the "
+                f"{number}: total {_m(note.total, note)} stored, {_m(-credited.total, note)} "
+                "expected (the "
                 f"negation of {credited.number})"
             )
         mine, theirs = lines.get(number, []), lines.get(credited.number, [])
@@ -104,8 +113,9 @@ def _negation_problems(
             if not same or (line.quantity, line.amount) != (-original.quantity, -original.amount):
                 problems.append(
                     f"{_line_name(number, line)}: {line.quantity} x {line.unit_price} = "
-                    f"{line.amount} stored, {-original.quantity} x {original.unit_price} = "
-                    f"{-original.amount} expected (the negation of {credited.number} line "
+                    f"{_m(line.amount, note)} stored, {-original.quantity} x "
+                    f"{original.unit_price} = {_m(-original.amount, note)} expected (the "
+                    f"negation of {credited.number} line "
                     f"{original.position}, {original.kind} {original.sku})"
                 )
         negated = {
@@ -321,11 +331,11 @@ def _rerated_problems(
                     f"{meter.allowance} expected for {stored.units} units over "
                     f"{period_days} days"
                 )
-        problems += _line_differences(number, lines.get(number, []), expected)
+        problems += _line_differences(number, lines.get(number, []), expected, invoice.currency)
     return limited(problems, "re-rating differences")
 
 
-def _line_differences(number: str, stored: list, expected: list[dict]) -> list[str]:
+def _line_differences(number: str, stored: list, expected: list[dict], currency: str) -> list[str]:
     problems = []
     for position in range(1, max(len(stored), len(expected)) + 1):
         have = stored[position - 1] if position <= len(stored) else None
@@ -333,13 +343,15 @@ def _line_differences(number: str, stored: list, expected: list[dict]) -> list[s
         if have is None:
             problems.append(
                 f"{number} line {position} ({want['kind']} {want['sku']}) is missing: "
-                f"{want['quantity']} x {want['unit_price']} = {want['amount']} expected"
+                f"{want['quantity']} x {want['unit_price']} = {_m(want['amount'], currency)} "
+                "expected"
             )
             continue
         if want is None:
             problems.append(
                 f"{_line_name(number, have)}: {have.quantity} x {have.unit_price} = "
-                f"{have.amount} stored, no such line expected from its ledger entries"
+                f"{_m(have.amount, currency)} stored, no such line expected from its ledger "
+                "entries"
             )
             continue
         stored_values = (have.kind, have.sku, have.batch_id, have.license_id, have.unit,
@@ -350,9 +362,10 @@ def _line_differences(number: str, stored: list, expected: list[dict]) -> list[s
         if stored_values != expected_values:
             problems.append(
                 f"{_line_name(number, have)}: {have.quantity} {have.unit} x "
-                f"{have.unit_price} = {have.amount} stored, {want['kind']} {want['sku']} "
-                f"{want['quantity']} {want['unit']} x {want['unit_price']} = "
-                f"{want['amount']} expected from its ledger entries"
+                f"{have.unit_price} = {_m(have.amount, currency)} stored, "
+                f"{want['kind']} {want['sku']} "
+                f"{want['quantity']} {want['unit']} x {_m(want['unit_price'], currency)} = "
+                f"{_m(want['amount'], currency)} expected from its ledger entries"
             )
     return problems
 

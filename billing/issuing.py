@@ -540,7 +540,8 @@ def _issue_one(
             "this customer. Run manage.py reconcile to see what disagrees",
             refused=True,
         )
-    return IssueResult(cid, invoice, f"{invoice.number}: {invoice.total} {invoice.currency}")
+    total = money.amount(invoice.total, invoice.currency)
+    return IssueResult(cid, invoice, f"{invoice.number}: {total} {invoice.currency}")
 
 
 @audited("invoice.credit")

@@ -244,7 +244,8 @@ class Invoice(_Immutable):
     period_end = models.DateTimeField()
     period_days = models.PositiveIntegerField()
     currency = models.CharField(max_length=3)
-    total = models.DecimalField(max_digits=16, decimal_places=2)
+    # To the currency's minor unit: three decimals hold KWD's fils (contract §6).
+    total = models.DecimalField(max_digits=18, decimal_places=3)
     issued_at = models.DateTimeField(db_index=True)
     credits = models.OneToOneField(
         "self",
@@ -311,7 +312,7 @@ class InvoiceLine(_Immutable):
     quantity = models.DecimalField(max_digits=18, decimal_places=3)
     unit = models.CharField(max_length=32)
     unit_price = models.DecimalField(max_digits=14, decimal_places=4)
-    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    amount = models.DecimalField(max_digits=18, decimal_places=3)
 
     class Meta:
         ordering = ["invoice", "position"]
@@ -406,7 +407,7 @@ class LedgerEntry(_Immutable):
     )
     day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
-    unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
     currency = models.CharField(max_length=3, blank=True)
     late = models.BooleanField(default=False, help_text="Dated before the document's period.")
     records = models.BigIntegerField(default=0)

@@ -1,10 +1,10 @@
 """Invoice arithmetic of contract §6 as plain functions over Decimal (no Django).
 
 Every amount is rounded once, per line, half-up to the currency's minor unit (the cent
-for EUR, the yen for JPY), from the quantity as the line prints it: quantities of metered
-lines are thousands of inferences rounded half-up to three decimals first, so a customer
-can check every line by hand (918.404 x 1.20 = 1102.08, although the exact inferences
-would make 1102.09).
+for EUR, the yen for JPY, the fils for KWD: 250 x 0.0125 = 3.125), from the quantity as
+the line prints it: quantities of metered lines are thousands of inferences rounded
+half-up to three decimals first, so a customer can check every line by hand (918.404 x
+1.20 = 1102.08, although the exact inferences would make 1102.09).
 """
 
 from __future__ import annotations
@@ -14,19 +14,15 @@ from typing import Any
 
 from svccore.money import minor_units
 
-# Amount and total columns hold two decimals: a currency with three (KWD, BHD...) is
-# rounded to the cent, coarser than its minor unit but exact to what is stored.
-STORED_PLACES = 2
-CENT = Decimal("0.01")
 MILLI = Decimal("0.001")
 THOUSAND = Decimal(1000)
 DAYS_PER_ALLOWANCE = Decimal(30)
 
 
 def money(value: Decimal, currency: str = "") -> Decimal:
-    """``value`` rounded half-up to ``currency``'s minor unit (two decimals for an
-    unknown or empty code), at most to the cent."""
-    places = min(minor_units(currency), STORED_PLACES)
+    """``value`` rounded half-up to ``currency``'s minor unit (JPY 0, EUR 2, KWD 3
+    decimals; two for an unknown or empty code)."""
+    places = minor_units(currency)
     return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 

@@ -26,6 +26,7 @@ from billing.models import InvoiceLine
 from config.errors import Conflict, InvalidInput, MisconfiguredService
 from customers.services import customer_get
 from licensing.models import License, Renewal, Sku
+from svccore import money
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -151,7 +152,8 @@ def direct_lines(rows: list[DirectRow]) -> list[dict]:
         _line(
             kind=InvoiceLine.Kind.DIRECT_LICENSE.value,
             sku=row.sku,
-            description=f"{row.sku} direct licences at {row.unit_price} each"
+            description=f"{row.sku} direct licences at "
+            f"{money.amount(row.unit_price, row.currency)} {row.currency} each"
             + _late_note(row.late, "issued"),
             quantity=row.licenses,
             unit="licence",
@@ -272,7 +274,8 @@ def maintenance_lines(
             _line(
                 kind=InvoiceLine.Kind.MAINTENANCE.value,
                 sku=sku,
-                description=f"{sku} annual maintenance, {rate * 100:g}% of {base_price}",
+                description=f"{sku} annual maintenance, {rate * 100:g}% of "
+                f"{money.amount(base_price, currency)} {currency}",
                 quantity=count,
                 unit="unit-year",
                 unit_price=pricing.money(rate * base_price, currency),

@@ -114,7 +114,7 @@ class Batch(models.Model):
         "Always at most the units remaining (licensing.services.seats keeps it so at every "
         "commit).",
     )
-    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4)
     currency = models.CharField(max_length=3)
     issued_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
@@ -185,7 +185,7 @@ class License(models.Model):
     issued_at = models.DateTimeField(default=clock.now)
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty = perpetual.")
     grace_days = models.PositiveIntegerField(default=0)
-    unit_price = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
     currency = models.CharField(max_length=3, blank=True)
     claims = models.JSONField()
     token = models.TextField()
@@ -406,7 +406,7 @@ class Renewal(models.Model):
         help_text="Billed quantity: units activated on the batch and not revoked when "
         "renewed (1 for a direct licence)."
     )
-    unit_price = models.DecimalField(max_digits=12, decimal_places=2)
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4)
     currency = models.CharField(max_length=3)
 
     class Meta:

@@ -9,6 +9,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from svccore import money
+
 SEED_FILE = Path(__file__).with_name("catalogue.json")
 KNOWN_MODULES = ("detect", "defect", "ppe", "anpr")
 ENTRY_FIELDS = (
@@ -36,15 +38,41 @@ def load_entries(path: Path | str = SEED_FILE) -> list[dict[str, Any]]:
     return [normalise_entry(entry) for entry in entries]
 
 
+def _price(value: Any, sku: Any, what: str) -> Decimal:
+    """A catalogue price as Decimal, refused when it has more decimals than prices are
+    recorded with (``money.PRICE_PLACES``): a price is billed exactly as quoted."""
+    price = Decimal(str(value))
+    if not price.is_finite() or price < 0:
+        raise ValueError(f"catalogue entry {sku!r}: {what} {value} is not a price")
+    if -price.normalize().as_tuple().exponent > money.PRICE_PLACES:
+        raise ValueError(
+            f"catalogue entry {sku!r}: {what} {value} has more than {money.PRICE_PLACES} "
+            "decimals; prices are recorded and billed exactly as quoted"
+        )
+    return price
+
+
 def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
     missing = [name for name in ENTRY_FIELDS if name not in entry]
     if missing:
         raise ValueError(f"catalogue entry {entry.get('sku')!r} lacks {', '.join(missing)}")
     out = {name: entry[name] for name in ENTRY_FIELDS}
+    currency = entry["currency"]
+    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
+        raise ValueError(f"catalogue entry {entry['sku']!r}: currency {currency!r} is no ISO code")
+    if money.minor_units(currency) > money.AMOUNT_PLACES_MAX:
+        raise ValueError(
+            f"catalogue entry {entry['sku']!r}: {currency} has "
+            f"{money.minor_units(currency)} decimals; amounts are kept to "
+            f"{money.AMOUNT_PLACES_MAX}"
+        )
     out["maintenance_rate"] = Decimal(str(entry["maintenance_rate"]))
     out["unit_price_tiers"] = sorted(
         (
-            {"from_units": int(t["from_units"]), "unit_price": Decimal(str(t["unit_price"]))}
+            {
+                "from_units": int(t["from_units"]),
+                "unit_price": _price(t["unit_price"], entry["sku"], "unit price"),
+            }
             for t in entry["unit_price_tiers"]
         ),
         key=lambda t: t["from_units"],
@@ -53,7 +81,7 @@ def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
         (
             {
                 "from_inferences": int(t["from_inferences"]),
-                "price_per_1000": Decimal(str(t["price_per_1000"])),
+                "price_per_1000": _price(t["price_per_1000"], entry["sku"], "price per 1000"),
             }
             for t in entry["overage_tiers"]
         ),

@@ -1,5 +1,6 @@
-"""Money as it is shown and sent: the one table of each currency's decimals (ISO 4217
-minor units) and the exact form of an amount, a price or a quantity for output.
+"""Money as it is shown and sent: each currency's decimals (ISO 4217 minor units, from
+Babel's CLDR data, not a table typed here) and the exact form of an amount, a price or
+a quantity for output.
 
 Every surface that writes money (the JSON API, the console, ``svcctl``, CSV) takes the
 currency's decimals from :func:`minor_units`, so ``630`` euros reads ``630.00``
@@ -10,25 +11,29 @@ Free of Django, so the operator tool shares it.
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import Any
 
+from babel.numbers import get_currency_precision
+
 DEFAULT_MINOR_UNITS = 2
-# ISO 4217 minor units of the currencies that do not have two decimals; every other code
-# (EUR, USD, GBP...) has two.
-MINOR_UNITS: dict[str, int] = {
-    **dict.fromkeys(
-        "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF".split(), 0
-    ),
-    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
-    **dict.fromkeys("CLF UYW".split(), 4),
-}
+# Prices (unit prices, prices per 1000 inferences) carry at most this many decimals:
+# the catalogue refuses more when it is loaded, and the price columns hold exactly this.
+PRICE_PLACES = 4
+# Amount and total columns hold three decimals (KWD, BHD, TND...): the catalogue refuses
+# a currency with more (CLF, UYW: units of account, not invoiced).
+AMOUNT_PLACES_MAX = 3
 
 
+@functools.cache
 def minor_units(currency: str) -> int:
-    """Decimals of ``currency`` (an ISO 4217 code, any case): 2 unless the table says
-    otherwise, also for an empty or unknown code."""
-    return MINOR_UNITS.get(currency.upper(), DEFAULT_MINOR_UNITS)
+    """Decimals of ``currency`` (an ISO 4217 code, any case), from the CLDR data Babel
+    maintains (JPY 0, EUR 2, KWD 3, CLF 4): 2 for an empty or unknown code."""
+    code = currency.upper() if isinstance(currency, str) else ""
+    if len(code) != 3 or not code.isalpha():
+        return DEFAULT_MINOR_UNITS
+    return get_currency_precision(code)
 
 
 def exact(value: Any, places: int) -> Decimal:

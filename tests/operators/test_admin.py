@@ -19,6 +19,7 @@ from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from operators.models import OperatorKey
 from operators.services import operator_key_create
+from svccore import money
 
 pytestmark = pytest.mark.django_db
 
@@ -186,7 +187,9 @@ def test_issue_batch_through_the_admin(admin_client, customer):
     batch = Batch.objects.get(customer=customer)
     assert response.status_code == 302
     assert response.url == reverse("admin:licensing_batch_change", args=[batch.pk])
-    assert (batch.units_purchased, str(batch.unit_price)) == (120, "210.00")
+    # Recorded exactly as quoted (four decimals stored: 210.0000).
+    assert batch.units_purchased == 120
+    assert str(money.amount(batch.unit_price, "EUR")) == "210.00"
     entry = AuditEntry.objects.get(action="batch.issue")
     assert (entry.target, entry.actor_kind) == (batch.pk, "superuser")
     page = admin_client.get(response.url).content.decode()

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing import services
 from config.errors import ServiceError
+from svccore import money
 
 
 class Command(BaseCommand):
@@ -26,6 +27,7 @@ class Command(BaseCommand):
         except ServiceError as exc:
             raise CommandError(exc.detail) from None
         self.stdout.write(
-            f"issued {note.number}: {note.total} {note.currency}, reversing {number} "
+            f"issued {note.number}: {money.amount(note.total, note.currency)} {note.currency}, "
+            f"reversing {number} "
             f"({note.customer_id}, {note.period_start:%Y-%m-%d} to {note.period_end:%Y-%m-%d})"
         )
