@@ -20,6 +20,7 @@ from devices import Engine
 from devices.token import encode_token, public_key_b64url
 from tests.devices.device_support import (
     DEVICE,
+    METERED,
     FakeClock,
     FakeService,
     claims_for,
@@ -122,3 +123,19 @@ def service(signing_key: Ed25519PrivateKey) -> Iterator[FakeService]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@pytest.fixture
+def token(make_token, state_dir) -> str:
+    """A metered licence (METERED), also on disk, as activation leaves it."""
+    text = make_token(lim=METERED)
+    (state_dir / "license.token").write_text(text + "\n")
+    return text
+
+
+@pytest.fixture
+def running(make_engine, token) -> Engine:
+    """An engine started on :func:`token`."""
+    engine = make_engine()
+    assert engine.start(token) == "active"
+    return engine

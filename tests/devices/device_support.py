@@ -231,3 +231,13 @@ class FakeService:
             "receipt": receipt,
             "certificates": self.certificates,
         }
+
+
+HOUR = 3600
+PERIOD = NOW // HOUR * HOUR  # the hour NOW is in
+METERED = {"max_streams": 1, "max_fps": 30, "api_calls": 1_000_000}
+
+
+def sync(engine, service):
+    """``engine.sync`` against the stand-in service (plain HTTP on loopback)."""
+    return engine.sync(service.url, allow_http=True)

@@ -11,30 +11,9 @@ import json
 import pytest
 
 from devices import QuotaExceeded
-from tests.devices.device_support import NOW
+from tests.devices.device_support import HOUR, PERIOD, sync
 
-HOUR = 3600
-PERIOD = NOW // HOUR * HOUR
-METERED = {"max_streams": 1, "max_fps": 30, "api_calls": 1_000_000}
 ZEROS = (0, 0, 0, 0)
-
-
-@pytest.fixture
-def token(make_token, state_dir):
-    text = make_token(lim=METERED)
-    (state_dir / "license.token").write_text(text + "\n")
-    return text
-
-
-@pytest.fixture
-def running(make_engine, token):
-    engine = make_engine()
-    assert engine.start(token) == "active"
-    return engine
-
-
-def sync(engine, service):
-    return engine.sync(service.url, allow_http=True)
 
 
 def holding(service, held=None, refused=None):

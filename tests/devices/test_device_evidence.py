@@ -14,30 +14,7 @@ import pytest
 import devices
 from devices import InvalidArgument, LicenseError, QuotaExceeded, Revoked, SyncRequired
 from devices.bounds import LAST_SECOND, MAX_COUNTER
-from tests.devices.device_support import DEVICE, LICENSE, NOW, signed_status
-
-HOUR = 3600
-PERIOD = NOW // HOUR * HOUR
-METERED = {"max_streams": 1, "max_fps": 30, "api_calls": 1_000_000}
-
-
-@pytest.fixture
-def token(make_token, state_dir):
-    """A metered licence, also on disk (as activation leaves it)."""
-    text = make_token(lim=METERED)
-    (state_dir / "license.token").write_text(text + "\n")
-    return text
-
-
-@pytest.fixture
-def running(make_engine, token):
-    engine = make_engine()
-    assert engine.start(token) == "active"
-    return engine
-
-
-def sync(engine, service):
-    return engine.sync(service.url, allow_http=True)
+from tests.devices.device_support import DEVICE, HOUR, LICENSE, NOW, PERIOD, signed_status, sync
 
 
 def revoke_and_learn(engine, service):
