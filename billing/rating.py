@@ -23,6 +23,7 @@ from django.db.models import Count, Sum
 from billing import limits, pricing, selectors
 from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.models import InvoiceLine
+from config.display import counted
 from config.errors import Conflict, InvalidInput, MisconfiguredService
 from customers.services import customer_get
 from licensing.models import License, Renewal, Sku
@@ -247,7 +248,8 @@ def meter_lines(
                     sku=sku,
                     description=(
                         f"{sku} inferences of earlier periods uploaded after they were "
-                        f"invoiced ({meter.late_inferences:,} in {meter.late_records:,} records), "
+                        f"invoiced ({meter.late_inferences:,} in "
+                        f"{counted(meter.late_records, 'record')}), "
                         f"priced in this period's tier from {tier['from_inferences']:,} inferences"
                     ),
                     quantity=pricing.thousands(inferences),
