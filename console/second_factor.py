@@ -4,10 +4,14 @@ authenticator app (TOTP), or one of the user's recovery codes.
 :class:`SecondFactorMiddleware` sends a staff user whose session has passed no second
 factor to :func:`second_factor` before any other console page. A user with no
 authenticator enrols there first: a QR code (and the secret to type in), then the
-first code, then ten recovery codes, shown once. A wrong code counts as a failed login
-for django-axes, so the password's lockout (``SVC_LOGIN_FAILURE_LIMIT`` per account and
-address) covers codes too. A user who is locked out is logged out. The work itself
-(devices, codes, the audit) is :mod:`operators.second_factor`.
+first code, then ten recovery codes, shown once. Every enrolment page shows a new
+secret, bound to the session that saw it: only that session can confirm it. The
+session id changes at every step up (the password, by Django's login; the second factor,
+here) and at logout, so a copy of an earlier session id is worth nothing. A wrong code
+counts as a failed login for django-axes, so the password's lockout
+(``SVC_LOGIN_FAILURE_LIMIT`` per account and address) covers codes too. A user who is
+locked out is logged out. The work itself (devices, codes, the audit) is
+:mod:`operators.second_factor`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_otp import login as otp_login
 
 from operators.second_factor import (
-    enrolment_device,
+    ENROLMENT_SESSION_KEY,
+    enrolment_device_new,
+    enrolment_device_of,
     has_second_factor,
     recovery_codes_left,
     second_factor_confirm,
@@ -126,8 +132,19 @@ def second_factor(request: HttpRequest, site: Site = CONSOLE) -> HttpResponse:
     if AxesProxyHandler.is_locked(request, _credentials(request)):
         return _locked_out(request, site)
     enrolled = has_second_factor(user)
-    device = None if enrolled else enrolment_device(user)
+    device = None
     form = CodeForm(request.POST or None)
+    if not enrolled:
+        if request.method == "POST":
+            device = enrolment_device_of(user, request.session)
+        if device is None:
+            if request.method == "POST" and form.is_valid():
+                form.add_error(
+                    "code",
+                    "This set-up page has expired or was replaced: scan the new code below "
+                    "and enter the 6 digits it shows.",
+                )
+            device = enrolment_device_new(user, request.session)
     base = {**site.context(request), "logout_url": reverse(site.logout)}
     if request.method == "POST" and form.is_valid():
         code = form.cleaned_data["code"]
@@ -139,6 +156,9 @@ def second_factor(request: HttpRequest, site: Site = CONSOLE) -> HttpResponse:
             matched = device if recovery else None
         if matched is not None:
             otp_login(request, matched)
+            # A step up: the pre-verification session id must not carry it (fixation).
+            request.session.cycle_key()
+            request.session.pop(ENROLMENT_SESSION_KEY, None)
             axes_reset(username=user.get_username())
             if recovery:
                 return TemplateResponse(

@@ -136,7 +136,7 @@ class ConsoleUserAdmin(UserAdmin):
     def reset_second_factor(self, request, queryset):
         for user in queryset:
             try:
-                removed = second_factor_reset(username=user.get_username())
+                removed = second_factor_reset(username=user.get_username(), by=request.user)
             except ServiceError as exc:
                 self.message_user(request, exc.detail, messages.ERROR)
                 continue

@@ -75,6 +75,7 @@ def test_every_console_page_waits_for_the_second_factor(two_factor, viewer):
 
 def test_enrolment_then_a_code_opens_the_console(two_factor, viewer):
     client = _login()
+    client.get("/admin/second-factor/")  # the enrolment page: its secret, this session's
     wrong = client.post("/admin/second-factor/", {"code": "000000", "next": "/admin/"})
     assert "That code is not right" in wrong.content.decode()
     assert not TOTPDevice.objects.get(user=viewer).confirmed
