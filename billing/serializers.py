@@ -26,7 +26,7 @@ from config.fields import (
     UnixField,
 )
 from devices.documents import NONCE_MAX_CHARS
-from svccore.timeunits import unix
+from svccore.timeunits import DAY, unix
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
 
@@ -64,9 +64,6 @@ def currency_field() -> serializers.RegexField:
 class InvoiceQuery(serializers.Serializer):
     period_days = PeriodDaysField(required=False, default=30)
     currency = currency_field()
-
-
-DAY = 86400  # seconds; Unix time has no leap seconds, so every 00:00 UTC is a multiple
 
 
 @extend_schema_field({"type": "integer", "format": "int64", "multipleOf": DAY})

@@ -50,7 +50,7 @@ def pages(customer) -> list[str]:
     dashboard and the invoice preview."""
     lists = [
         reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
-        for model in admin.site._registry
+        for model in list(admin.site._registry)
     ]
     licenses = reverse("admin:licensing_license_changelist")
     fleet = reverse("admin:licensing_activation_changelist")
@@ -84,8 +84,9 @@ def queries_of(client, url: str) -> int:
 # count and rows, its filters' choices, messages...): the largest today, checked below.
 PAGE_QUERIES_MAX = 16
 # The invoice preview drafts the next invoice by issuing it and rolling back (locks,
-# number, ledger, lines, event, audit entry): what issuing runs, a fixed number too.
-PAGE_QUERIES_MAX_OF = {"/admin/invoice-preview/": 50}
+# number, ledger, lines, event, audit entry; since invoices are per currency, the
+# customer's currencies first): what issuing runs, a fixed number too (55 on SQLite).
+PAGE_QUERIES_MAX_OF = {"/admin/invoice-preview/": 60}
 
 
 def test_every_console_page_runs_a_fixed_number_of_queries(
