@@ -76,10 +76,21 @@ def license_of(customer: Customer, license_id: str) -> License:
     return lic
 
 
+# What a number that is not the customer's answers: the same words whether the number
+# is another customer's or no one's, and never the number itself, so the answer tells
+# nothing about which numbers exist.
+NO_DOCUMENT = "you have no invoice or credit note of that number"
+
+
 def document_of(customer: Customer, number: str):
-    document = billing_selectors.invoice_get(number=number)
-    if document.customer_id != customer.pk:
-        raise NotFound(f"no invoice or credit note {number}")
+    """``customer``'s invoice or credit note ``number``; NotFound with :data:`NO_DOCUMENT`
+    for anything else, another customer's number and a number never issued alike."""
+    try:
+        document = billing_selectors.invoice_get(number=number)
+    except NotFound:
+        document = None
+    if document is None or document.customer_id != customer.pk:
+        raise NotFound(NO_DOCUMENT)
     return document
 
 

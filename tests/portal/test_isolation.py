@@ -133,3 +133,22 @@ def test_a_staff_user_is_not_a_portal_user_and_a_portal_user_is_not_staff(
     assert answer.status_code == 302 and answer["Location"].startswith(reverse("portal-login"))
     answer = alpha.client().get("/admin/")
     assert answer.status_code == 302 and "/admin/login/" in answer["Location"]
+
+
+@pytest.mark.parametrize("suffix", ["", ".pdf"])
+def test_another_customers_invoice_number_and_a_missing_one_answer_alike(worlds, suffix):
+    """Issue 39 item 6: the customer API does not tell which invoice numbers exist. Another
+    customer's number and one never issued get the same status, headers and body, byte
+    for byte (the number is not echoed)."""
+    alpha, beta = worlds
+    api = _api(alpha)
+    missing = f"{beta.invoice.number}9"  # the same form, never issued
+    theirs = api.get(f"/v1/customer/invoices/{beta.invoice.number}{suffix}")
+    nobodys = api.get(f"/v1/customer/invoices/{missing}{suffix}")
+    assert theirs.status_code == nobodys.status_code == 404
+    assert theirs.content == nobodys.content
+    assert theirs.json() == {"detail": "you have no invoice or credit note of that number"}
+    assert theirs["Content-Type"] == nobodys["Content-Type"]
+    assert theirs["Content-Length"] == nobodys["Content-Length"]
+    # The customer's own number still answers.
+    assert api.get(f"/v1/customer/invoices/{alpha.invoice.number}{suffix}").status_code == 200
