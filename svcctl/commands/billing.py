@@ -70,7 +70,9 @@ def cmd_invoice(args) -> int:
     client = connect(args)
     if args.csv != "-":
         files.refuse_existing(args.csv, "--csv", force=args.force)
-    result = client.get(f"invoice/{segment(args.customer)}", period_days=args.days)
+    result = client.get(
+        f"invoice/{segment(args.customer)}", period_days=args.days, currency=args.currency
+    )
     if args.csv:
         if args.csv == "-":
             output.invoice_csv(result, sys.stdout)
@@ -313,6 +315,11 @@ def _usage_conflicts_arguments(p: argparse.ArgumentParser) -> None:
 def _invoice_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("customer", help="customer id")
     p.add_argument("--days", type=positive, default=30, help="period in days, 1-3660 (default 30)")
+    p.add_argument(
+        "--currency",
+        help="the invoice in this currency (ISO 4217, e.g. EUR); needed for a customer who "
+        "buys in several, who gets one invoice per currency",
+    )
     p.add_argument(
         "--csv",
         metavar="FILE",

@@ -740,6 +740,24 @@ def test_invoice_csv_refuses_an_existing_file_unless_force(online, transactional
     assert export.read_text(encoding="utf-8-sig").startswith("invoice_number,")
 
 
+@pytest.mark.live
+def test_invoice_preview_of_a_customer_buying_in_two_currencies(online, transactional_db):
+    entry = Sku.objects.get(pk="DETECT-STD")
+    entry.pk, entry.currency = "DETECT-USD", "USD"
+    entry.unit_price_tiers = [{"from_units": 1, "unit_price": "19.995"}]
+    entry.save()
+    customer = _json(svcctl("customer", "Two Currencies", "--kind", "oem", "--json", env=online))
+    for sku, device in (("DETECT-STD", "cam-eur"), ("DETECT-USD", "cam-usd")):
+        sold = svcctl("license", customer["customer_id"], sku, device, env=online)
+        assert sold.returncode == 0, sold.stderr
+    asked = svcctl("invoice", customer["customer_id"], env=online)
+    assert asked.returncode == 1 and "EUR" in asked.stderr and "USD" in asked.stderr
+    dollars = svcctl("invoice", customer["customer_id"], "--currency", "USD", env=online)
+    assert dollars.returncode == 0, dollars.stderr
+    assert "(USD)" in dollars.stdout and "19.995" in dollars.stdout
+    assert "total 19.995 USD" not in dollars.stdout and "total 20.00 USD" in dollars.stdout
+
+
 def test_offline_output_files_name_the_option_and_licenses_are_mode_600(tmp_path, keypair):
     key, pub = keypair
     license = tmp_path / "cam.lic"
