@@ -132,14 +132,20 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Console logins: django-axes locks an account out from an address after
-# SVC_LOGIN_FAILURE_LIMIT wrong passwords, for SVC_LOGIN_COOLOFF_MINUTES (answered 429);
+# Console and portal logins: django-axes locks out, for SVC_LOGIN_COOLOFF_MINUTES
+# (answered 429), an account from an address after SVC_LOGIN_FAILURE_LIMIT wrong
+# passwords or codes, an account from everywhere after SVC_LOGIN_ACCOUNT_FAILURE_LIMIT,
+# an address for every account after SVC_LOGIN_ADDRESS_FAILURE_LIMIT, and an account
+# after SVC_LOGIN_FAILURE_LIMIT wrong codes from anywhere (operators.lockout);
 # `manage.py axes_reset` lifts every lockout, `axes_reset_username NAME` one account's.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = _number("SVC_LOGIN_FAILURE_LIMIT", 5, low=1, high=1000)
+SVC_LOGIN_ACCOUNT_FAILURE_LIMIT = _number("SVC_LOGIN_ACCOUNT_FAILURE_LIMIT", 20, low=1, high=10_000)
+SVC_LOGIN_ADDRESS_FAILURE_LIMIT = _number("SVC_LOGIN_ADDRESS_FAILURE_LIMIT", 20, low=1, high=10_000)
+AXES_HANDLER = "operators.lockout.LockoutHandler"
 AXES_COOLOFF_TIME = (
     _number("SVC_LOGIN_COOLOFF_MINUTES", 15.0, low=0.1, high=10_080, whole=False) / 60
 )  # hours

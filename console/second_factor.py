@@ -8,8 +8,8 @@ first code, then ten recovery codes, shown once. Every enrolment page shows a ne
 secret, bound to the session that saw it: only that session can confirm it. The
 session id changes at every step up (the password, by Django's login; the second factor,
 here) and at logout, so a copy of an earlier session id is worth nothing. A wrong code
-counts as a failed login for django-axes, so the password's lockout
-(``SVC_LOGIN_FAILURE_LIMIT`` per account and address) covers codes too. A user who is
+counts as a failed login for django-axes, so the password's lockout covers codes too,
+and wrong codes of one account from any address lock it (:mod:`operators.lockout`). A user who is
 locked out is logged out. The work itself (devices, codes, the audit) is
 :mod:`operators.second_factor`.
 """
@@ -34,6 +34,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_otp import login as otp_login
 
+from operators.lockout import CODE
 from operators.second_factor import (
     ENROLMENT_SESSION_KEY,
     enrolment_device_new,
@@ -117,7 +118,7 @@ def _locked_out(request: HttpRequest, site: Site) -> HttpResponse:
     logout(request)
     messages.error(
         request,
-        f"Too many wrong codes: this account is locked from this address for "
+        f"Too many wrong passwords or codes: this account is locked for "
         f"{settings.AXES_COOLOFF_TIME * 60:g} minutes. An administrator can lift it "
         "(manage.py axes_reset_username NAME).",
     )
@@ -173,7 +174,10 @@ def second_factor(request: HttpRequest, site: Site = CONSOLE) -> HttpResponse:
                     f"You logged in with a recovery code; {recovery_codes_left(user)} left.",
                 )
             return HttpResponseRedirect(_next(request, site))
-        user_login_failed.send(sender=__name__, credentials=_credentials(request), request=request)
+        # A wrong code, marked so: codes count per account from any address too.
+        user_login_failed.send(
+            sender=__name__, credentials={**_credentials(request), CODE: True}, request=request
+        )
         if AxesProxyHandler.is_locked(request, _credentials(request)):
             return _locked_out(request, site)
         form.add_error(

@@ -40,6 +40,8 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         ("SVC_ADMIN_KEY_FAILURES", "ten", "a whole number from 1 to"),
         ("SVC_LOGIN_FAILURE_LIMIT", "0", "a whole number from 1 to"),
         ("SVC_LOGIN_COOLOFF_MINUTES", "nan", "a number from"),
+        ("SVC_LOGIN_ACCOUNT_FAILURE_LIMIT", "0", "a whole number from 1 to"),
+        ("SVC_LOGIN_ADDRESS_FAILURE_LIMIT", "many", "a whole number from 1 to"),
         ("SVC_LIST_HEAD_SECONDS", "61", "a number from 0 to 60"),
         ("SVC_DB_CONN_MAX_AGE", "1.5", "a whole number from 0 to"),
         ("SVC_WEBHOOK_ALLOW_HTTP", "sure", "must be 1 or 0"),
