@@ -23,6 +23,7 @@ class WritingTransaction(Expression):
     writing the row (its top-level id, also inside a savepoint); 0 elsewhere."""
 
     output_field = models.BigIntegerField()
+    allowed_default = True  # a column default: no column reference, no parameter
 
     def as_sql(self, compiler, connection):
         return "0", []
