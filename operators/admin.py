@@ -1,5 +1,10 @@
 """Operator access in the console: named operator keys (listed and revoked, never their
-key material) and console users, whose second factor a key administrator may reset."""
+key material), console users, whose second factor a key administrator may reset, and
+roles (groups).
+
+No escalation: whoever grants (a key's roles, a user's groups and permissions, a group's
+permissions) grants only what it holds itself; a user is edited only by someone holding
+at least everything that user holds, and only a superuser makes a superuser."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from axes.models import AccessAttempt
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, Permission
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -22,6 +28,7 @@ from config.errors import ServiceError
 from operators.models import OperatorKey
 from operators.roles import ROLES
 from operators.second_factor import has_second_factor, second_factor_reset
+from operators.selectors import user_capabilities, user_holds_all_of, user_permissions_held
 from operators.services import operator_key_create, operator_key_revoke
 
 
@@ -32,7 +39,8 @@ class OperatorKeyForm(forms.Form):
     roles = forms.MultipleChoiceField(
         choices=[(role, role) for role in ROLES],
         widget=forms.CheckboxSelectMultiple,
-        help_text="What the key may do (docs: Roles). Give it only what it needs.",
+        help_text="What the key may do (docs: Roles): only roles you hold. Give it only what "
+        "it needs.",
     )
     expires_days = forms.IntegerField(
         required=False,
@@ -74,6 +82,7 @@ class OperatorKeyAdmin(NoEditAdmin):
                 roles=list(data["roles"]),
                 expires_at=clock.now() + dt.timedelta(days=days) if days else None,
                 created_by=request.user.get_username(),
+                granter=user_capabilities(request.user),
             )
             self.message_user(
                 request,
@@ -129,6 +138,31 @@ class ConsoleUserAdmin(UserAdmin):
     def has_view_permission(self, request, obj=None):
         return super().has_view_permission(request, obj) or self.has_reset_permission(request)
 
+    # No escalation: a user is changed only by someone holding everything it holds, who
+    # grants only groups and permissions it holds, and never superuser status.
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or user_holds_all_of(request.user, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or user_holds_all_of(request.user, obj))
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if not request.user.is_superuser:
+            fields.append("is_superuser")
+        return fields
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if not request.user.is_superuser:
+            held = user_permissions_held(request.user)
+            if db_field.name == "user_permissions":
+                kwargs["queryset"] = held
+            elif db_field.name == "groups":
+                kwargs["queryset"] = groups_within(held)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     @admin.action(
         description="Reset the second factor of selected users (they enrol again)",
         permissions=["reset"],
@@ -145,6 +179,41 @@ class ConsoleUserAdmin(UserAdmin):
                 f"Second factor of {user.get_username()} reset: {removed} device(s) removed; "
                 "they set up an authenticator again at their next login.",
             )
+
+
+def groups_within(held):
+    """The groups (roles) every permission of which is in ``held``: those a holder of
+    ``held`` may grant."""
+    return Group.objects.exclude(permissions__in=Permission.objects.exclude(pk__in=held))
+
+
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class RoleAdmin(GroupAdmin):
+    """Django's group admin, without escalation: a group is changed only by someone
+    holding all its permissions, who adds only permissions it holds."""
+
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or _holds_group(request, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or _holds_group(request, obj))
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "permissions" and not request.user.is_superuser:
+            kwargs["queryset"] = user_permissions_held(request.user)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+def _holds_group(request, group: Group) -> bool:
+    if request.user.is_superuser:
+        return True
+    held = user_permissions_held(request.user)
+    return not group.permissions.exclude(pk__in=held).exists()
 
 
 class LockoutAdmin(GuardedListMixin, AccessAttemptAdmin):

@@ -32,6 +32,7 @@ from audit.models import AuditEntry
 from audit.services import audit_record_safely, audited
 from config import clock
 from config.errors import Forbidden, NotFound
+from operators.selectors import user_holds_all_of
 
 AUTHENTICATOR = "authenticator"
 RECOVERY = "recovery codes"
@@ -124,14 +125,11 @@ def recovery_codes_left(user) -> int:
 def may_reset(resetter, target) -> bool:
     """Whether ``resetter`` may reset ``target``'s second factor: it holds at least every
     role of the target, in effect: every permission the target holds (through its roles,
-    Django groups, or given to it directly). A superuser may reset anyone; nobody else
-    may reset a superuser. So a key-admin resets viewers and other key-admins, never an
-    operator, a finance user or a superuser."""
-    if resetter.is_superuser:
-        return True
-    if target.is_superuser or not resetter.is_active:
-        return False
-    return target.get_all_permissions() <= resetter.get_all_permissions()
+    Django groups, or given to it directly); :func:`operators.selectors.user_holds_all_of`.
+    A superuser may reset anyone; nobody else may reset a superuser. So a key-admin
+    resets viewers and other key-admins, never an operator, a finance user or a
+    superuser."""
+    return user_holds_all_of(resetter, target)
 
 
 @audited("second_factor.reset", target=lambda result, arguments: arguments["username"])

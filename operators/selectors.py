@@ -8,6 +8,7 @@ import re
 
 from django.conf import settings
 from django.contrib.auth.models import Permission
+from django.db.models import Q
 
 from operators.authentication import Operator
 from operators.models import OperatorKey
@@ -53,6 +54,40 @@ def role_capabilities(roles: list[str]) -> frozenset[str]:
             group__name__in=roles, content_type__app_label=APP_LABEL
         ).values_list("codename", flat=True)
     )
+
+
+def user_capabilities(user) -> frozenset[str]:
+    """The capabilities (``operators.roles.CAPABILITIES``) a console user holds: every one
+    for a superuser, else those of its roles (groups) and those given to it directly."""
+    if not user.is_active:
+        return frozenset()
+    if user.is_superuser:
+        return EVERY_CAPABILITY
+    prefix = f"{APP_LABEL}."
+    return frozenset(
+        name.removeprefix(prefix) for name in user.get_all_permissions() if name.startswith(prefix)
+    )
+
+
+def user_permissions_held(user):
+    """The permissions (``Permission`` rows) ``user`` holds, through its groups or
+    directly; every one for a superuser. What it may grant."""
+    if user.is_superuser:
+        return Permission.objects.all()
+    if not user.is_active:
+        return Permission.objects.none()
+    return Permission.objects.filter(Q(user=user) | Q(group__user=user)).distinct()
+
+
+def user_holds_all_of(user, other) -> bool:
+    """Whether ``user`` holds at least everything ``other`` holds: a superuser holds
+    everything, nobody else holds what a superuser holds, and otherwise every
+    permission of ``other`` (through its roles or directly) is ``user``'s too."""
+    if user.is_superuser:
+        return True
+    if other.is_superuser or not user.is_active:
+        return False
+    return other.get_all_permissions() <= user.get_all_permissions()
 
 
 def admin_key_operator(presented: str) -> Operator | None:

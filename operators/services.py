@@ -1,4 +1,9 @@
-"""Writes of operator access: named operator keys, created and revoked (audited)."""
+"""Writes of operator access: named operator keys, created and revoked (audited).
+
+No escalation: whoever creates a key grants it only roles it holds itself, in effect
+(every capability of the role, as the database's groups hold them, is the granter's).
+The console passes the user's capabilities; the host's administrator
+(``manage.py create_admin_key``, with the database in hand) holds every role."""
 
 from __future__ import annotations
 
@@ -11,10 +16,10 @@ from django.db import transaction
 
 from audit.services import audited
 from config import clock
-from config.errors import Conflict, InvalidInput, NotFound
+from config.errors import Conflict, Forbidden, InvalidInput, NotFound
 from operators.models import OperatorKey
 from operators.roles import APP_LABEL, CAPABILITIES, ROLES, known_roles
-from operators.selectors import KEY_SCHEME, key_digest
+from operators.selectors import KEY_SCHEME, key_digest, role_capabilities
 
 NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
 
@@ -22,15 +27,29 @@ NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
 @audited("operator_key.create", target=lambda result, arguments: arguments["name"])
 @transaction.atomic
 def operator_key_create(
-    *, name: str, roles: list[str], expires_at=None, created_by: str = ""
+    *,
+    name: str,
+    roles: list[str],
+    expires_at=None,
+    created_by: str = "",
+    granter: frozenset[str] | None = None,
 ) -> tuple[OperatorKey, str]:
     """Create a named operator key holding ``roles`` (``operators.roles.ROLES``), valid
-    until ``expires_at`` (None: until revoked). Returns the row and the key itself, which
-    is not stored anywhere and cannot be shown again."""
+    until ``expires_at`` (None: until revoked). ``granter`` is the capabilities of whoever
+    creates it (None: the host's administrator, who holds every role): a role holding
+    one it lacks is refused (Forbidden), see :func:`roles_beyond`. Returns the row and
+    the key itself, which is not stored anywhere and cannot be shown again."""
     try:
         roles = known_roles(roles)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
+    if granter is not None:
+        beyond = roles_beyond(roles, granter)
+        if beyond:
+            raise Forbidden(
+                f"you may grant only roles you hold: {', '.join(beyond)} would give the key "
+                f"{', '.join(sorted(role_capabilities(beyond) - granter))}, which you lack"
+            )
     if expires_at is not None and expires_at <= clock.now():
         raise InvalidInput(f"the key would expire at {expires_at:%Y-%m-%d %H:%M} UTC, already past")
     if not NAME.match(name):
@@ -51,6 +70,12 @@ def operator_key_create(
         expires_at=expires_at,
     )
     return row, key
+
+
+def roles_beyond(roles: list[str], held: frozenset[str]) -> list[str]:
+    """Those of ``roles`` that hold a capability (as the database's groups hold them)
+    outside ``held``: the roles a principal holding ``held`` may not grant."""
+    return [role for role in roles if not role_capabilities([role]) <= held]
 
 
 @audited("operator_key.revoke")
