@@ -142,3 +142,52 @@ def test_a_password_failure_cannot_pose_as_a_code(defaults):
             "/admin/login/", {"username": "vera", "password": "wrong password"}
         )
     assert _login("vera", "10.0.5.200") == 302
+
+
+@pytest.fixture
+def proxied_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path):
+    """gunicorn with production defaults (2FA on, the default limits), behind a proxy it
+    trusts on loopback: each request's address is its X-Forwarded-For."""
+    from tests.conftest import start_gunicorn, stop_gunicorn
+
+    service = start_gunicorn(tmp_path, SVC_REQUIRE_2FA="1", SVC_TRUSTED_PROXIES="127.0.0.1/32")
+    try:
+        yield service
+    finally:
+        stop_gunicorn(service)
+
+
+@pytest.mark.live
+def test_spraying_through_a_real_server_is_stopped(proxied_service, transactional_db):
+    """The issue's two spraying attacks against a real server with its default numbers,
+    the addresses as the proxy forwards them: 4 wrong passwords on each of 8 accounts
+    from one address, and 4 on one account from each of 6 addresses."""
+    import re
+
+    import requests
+
+    url = proxied_service.url
+    names = [f"user{n}" for n in range(1, 10)]
+    _users(*names, "vera")
+
+    def login(username: str, address: str, password: str = PASSWORD) -> int:
+        session = requests.Session()
+        headers = {"X-Forwarded-For": address}
+        page = session.get(f"{url}/admin/login/", headers=headers, timeout=10)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)[1]
+        answer = session.post(
+            f"{url}/admin/login/?next=/admin/",
+            {"username": username, "password": password, "csrfmiddlewaretoken": token},
+            headers={**headers, "Referer": f"{url}/admin/login/"},
+            allow_redirects=False,
+            timeout=10,
+        )
+        return answer.status_code
+
+    statuses = [login(name, "198.51.100.7", "wrong") for name in names[:8] for _ in range(4)]
+    assert statuses[:19] == [200] * 19 and set(statuses[19:]) == {429}
+    assert login(names[8], "198.51.100.7") == 429
+    assert login(names[8], "198.51.100.8") == 302
+    statuses = [login("vera", f"203.0.113.{n}", "wrong") for n in range(1, 7) for _ in range(4)]
+    assert statuses[:19] == [200] * 19 and set(statuses[19:]) == {429}
+    assert login("vera", "192.0.2.200") == 429
