@@ -1,6 +1,7 @@
 """The customer portal in the operators' console: portal users and their invitations
-(invite from a customer's page), customers' API keys, and renewal requests to approve
-(with the amount each renewal bills) or decline."""
+(invite from a customer's page, withdraw a pending one), portal users deactivated (their
+API keys die with them), customers' API keys (listed, revoked), and renewal requests to
+approve (with the amount each renewal bills) or decline."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from licensing.admin.forms import renewal_quotes
 from portal import services
 from portal.api import invitation_link_base
 from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
+from portal.selectors import key_owner
 
 
 class InviteForm(forms.Form):
@@ -28,11 +30,45 @@ class InviteForm(forms.Form):
 @admin.register(Invitation)
 class InvitationAdmin(NoEditAdmin):
     add_capability = "manage_customers"
-    list_display = ["email", "customer_shown", "state", "created_at", "expires_at", "invited_by"]
+    list_display = ["id", "email", "customer_shown", "state", "created_at", "expires_at",
+                    "invited_by"]  # fmt: skip
     list_filter = ["created_at"]
     search_fields = ["email", "customer__id", "customer__name"]
-    fields = ["email", "name", "customer", "invited_by", "created_at", "expires_at", "accepted_at"]
+    fields = ["email", "name", "customer", "invited_by", "created_at", "expires_at", "accepted_at",
+              "withdrawn_at", "withdrawn_by"]  # fmt: skip
     readonly_fields = fields
+    actions = ["withdraw"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("customer")
+
+    def has_manage_permission(self, request) -> bool:
+        return may(request, "manage_customers")
+
+    @admin.action(description="Withdraw selected invitations…", permissions=["manage"])
+    def withdraw(self, request, queryset):
+        rows = list(queryset.select_related("customer"))
+        if "apply" in request.POST:
+            done = 0
+            for row in rows:
+                try:
+                    services.invitation_withdraw(
+                        invitation_id=row.pk, withdrawn_by=request.user.get_username()
+                    )
+                except ServiceError as exc:
+                    self.message_user(request, exc.detail, messages.ERROR)
+                    continue
+                done += 1
+            if done:
+                self.message_user(
+                    request,
+                    f"Withdrew {counted(done, 'invitation')}: their links open nothing now.",
+                )
+            return None
+        return confirm_page(
+            self, request, rows, template="admin/portal/invitation_withdraw_confirm.html",
+            title="Withdraw invitations", form=forms.Form(), action_name="withdraw", rows=rows,
+        )  # fmt: skip
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_shown(self, invitation: Invitation):
@@ -96,26 +132,50 @@ class CustomerUserAdmin(NoEditAdmin):
     def has_manage_permission(self, request) -> bool:
         return may(request, "manage_customers")
 
-    @admin.action(description="Deactivate selected portal users", permissions=["manage"])
+    @admin.action(
+        description="Deactivate selected portal users (their API keys are revoked)",
+        permissions=["manage"],
+    )
     def deactivate(self, request, queryset):
         done = 0
         for account in queryset.select_related("user"):
             if account.user.is_active:
-                account.user.is_active = False
-                account.user.save(update_fields=["is_active"])
+                services.customer_user_deactivate(username=account.user.get_username())
                 done += 1
-        self.message_user(request, f"Deactivated {counted(done, 'portal user')}.")
+        self.message_user(
+            request, f"Deactivated {counted(done, 'portal user')}; their API keys are revoked."
+        )
+
+
+class KeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
 
 
 @admin.register(CustomerApiKey)
 class CustomerApiKeyAdmin(NoEditAdmin):
-    list_display = ["name", "prefix", "customer_shown", "created_at", "last_used_at", "revoked_at"]
-    list_filter = ["created_at"]
-    search_fields = ["name", "prefix", "customer__id", "customer__name"]
+    """Every customer's API keys: an operator revokes any of them (``revoke_keys``, with a
+    confirmation page), as the customer can in the portal; each revocation is audited."""
+
+    list_display = ["customer_shown", "owner_shown", "name", "prefix", "created_at",
+                    "last_used_at", "revoked_at"]  # fmt: skip
+    list_filter = [KeyStateFilter, "created_at"]
+    search_fields = ["name", "prefix", "customer__id", "customer__name", "owner__user__username"]
     fields = [
         "name",
         "prefix",
         "customer",
+        "owner_shown",
         "created_by",
         "created_at",
         "last_used_at",
@@ -123,10 +183,41 @@ class CustomerApiKeyAdmin(NoEditAdmin):
     ]
     readonly_fields = fields
     empty_times = {"last_used_at": "never", "revoked_at": "active"}
+    actions = ["revoke_keys"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("customer", "owner__user")
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_shown(self, key: CustomerApiKey):
         return customer_link(key.customer)
+
+    @admin.display(description="owner", ordering="owner__user__username")
+    def owner_shown(self, key: CustomerApiKey) -> str:
+        return key_owner(key)
+
+    def has_manage_permission(self, request) -> bool:
+        return may(request, "manage_customers")
+
+    @admin.action(description="Revoke selected customer API keys…", permissions=["manage"])
+    def revoke_keys(self, request, queryset):
+        rows = list(queryset.select_related("customer", "owner__user"))
+        if "apply" in request.POST:
+            done = 0
+            for row in rows:
+                if row.revoked_at is not None:
+                    continue
+                services.customer_key_revoke(prefix=row.prefix)
+                done += 1
+            self.message_user(
+                request, f"Revoked {counted(done, 'customer API key')}: they open nothing now."
+            )
+            return None
+        return confirm_page(
+            self, request, rows, template="admin/portal/customer_key_revoke_confirm.html",
+            title="Revoke customer API keys", form=forms.Form(), action_name="revoke_keys",
+            rows=[{"key": row, "owner": key_owner(row)} for row in rows],
+        )  # fmt: skip
 
 
 class DeclineForm(forms.Form):

@@ -1,6 +1,7 @@
 """The customer API (``/v1/customer/*``: read-only, a customer's key, its own rate
-limit; the admin API's shapes, always the key's customer only) and the operators'
-invitations (``/v1/admin/customers/{id}/users``)."""
+limit; the admin API's shapes, always the key's customer only), the operators'
+invitations (``/v1/admin/customers/{id}/users``, ``/v1/admin/invitations/{id}/withdraw``)
+and customers' API keys (``/v1/admin/customer-keys``)."""
 
 from __future__ import annotations
 
@@ -229,3 +230,76 @@ class CustomerUsersApi(APIView):
         return Response(
             rendered(serializers.InvitationOut, invitation), status=status.HTTP_201_CREATED
         )
+
+
+class InvitationWithdrawApi(APIView):
+    @extend_schema(
+        request=None,
+        parameters=[
+            schema.id_path("invitation_id", "The invitation (invitation_id of its listing)."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: serializers.InvitationWithdrawnOut,
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    404: "No such invitation.",
+                    409: "The invitation was already accepted: deactivate the portal user.",
+                }
+            ),
+        },
+        description="Withdraw a pending (or expired) invitation: its link then answers as an "
+        "expired or mistyped one and can never be accepted. Again: no change. Audited.",
+    )
+    @requires("manage_customers")
+    def post(self, request, invitation_id: str):
+        invitation = services.invitation_withdraw(
+            invitation_id=invitation_id, withdrawn_by=str(request.user)
+        )
+        return Response(rendered(serializers.InvitationWithdrawnOut, invitation))
+
+
+class CustomerKeysApi(APIView):
+    @extend_schema(
+        parameters=[serializers.CustomerKeyQuery, schema.retry_after(429, 503)],
+        responses={
+            200: serializers.CustomerKeyListOut,
+            **schema.errors(
+                {**schema.ADMIN_ERRORS, **schema.QUERY_ERRORS, 404: "No such customer."}
+            ),
+        },
+        operation_id="v1_admin_customer_keys_list",
+        description="Customers' read-only API keys (never their secrets), newest first: "
+        "customer, owner, name, prefix, created, last used, revoked.",
+    )
+    @requires("view_service")
+    def get(self, request):
+        query = validated(serializers.CustomerKeyQuery, request.query_params.dict())
+        customer_id = query.get("customer_id")
+        if customer_id is not None:
+            customer_id = customer_get(customer_id=customer_id).pk
+        keys = selectors.customer_keys(
+            customer_id=customer_id, state=query.get("state"), limit=query["limit"]
+        )
+        return Response(
+            rendered(serializers.CustomerKeyListOut, {"keys": keys, "count": len(keys)})
+        )
+
+
+class CustomerKeyRevokeApi(APIView):
+    @extend_schema(
+        request=None,
+        parameters=[schema.id_path("prefix", "The key's prefix."), schema.retry_after(429, 503)],
+        responses={
+            200: serializers.CustomerKeyOut,
+            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such customer API key."}),
+        },
+        description="Revoke any customer's API key at once: its next request answers 403. "
+        "Again: no change (the first revocation's time is kept). Audited with the key's name "
+        "and customer.",
+    )
+    @requires("manage_customers")
+    def post(self, request, prefix: str):
+        key = services.customer_key_revoke(prefix=prefix)
+        return Response(rendered(serializers.CustomerKeyOut, selectors.customer_key_row(key)))

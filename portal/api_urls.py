@@ -1,5 +1,5 @@
 """/v1 routes of the portal (included under /v1/ by config.urls): the customer API and
-the operators' invitations."""
+the operators' invitations and customers' keys."""
 
 from __future__ import annotations
 
@@ -27,5 +27,16 @@ urlpatterns = [
         "admin/customers/<id:customer_id>/users",
         api.CustomerUsersApi.as_view(),
         name="admin-customer-users",
+    ),
+    path(
+        "admin/invitations/<id:invitation_id>/withdraw",
+        api.InvitationWithdrawApi.as_view(),
+        name="admin-invitation-withdraw",
+    ),
+    path("admin/customer-keys", api.CustomerKeysApi.as_view(), name="admin-customer-keys"),
+    path(
+        "admin/customer-keys/<id:prefix>/revoke",
+        api.CustomerKeyRevokeApi.as_view(),
+        name="admin-customer-key-revoke",
     ),
 ]

@@ -8,3 +8,8 @@ class PortalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "portal"
     verbose_name = "Customer portal"
+
+    def ready(self) -> None:
+        from portal import signals
+
+        signals.connect()

@@ -46,6 +46,8 @@ class Invitation(models.Model):
     expires_at = models.DateTimeField()
     invited_by = models.CharField(max_length=150, blank=True)
     accepted_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    withdrawn_by = models.CharField(max_length=150, blank=True)
     account = models.OneToOneField(
         CustomerUser, on_delete=models.SET_NULL, null=True, blank=True, related_name="invitation"
     )
@@ -60,15 +62,29 @@ class Invitation(models.Model):
     def state(self) -> str:
         if self.accepted_at is not None:
             return "accepted"
+        if self.withdrawn_at is not None:
+            return "withdrawn"
         return "expired" if self.expires_at <= clock.now() else "pending"
 
 
 class CustomerApiKey(models.Model):
     """A read-only key of one customer for /v1/customer/...: the prefix (not secret)
-    finds the row, an HMAC-SHA256 digest of the key is compared in constant time."""
+    finds the row, an HMAC-SHA256 digest of the key is compared in constant time.
+
+    ``owner`` is the portal user who created it: the key dies with its owner
+    (deactivating the user revokes it, and a key whose owner is inactive opens nothing).
+    Keys made outside the portal have none."""
 
     customer = models.ForeignKey(
         "customers.Customer", on_delete=models.PROTECT, related_name="api_keys"
+    )
+    owner = models.ForeignKey(
+        CustomerUser,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="api_keys",
+        help_text="The portal user who created it; deactivating them revokes it.",
     )
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, unique=True)

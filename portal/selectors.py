@@ -41,18 +41,60 @@ def customer_key_digest(key: str) -> str:
 
 
 def customer_key_match(presented: str) -> CustomerApiKey | None:
-    """The active customer key ``presented`` is, or None."""
+    """The active customer key ``presented`` is, or None. A key whose owner (the portal
+    user who made it) is inactive is no key, whether or not it was revoked when they were
+    deactivated: the second guard, for rows written around the services."""
     match = PRESENTED.match(presented or "")
     if not match:
         return None
     row = (
-        CustomerApiKey.objects.select_related("customer")
+        CustomerApiKey.objects.select_related("customer", "owner__user")
         .filter(prefix=match.group(1), revoked_at__isnull=True)
         .first()
     )
-    if row is not None and hmac.compare_digest(row.digest, customer_key_digest(presented)):
-        return row
-    return None
+    if row is None or not hmac.compare_digest(row.digest, customer_key_digest(presented)):
+        return None
+    if row.owner is not None and not row.owner.user.is_active:
+        return None
+    return row
+
+
+def key_owner(key: CustomerApiKey) -> str:
+    """Who a key belongs to, for lists: its owner's name, else (a key made outside the
+    portal, or whose owner was deleted) who created it."""
+    if key.owner_id is not None and key.owner is not None:
+        return key.owner.user.get_username()
+    return f"{key.created_by or 'unknown'} (no portal user)"
+
+
+def customer_keys(
+    *, customer_id: str | None = None, state: str | None = None, limit: int = 100
+) -> list[dict]:
+    """The newest ``limit`` customer API keys (of one customer, active or revoked only),
+    as the operators' list shows them."""
+    rows = CustomerApiKey.objects.select_related("owner__user").order_by("-created_at", "-id")
+    if customer_id is not None:
+        rows = rows.filter(customer_id=customer_id)
+    if state == "active":
+        rows = rows.filter(revoked_at__isnull=True)
+    elif state == "revoked":
+        rows = rows.filter(revoked_at__isnull=False)
+    return [customer_key_row(key) for key in rows[:limit]]
+
+
+def customer_key_row(key: CustomerApiKey) -> dict:
+    """A key as the operators' API shows it (never its digest)."""
+    return {
+        "prefix": key.prefix,
+        "name": key.name,
+        "customer_id": key.customer_id,
+        "owner_name": key_owner(key),
+        "created_by": key.created_by,
+        "created_at": key.created_at,
+        "last_used_at": key.last_used_at,
+        "revoked_at": key.revoked_at,
+        "active": key.revoked_at is None,
+    }
 
 
 def account_of(user) -> CustomerUser | None:

@@ -8,6 +8,7 @@ from licensing.serializers import BatchStatusOut, FleetQuery
 from portal.services import EMAIL
 
 PAGE_MAX = 1000
+KEYS_LISTED = 100
 
 
 class InvitationIn(BodyIn):
@@ -25,10 +26,50 @@ class InvitationOut(serializers.Serializer):
     customer_id = serializers.CharField()
     email = serializers.CharField()
     name = serializers.CharField()
-    state = serializers.CharField(help_text="pending, accepted or expired.")
+    state = serializers.CharField(help_text="pending, accepted, withdrawn or expired.")
     created_at = UnixField()
     expires_at = UnixField()
     invited_by = serializers.CharField()
+
+
+class InvitationWithdrawnOut(InvitationOut):
+    withdrawn_at = UnixField(help_text="When it was withdrawn.")
+    withdrawn_by = serializers.CharField()
+
+
+class CustomerKeyQuery(serializers.Serializer):
+    customer_id = IdField(required=False, help_text="Only this customer's keys (404 if unknown).")
+    state = serializers.ChoiceField(
+        choices=["active", "revoked"], required=False, help_text="Only active or revoked keys."
+    )
+    limit = QueryIntegerField(
+        required=False,
+        default=KEYS_LISTED,
+        min_value=1,
+        max_value=PAGE_MAX,
+        help_text=f"The newest keys, 1..{PAGE_MAX} (default {KEYS_LISTED}).",
+    )
+
+
+class CustomerKeyOut(serializers.Serializer):
+    prefix = serializers.CharField(help_text="The key's id (not secret): svccu_<prefix>_...")
+    name = serializers.CharField()
+    customer_id = serializers.CharField()
+    owner = serializers.CharField(
+        source="owner_name",
+        help_text="The portal user who created it (deactivating them revokes it); for a key "
+        "made outside the portal, who created it, marked '(no portal user)'.",
+    )
+    created_by = serializers.CharField()
+    created_at = UnixField()
+    last_used_at = UnixField(help_text="Unix seconds (to the minute); 0: never used.")
+    revoked_at = UnixField(help_text="Unix seconds; 0: active.")
+    active = serializers.BooleanField()
+
+
+class CustomerKeyListOut(serializers.Serializer):
+    keys = CustomerKeyOut(many=True, help_text="Newest first.")
+    count = serializers.IntegerField()
 
 
 class CustomerUsersOut(serializers.Serializer):

@@ -16,7 +16,8 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
-from audit.services import audited
+from audit.models import AuditEntry
+from audit.services import audit_record, audited
 from config import clock
 from config.errors import Conflict, InvalidInput, MailUnavailable, NotFound
 from customers.models import Customer
@@ -120,19 +121,27 @@ def invitation_create(
     return invitation, link
 
 
+# What every link that opens nothing answers: unknown, used, expired and withdrawn alike.
+INVITATION_NOT_VALID = (
+    "this invitation link is not valid: it was used, it expired, or it was "
+    "mistyped; ask your operator for a new one"
+)
+
+
 def invitation_open(secret: str) -> Invitation:
     """The pending invitation ``secret`` belongs to; NotFound for anything else (an
-    unknown, used or expired link all read the same to whoever holds it)."""
+    unknown, used, expired or withdrawn link all read the same to whoever holds it)."""
     invitation = (
         Invitation.objects.select_related("customer")
-        .filter(digest=invitation_digest(secret or ""), accepted_at__isnull=True)
+        .filter(
+            digest=invitation_digest(secret or ""),
+            accepted_at__isnull=True,
+            withdrawn_at__isnull=True,
+        )
         .first()
     )
     if invitation is None or invitation.expires_at <= clock.now():
-        raise NotFound(
-            "this invitation link is not valid: it was used, it expired, or it was "
-            "mistyped; ask your operator for a new one"
-        )
+        raise NotFound(INVITATION_NOT_VALID)
     return invitation
 
 
@@ -147,8 +156,8 @@ def invitation_accept(*, secret: str, password: str) -> CustomerUser:
     with transaction.atomic():
         invitation = invitation_open(secret)
         invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
-        if invitation.accepted_at is not None:
-            raise NotFound("this invitation link was already used")
+        if invitation.accepted_at is not None or invitation.withdrawn_at is not None:
+            raise NotFound(INVITATION_NOT_VALID)
         user_model = get_user_model()
         user = user_model(username=invitation.email, email=invitation.email)
         try:
@@ -173,7 +182,100 @@ def invitation_accept(*, secret: str, password: str) -> CustomerUser:
     return account
 
 
+@audited(
+    "customer_user.withdraw_invitation",
+    target=lambda result, arguments: result.customer_id if result else "",
+    detail=lambda result, arguments: {"email": result.email, "invitation": result.pk},
+)
+def invitation_withdraw(*, invitation_id: int | str, withdrawn_by: str = "") -> Invitation:
+    """Withdraw a pending (or expired) invitation: its link then answers as an unknown
+    one and can never be accepted. Withdrawing one twice changes nothing; an accepted
+    one is a Conflict (409): deactivate the portal user instead."""
+    invitation_id = str(invitation_id)
+    if not invitation_id.isdigit() or len(invitation_id) > 18:
+        raise NotFound(f"no invitation {invitation_id[:64]!r}")
+    with transaction.atomic():
+        invitation = Invitation.objects.select_for_update().filter(pk=int(invitation_id)).first()
+        if invitation is None:
+            raise NotFound(f"no invitation {invitation_id}")
+        if invitation.accepted_at is not None:
+            raise Conflict(
+                f"invitation {invitation.pk} to {invitation.email} was already accepted "
+                f"({invitation.accepted_at:%Y-%m-%d %H:%M} UTC); it cannot be withdrawn: "
+                "deactivate the portal user instead"
+            )
+        if invitation.withdrawn_at is None:
+            invitation.withdrawn_at = clock.now()
+            invitation.withdrawn_by = withdrawn_by[:150]
+            invitation.save(update_fields=["withdrawn_at", "withdrawn_by"])
+    return invitation
+
+
+# --- deactivating a portal user: its keys die with it ---------------------------------
+
+
+def owner_keys_revoke(account: CustomerUser, *, why: str) -> list[CustomerApiKey]:
+    """Revoke every active key ``account`` owns, each with an audit entry, inside the
+    caller's transaction (a deactivation that rolls back revokes nothing)."""
+    now = clock.now()
+    with transaction.atomic():
+        keys = list(
+            CustomerApiKey.objects.select_for_update()
+            .filter(owner=account, revoked_at__isnull=True)
+            .order_by("id")
+        )
+        for key in keys:
+            key.revoked_at = now
+            key.save(update_fields=["revoked_at"])
+            audit_record(
+                action="customer_key.revoke",
+                result=AuditEntry.Result.OK,
+                target=key.prefix,
+                detail=_key_detail(key) | {"why": why},
+            )
+    return keys
+
+
+def deactivation_record(account: CustomerUser, *, why: str) -> list[CustomerApiKey]:
+    """What deactivating ``account``'s user does besides clearing ``is_active``: its keys
+    revoked and the deactivation audited, in the caller's transaction. Called from the
+    user's save (portal.signals), so every way of deactivating a user does it."""
+    with transaction.atomic():
+        keys = owner_keys_revoke(account, why=why)
+        audit_record(
+            action="customer_user.deactivate",
+            result=AuditEntry.Result.OK,
+            target=account.user.get_username(),
+            detail={"customer_id": account.customer_id, "keys_revoked": [k.prefix for k in keys]},
+        )
+    return keys
+
+
+def customer_user_deactivate(*, username: str) -> CustomerUser:
+    """Deactivate a portal user: they can no longer log in, and every API key they own
+    is revoked at once (same transaction), each audited. Deactivating an inactive user
+    changes nothing. An unknown name, or a name that is not a portal user: NotFound."""
+    with transaction.atomic():
+        account = (
+            CustomerUser.objects.select_related("user", "customer")
+            .select_for_update(of=("self",))
+            .filter(user__username=username)
+            .first()
+        )
+        if account is None:
+            raise NotFound(f"no portal user {username[:150]!r}")
+        if account.user.is_active:
+            account.user.is_active = False
+            account.user.save(update_fields=["is_active"])  # portal.signals revokes
+    return account
+
+
 # --- customer API keys ----------------------------------------------------------------
+
+
+def _key_detail(key: CustomerApiKey) -> dict:
+    owner = key.owner.user.get_username() if key.owner_id and key.owner else ""
+    return {"name": key.name, "customer_id": key.customer_id, "owner": owner}
 
 
 @audited(
@@ -182,10 +284,13 @@ def invitation_accept(*, secret: str, password: str) -> CustomerUser:
     detail=lambda result, arguments: {"name": arguments["name"], "prefix": result[0].prefix},
 )
 def customer_key_create(
-    *, customer_id: str, name: str, created_by: str
+    *, customer_id: str, name: str, created_by: str, owner: CustomerUser | None = None
 ) -> tuple[CustomerApiKey, str]:
-    """A read-only API key of ``customer_id``; returns the row and the key, which is
-    stored nowhere and cannot be shown again."""
+    """A read-only API key of ``customer_id``, owned by the portal user ``owner`` (it
+    dies with them); returns the row and the key, which is stored nowhere and cannot be
+    shown again."""
+    if owner is not None and owner.customer_id != customer_id:
+        raise InvalidInput("owner: a portal user of another customer")
     name = (name or "").strip()
     if not 1 <= len(name) <= 100:
         raise InvalidInput("name: 1-100 characters")
@@ -199,6 +304,7 @@ def customer_key_create(
                 prefix=prefix,
                 digest=customer_key_digest(key),
                 created_by=created_by[:150],
+                owner=owner,
             )
     except IntegrityError:
         raise Conflict(
@@ -207,17 +313,22 @@ def customer_key_create(
     return row, key
 
 
-@audited("customer_key.revoke", target=lambda result, arguments: arguments["prefix"])
+@audited(
+    "customer_key.revoke",
+    target=lambda result, arguments: arguments["prefix"],
+    detail=lambda result, arguments: _key_detail(result),
+)
 @transaction.atomic
-def customer_key_revoke(*, customer_id: str, prefix: str) -> CustomerApiKey:
-    """Revoke one of ``customer_id``'s keys at once (another customer's: NotFound)."""
-    row = (
-        CustomerApiKey.objects.select_for_update()
-        .filter(customer_id=customer_id, prefix=prefix)
-        .first()
-    )
+def customer_key_revoke(*, prefix: str, customer_id: str | None = None) -> CustomerApiKey:
+    """Revoke a customer key at once: one of ``customer_id``'s (the portal: another
+    customer's is NotFound), or any (an operator: ``customer_id`` None). Revoking a
+    revoked key changes nothing."""
+    rows = CustomerApiKey.objects.select_for_update(of=("self",)).select_related("owner__user")
+    if customer_id is not None:
+        rows = rows.filter(customer_id=customer_id)
+    row = rows.filter(prefix=prefix).first()
     if row is None:
-        raise NotFound(f"no API key {prefix}")
+        raise NotFound(f"no API key {prefix[:64]}")
     if row.revoked_at is None:
         row.revoked_at = clock.now()
         row.save(update_fields=["revoked_at"])

@@ -419,6 +419,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 customer_id=customer.pk,
                 name=form.cleaned_data["name"],
                 created_by=request.user.get_username(),
+                owner=request.account,
             )
         except ServiceError as exc:
             form.add_error("name", exc.detail)

@@ -51,6 +51,8 @@ ACTIONS = {
     ("renewalrequest", "approve"): "renew_licences",
     ("renewalrequest", "decline"): "renew_licences",
     ("customeruser", "deactivate"): "manage_customers",
+    ("customerapikey", "revoke_keys"): "manage_customers",
+    ("invitation", "withdraw"): "manage_customers",
 }
 # Users and groups (django.contrib.auth) and login lockouts (axes) keep Django's
 # per-model permissions: a superuser's, or granted one by one.

@@ -59,6 +59,9 @@ MATRIX = {
     ("v1/admin/events", "GET"): "view_service",
     ("v1/admin/customers/<id:customer_id>/users", "GET"): "view_service",
     ("v1/admin/customers/<id:customer_id>/users", "POST"): "manage_customers",
+    ("v1/admin/invitations/<id:invitation_id>/withdraw", "POST"): "manage_customers",
+    ("v1/admin/customer-keys", "GET"): "view_service",
+    ("v1/admin/customer-keys/<id:prefix>/revoke", "POST"): "manage_customers",
 }
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 

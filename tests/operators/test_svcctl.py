@@ -534,7 +534,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
-ONLINE = ["customer", "invite", "portal-users", "batch", "license", "revoke", "release"]
+ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer-keys"]
+ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "release"]
 ONLINE += ["renew", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
 ONLINE += ["credit-note"]
