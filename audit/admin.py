@@ -18,6 +18,8 @@ from config.display import pretty_json
 SUMMARY_CHARS = 100  # of the message, and of the arguments, in the list
 ACTOR_KINDS = {
     "api_key": "API key",
+    "customer_key": "customer API key",
+    "device": "camera",
     "staff": "console",
     "superuser": "console (superuser)",
     "cli": "command line",
@@ -43,13 +45,13 @@ def detail_summary(detail: Any) -> str:
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    list_display = ["at", "who", "action", "target", "result_shown", "summary"]
-    list_filter = ["action", "result", "actor_kind", "at"]
-    search_fields = ["actor", "target", "message", "ip"]
+    list_display = ["at", "who", "action", "target", "result_shown", "repeats", "summary"]
+    list_filter = ["action", "result", "actor_kind", "status", "at"]
+    search_fields = ["actor", "target", "message", "ip", "key_name", "capability"]
     date_hierarchy = "at"
     list_per_page = 100
-    fields = ["at", "actor", "actor_kind", "ip", "action", "target", "result_shown", "message",
-              "detail_shown"]  # fmt: skip
+    fields = ["at", "actor", "actor_kind", "ip", "action", "target", "result_shown", "status",
+              "repeats", "key_name", "capability", "message", "detail_shown"]  # fmt: skip
     readonly_fields = fields
     # An entry has no history of its own (the log is append-only): Django's empty page.
     history_view = admin.ModelAdmin.history_view
@@ -67,11 +69,17 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     def result_shown(self, entry: AuditEntry):
         if entry.result == AuditEntry.Result.OK:
             return entry.result
-        return format_html('<span class="svc-red">{}</span>', entry.result)
+        shown = f"{entry.result} ({entry.status})" if entry.status else entry.result
+        return format_html('<span class="svc-red">{}</span>', shown)
 
     @admin.display(description="details")
     def summary(self, entry: AuditEntry):
         arguments = detail_summary(entry.detail) if entry.detail else ""
+        needed = [f"key {entry.key_name}"] if entry.key_name else []
+        needed += [f"needs {entry.capability}"] if entry.capability else []
+        if needed:
+            arguments = _cut(", ".join([*needed, arguments] if arguments else needed),
+                             SUMMARY_CHARS)  # fmt: skip
         if not entry.message:
             return arguments or None
         return format_html(

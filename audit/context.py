@@ -1,6 +1,9 @@
 """Who is acting right now: a context variable set by the surface the action came in
 through (the admin-key middleware, the Django admin, a management command) and read by
-:func:`audit.services.audited` when it records the action. Free of database access."""
+:func:`audit.services.audited` when it records the action; and what a refusal point
+notes on its request for the log (:func:`note_refusal`, recorded by
+:mod:`audit.refusals`). Free of database access, so the DRF authentication and
+permission classes (imported with DRF's settings) may import it."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from config.clientip import client_ip
 
@@ -20,6 +24,9 @@ class Actor:
     kind: str  # one of audit.models.AuditEntry.ActorKind
     ip: str | None = None
 
+
+# The request attribute holding what a refusal point noted (:func:`note_refusal`).
+NOTE = "_audit_refusal"
 
 # An Actor, or a callable producing one: the request's user is resolved only when an
 # action is actually recorded, so ordinary page views never touch the session for it.
@@ -77,3 +84,28 @@ def request_actor(request) -> Callable[[], Actor]:
         return Actor(name="anonymous", kind="system", ip=ip)
 
     return resolve
+
+
+def invited_actor(account) -> Actor | None:
+    """A portal account that just accepted its invitation, as the actor of that action
+    (the request was anonymous until then), from the current request's address."""
+    if account is None:
+        return None
+    return Actor(name=account.user.get_username(), kind="customer", ip=current_actor().ip)
+
+
+def _http(request):
+    return getattr(request, "_request", request)  # a DRF request wraps Django's
+
+
+def note_refusal(request, **fields: Any) -> None:
+    """Note on ``request`` (Django's or DRF's) what the refusal it may be answered is:
+    ``action``, ``key_name`` (a string, or a callable worked out only if the request is
+    refused), ``capability``, ``actor_name`` and ``actor_kind``, ``detail``, ``target``,
+    or ``recorded=True`` when the caller recorded it itself. Later notes add to earlier."""
+    http = _http(request)
+    note = getattr(http, NOTE, None)
+    if note is None:
+        note = {}
+        setattr(http, NOTE, note)
+    note.update(fields)

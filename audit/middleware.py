@@ -1,12 +1,15 @@
 """The audit actor of every request: whoever acts during it (an operator key, which
 ``operators.authentication`` sets on the request, or a console user) is who the audit
 log names. Resolved lazily, only when an action is recorded. Who may call what is
-decided by the views' DRF authentication and permissions, not here: this app records.
-"""
+decided by the views' DRF authentication and permissions, not here: this app records,
+and records every refusal (401, 402, 403, 429) whoever answered it
+(:mod:`audit.refusals`)."""
 
 from __future__ import annotations
 
 from audit.context import acting_as, request_actor
+from audit.refusals import record_refused_request
+from audit.services import REFUSAL_STATUSES
 
 
 class AuditActorMiddleware:
@@ -15,4 +18,7 @@ class AuditActorMiddleware:
 
     def __call__(self, request):
         with acting_as(request_actor(request)):
-            return self.get_response(request)
+            response = self.get_response(request)
+            if response.status_code in REFUSAL_STATUSES:
+                record_refused_request(request, response)
+        return response

@@ -8,13 +8,14 @@ management command), so the log cannot miss an action one surface forgot to reco
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db import transaction
+from django.db import IntegrityError, models, transaction
 
-from audit.context import current_actor
+from audit.context import Actor, current_actor
 from audit.models import AuditEntry
 from config import clock
 from config.errors import ServiceError
@@ -63,9 +64,11 @@ def audit_record(
     target: str = "",
     detail: dict[str, Any] | None = None,
     message: str = "",
+    actor: Actor | None = None,
 ) -> AuditEntry:
-    """Record one action by the current actor (see :mod:`audit.context`)."""
-    actor = current_actor()
+    """Record one action by ``actor``, by default the current one (see
+    :mod:`audit.context`)."""
+    actor = actor or current_actor()
     return AuditEntry.objects.create(
         at=clock.now(),
         actor=actor.name[:150],
@@ -90,36 +93,95 @@ def audit_record_safely(**fields: Any) -> None:
         log.exception("could not record audit entry %s", fields.get("action"))
 
 
-def audit_count_safely(*, action: str, target: str = "", message: str = "") -> None:
-    """Record a refusal that may come in floods (an address retrying past its limit) as
-    one entry per address and minute whose ``detail.count`` counts them: nothing is
-    dropped, and a flood cannot grow the log faster than a row a minute. Never raises."""
-    actor = current_actor()
-    now = clock.now()
-    minute = now.replace(second=0, microsecond=0)
+# The HTTP statuses that are refusals: recorded whatever answered them
+# (:class:`audit.middleware.AuditActorMiddleware`).
+REFUSAL_STATUSES = frozenset({401, 402, 403, 429})
+
+
+def refusal_fingerprint(
+    *, actor: Actor, key_name: str, action: str, target: str, status: int | None, minute
+) -> str:
+    """The identity of a refusal in its clock minute: two refusals with the same one are
+    counted on one row."""
+    parts = [actor.name, actor.kind, key_name, actor.ip or "", action, target, str(status or "")]
+    text = "\x1f".join(parts) + "\x1f" + minute.strftime("%Y-%m-%dT%H:%M")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def audit_refusal(
+    *,
+    action: str,
+    status: int | None,
+    target: str = "",
+    key_name: str = "",
+    capability: str = "",
+    message: str = "",
+    detail: dict[str, Any] | None = None,
+    actor: Actor | None = None,
+) -> bool:
+    """Record a refusal (result "refused") by ``actor`` (default: the current one), or
+    count it on the row of the identical refusal of this clock minute: the same actor,
+    actor kind, key name, address, action, target and status. So a flood of any size
+    grows the log by one row a minute per distinct refusal, its ``repeats`` counting
+    every one; nothing is dropped.
+
+    The count is one ``UPDATE ... SET repeats = repeats + 1`` on the row the unique
+    ``fingerprint`` finds, the only column it touches (the log is append-only but for
+    that); a first refusal inserts the row, and a worker that loses the race to insert
+    it (the unique constraint) counts on the winner's. Correct under any number of
+    workers, on SQLite and PostgreSQL. Never raises: a failure to record is logged and
+    the refusal answered all the same. Returns whether it was recorded."""
     try:
+        actor = actor or current_actor()
+        now = clock.now()
+        target = target[:128]
+        key_name = key_name[:150]
+        fingerprint = refusal_fingerprint(
+            actor=actor,
+            key_name=key_name,
+            action=action,
+            target=target,
+            status=status,
+            minute=now.replace(second=0, microsecond=0),
+        )
+        rows = AuditEntry.objects.filter(fingerprint=fingerprint)
         with transaction.atomic():
-            entry = (
-                AuditEntry.objects.select_for_update()
-                .filter(action=action, ip=actor.ip or None, at__gte=minute)
-                .order_by("-at")
-                .first()
-            )
-            if entry is None:
-                detail = {"count": 1, "minute": minute.isoformat()}
-                audit_record(
-                    action=action,
-                    result=AuditEntry.Result.FAILED,
-                    target=target,
-                    detail=detail,
-                    message=message,
-                )
-            else:
-                count = entry.detail.get("count", 1) if isinstance(entry.detail, dict) else 1
-                entry.detail = {**entry.detail, "count": int(count) + 1, "last": now.isoformat()}
-                entry.save(update_fields=["detail"])
+            if rows.update(repeats=models.F("repeats") + 1):
+                return True
+            try:
+                with transaction.atomic():
+                    AuditEntry.objects.create(
+                        at=now,
+                        actor=actor.name[:150],
+                        actor_kind=actor.kind,
+                        ip=actor.ip or None,
+                        action=action[:64],
+                        target=target,
+                        detail=_plain(detail or {}),
+                        result=AuditEntry.Result.REFUSED,
+                        message=message[:MESSAGE_MAX],
+                        key_name=key_name,
+                        capability=capability[:64],
+                        status=status,
+                        fingerprint=fingerprint,
+                    )
+            except IntegrityError:  # another worker inserted it first: count on it
+                if not rows.update(repeats=models.F("repeats") + 1):
+                    raise
+        return True
     except Exception:
-        log.exception("could not record audit entry %s", action)
+        log.exception("could not record refusal %s", action)
+        return False
+
+
+def _actor_of(actor, result: Any, arguments: dict[str, Any]) -> Actor | None:
+    if actor is None:
+        return None
+    try:
+        return actor(result, arguments)
+    except Exception:
+        log.exception("could not name the actor of an audit entry")
+        return None
 
 
 def audited(
@@ -127,6 +189,7 @@ def audited(
     *,
     target: Callable[[Any, dict[str, Any]], str] | None = None,
     detail: Callable[[Any, dict[str, Any]], dict[str, Any]] | None = None,
+    actor: Callable[[Any, dict[str, Any]], Actor | None] | None = None,
 ) -> Callable[[F], F]:
     """Record every call of a service as an audit entry named ``action``.
 
@@ -134,7 +197,9 @@ def audited(
     (or rolled back) before the entry is written, so a failed action is still recorded
     with the error message the operator saw, and a successful one only once it stuck.
     ``detail`` makes a successful entry's detail from the result and the arguments
-    (default: the arguments), e.g. an edit's values before and after.
+    (default: the arguments), e.g. an edit's values before and after. ``actor`` names a
+    successful action's actor from the result when it is not the current one (an
+    invitation accepted: the person who accepted it, not an anonymous request).
     """
 
     def decorate(func: F) -> F:
@@ -169,6 +234,7 @@ def audited(
                 result=AuditEntry.Result.OK,
                 target=name,
                 detail=detail(result, arguments) if detail else arguments,
+                actor=_actor_of(actor, result, arguments),
             )
             return result
 

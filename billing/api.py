@@ -10,11 +10,13 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.refusals import device_of, note_device
 from billing import documents, selectors, serializers, services
 from config import metrics, schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
 from config.fields import rendered, validated
+from config.renderers import PDF_ANSWER
 from operators.permissions import requires
 from signing import keyring
 from svccore.claims import device_id_problem
@@ -51,6 +53,7 @@ class UsageUploadApi(DeviceApi):
     )
     def post(self, request):
         body = request.data
+        note_device(request, device=lambda: device_of(body), token=lambda: _bearer(request))
         if not isinstance(body, dict):
             raise InvalidInput("body must be a JSON object {device_id, license_id, records, nonce}")
         device_id = body.get("device_id")
@@ -258,6 +261,8 @@ class InvoiceDetailApi(APIView):
 
 
 class InvoicePdfApi(APIView):
+    renderer_classes = PDF_ANSWER  # Accept: application/pdf, not 406
+
     @extend_schema(
         parameters=[
             schema.id_path("number", "The invoice or credit note (INV-... or CN-...)."),

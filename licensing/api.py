@@ -16,6 +16,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.refusals import device_of, note_device
 from config import clock, metrics, schema
 from config.api import DeviceApi
 from config.clientip import client_ip
@@ -33,8 +34,22 @@ _NEW, _REACTIVATED, _REFUSED, _THROTTLED = (
 )
 
 
+def _body_field(request, name: str):
+    data = request.data
+    return data.get(name) if isinstance(data, dict) else None
+
+
 class ActivateApi(DeviceApi):
     throttle_classes = [ActivationRateThrottle]
+
+    def initial(self, request, *args, **kwargs):
+        # Its refusals (402, 403, 429) name the device and the batch key's licence.
+        note_device(
+            request,
+            device=lambda: device_of(request.data),
+            token=lambda: _body_field(request, "batch_token"),
+        )
+        super().initial(request, *args, **kwargs)
 
     def throttled(self, request, wait):
         # DRF calls this before post() runs: the 429 is counted here, not with the rest.
@@ -535,6 +550,11 @@ class LicenseRefreshApi(DeviceApi):
     )
     def get(self, request):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        note_device(
+            request,
+            device=lambda: device_of(request.query_params),
+            token=lambda: token.strip() if scheme.lower() == "bearer" else None,
+        )
         result = services.license_refresh(
             token=token.strip() if scheme.lower() == "bearer" else None,
             device_id=request.query_params.get("device_id"),

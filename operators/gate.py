@@ -7,13 +7,11 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import exceptions, status
 
-from audit.context import acting_as, request_actor
-from audit.models import AuditEntry
-from audit.services import audit_count_safely, audit_record_safely
+from audit.context import note_refusal
 from config.clientip import client_ip
 from config.errors import RateLimited
 from operators.authentication import HEADER, Operator
-from operators.selectors import admin_api_enabled, admin_key_operator
+from operators.selectors import admin_api_enabled, admin_key_operator, operator_key_presented
 from ratelimits import counters
 
 FAILURE_WINDOW_SECONDS = 60
@@ -24,32 +22,29 @@ class AdminApiDisabled(exceptions.APIException):
     default_detail = "the admin API is disabled: set SVC_ADMIN_KEY on the server"
 
 
-def _target(request) -> str:
-    return request.path_info[:128]
-
-
-def _refused(request, ip: str) -> None:
-    """Count a wrong key against ``ip`` and record it (never the key itself)."""
+def _refused(request, ip: str, presented: str) -> None:
+    """Count a wrong key against ``ip`` and note the refusal for the audit log (never the
+    key itself): an expired or revoked key is named, its actor that key."""
     counters.hit(
         "admin-key", ip, limit=settings.SVC_ADMIN_KEY_FAILURES, span=FAILURE_WINDOW_SECONDS
     )
-    with acting_as(request_actor(request)):
-        audit_record_safely(
-            action="admin_key.refused",
-            result=AuditEntry.Result.FAILED,
-            target=_target(request),
-            detail={"method": request.method},
-            message=f"{HEADER} is not valid",
-        )
+    known = operator_key_presented(presented)
+    if known is None:
+        note_refusal(request, action="admin_key.refused")
+        return
+    name, state = known
+    note_refusal(
+        request,
+        action="admin_key.refused",
+        actor_name=name,
+        actor_kind="api_key",
+        key_name=name,
+        detail={"key_state": state},
+    )
 
 
-def _throttled(request, ip: str, limit: int, retry_after: int) -> RateLimited:
-    with acting_as(request_actor(request)):
-        audit_count_safely(
-            action="admin_key.throttled",
-            target=_target(request),
-            message=f"answered 429: {limit} wrong {HEADER} in {FAILURE_WINDOW_SECONDS} s",
-        )
+def _throttled(request, limit: int, retry_after: int) -> RateLimited:
+    note_refusal(request, action="admin_key.throttled")
     return RateLimited(
         retry_after,
         f"too many wrong {HEADER} attempts from this address ({limit} in "
@@ -66,15 +61,16 @@ def authenticate_operator(request) -> Operator:
         raise AdminApiDisabled()
     presented = request.headers.get(HEADER)
     if not presented:
+        note_refusal(request, action="admin_key.missing")
         raise exceptions.NotAuthenticated(f"{HEADER} header required")
     ip = client_ip(request)
     limit = settings.SVC_ADMIN_KEY_FAILURES
     state = counters.peek("admin-key", ip, limit=limit, span=FAILURE_WINDOW_SECONDS)
     if not state.allowed:
-        raise _throttled(request, ip, limit, state.retry_after)
+        raise _throttled(request, limit, state.retry_after)
     operator = admin_key_operator(presented)
     if operator is None:
-        _refused(request, ip)
+        _refused(request, ip, presented)
         raise exceptions.PermissionDenied(f"{HEADER} is not valid")
     request.admin_key_name = operator.key_name
     return operator

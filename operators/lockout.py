@@ -18,6 +18,11 @@ Wrong codes are recorded by axes like wrong passwords, their user agent replaced
 for a password has it changed, so it cannot pass passwords off as codes). A right code
 clears the account's failures (``axes_reset``); ``manage.py axes_reset_username NAME``
 lifts an account's lockout, ``axes_reset_ip ADDRESS`` an address's.
+
+Both are on the audit log as refusals (:func:`audit.services.audit_refusal`, counted per
+minute): a wrong code ``second_factor.wrong_code``, a login refused for a lockout (the
+attempt that locks, and each one while locked) ``login.locked_out``, the account tried
+its actor.
 """
 
 from __future__ import annotations
@@ -27,7 +32,12 @@ from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Sum
+
+from audit.context import Actor, note_refusal
+from audit.services import audit_refusal
+from config.clientip import client_ip
 
 # The ``credentials`` key the second-factor page sets on a wrong code's failure.
 CODE = "second_factor_code"
@@ -37,6 +47,42 @@ CODE_AGENT = "(second-factor code)"
 
 def _total(attempts) -> int:
     return attempts.aggregate(n=Sum("failures_since_start"))["n"] or 0
+
+
+def _actor(request, username: str) -> Actor:
+    """The account a login tried, as the audit log's actor (its kind from the account;
+    an unknown name is a console or portal login's by where it came)."""
+    user = get_user_model().objects.filter(username=username).first() if username else None
+    if user is not None:
+        kind = "superuser" if user.is_superuser else "staff" if user.is_staff else "customer"
+    else:
+        kind = "customer" if request.path.startswith("/portal/") else "staff"
+    return Actor(name=(username or "(no name)")[:150], kind=kind, ip=client_ip(request) or None)
+
+
+def _record(request, credentials: dict) -> None:
+    """Record a wrong code, and a login the lockout refuses (once: the answer's 429
+    is not recorded again)."""
+    username = get_client_username(request, credentials) or ""
+    target = f"{request.method} {request.path}"
+    if credentials.get(CODE):
+        audit_refusal(
+            action="second_factor.wrong_code",
+            status=None,
+            target=target,
+            message="a wrong, used or early second-factor code",
+            actor=_actor(request, username),
+        )
+    if getattr(request, "axes_locked_out", False):
+        audit_refusal(
+            action="login.locked_out",
+            status=429,
+            target=target,
+            message="login refused: locked out (operators.lockout)",
+            detail={"by": "second-factor code" if credentials.get(CODE) else "password"},
+            actor=_actor(request, username),
+        )
+        note_refusal(request, recorded=True)
 
 
 class LockoutHandler(AxesDatabaseHandler):
@@ -54,6 +100,8 @@ class LockoutHandler(AxesDatabaseHandler):
         finally:
             if agent is not None:
                 request.axes_user_agent = agent
+        if request is not None:
+            _record(request, credentials)
 
     def get_failures(self, request, credentials: dict | None = None) -> int:
         """The failures of the account and address by the pair rule, or at least the

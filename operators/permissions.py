@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from rest_framework.permissions import BasePermission
 
+from audit.context import note_refusal
 from operators.authentication import Operator
 from operators.roles import CAPABILITIES, roles_holding
 
@@ -62,11 +63,13 @@ class IsOperator(BasePermission):
             return True  # no such method: the 405 (or the admin 404), to a valid key only
         capability = getattr(handler, ATTRIBUTE, None)
         if capability is None:
+            note_refusal(request, action="admin_api.forbidden", capability="(none declared)")
             self.message = (
                 f"{request.method} {request.path} declares no permission, so no key may call it"
             )
             return False
         if not operator.may(capability):
+            note_refusal(request, action="admin_api.forbidden", capability=capability)
             self.message = (
                 f"operator key {operator.key_name!r} lacks the permission {capability!r} "
                 f"({CAPABILITIES[capability].lower()}); roles that hold it: "

@@ -111,11 +111,22 @@ def second_factor_confirm(*, user, device: TOTPDevice, token: str) -> list[str] 
 
 def second_factor_match(user, token: str):
     """The confirmed device ``token`` is a right code of (the authenticator's, or a
-    recovery code, which is used up), or None."""
+    recovery code, which is used up), or None. A recovery code's use is audited
+    (``second_factor.recovery_code``, with the codes left): it may be someone else's."""
     token = token.strip().replace(" ", "")
     if not token or len(token) > 16:
         return None
-    return match_token(user, token)
+    device = match_token(user, token)
+    if isinstance(device, StaticDevice):
+        left = recovery_codes_left(user)
+        audit_record_safely(
+            action="second_factor.recovery_code",
+            result=AuditEntry.Result.OK,
+            target=user.get_username(),
+            detail={"recovery_codes_left": left},
+            message=f"logged in with a recovery code; {left} left",
+        )
+    return device
 
 
 def recovery_codes_left(user) -> int:

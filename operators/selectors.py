@@ -40,6 +40,20 @@ def operator_key_match(presented: str) -> OperatorKey | None:
     return None
 
 
+def operator_key_presented(presented: str) -> tuple[str, str] | None:
+    """(name, state) of the named key ``presented`` is whatever its state ("revoked",
+    "expired", "active"): the audit log names the key of a refused request. None when it
+    is no key's (its digest compared in constant time)."""
+    match = PRESENTED.match(presented)
+    if not match:
+        return None
+    row = OperatorKey.objects.filter(prefix=match.group(1)).first()
+    if row is None or not hmac.compare_digest(row.digest, key_digest(presented)):
+        return None
+    state = "revoked" if row.revoked_at is not None else "expired" if not row.active else "active"
+    return row.name, state
+
+
 def operator_keys_exist() -> bool:
     return OperatorKey.objects.filter(revoked_at__isnull=True).exists()
 

@@ -19,7 +19,7 @@ from config import clock
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound
 from operators.models import OperatorKey
 from operators.roles import APP_LABEL, CAPABILITIES, ROLES, known_roles
-from operators.selectors import KEY_SCHEME, key_digest, role_capabilities
+from operators.selectors import BOOTSTRAP_KEY_NAME, KEY_SCHEME, key_digest, role_capabilities
 
 NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
 
@@ -57,8 +57,15 @@ def operator_key_create(
             "key name must be 1-100 characters of letters, digits, '.', '_', '@' or '-', "
             f"starting with a letter or digit; got {name!r}"
         )
-    if OperatorKey.objects.filter(name=name).exists():
-        raise Conflict(f"an operator key named {name!r} already exists")
+    if name.lower() == BOOTSTRAP_KEY_NAME:
+        raise InvalidInput(
+            f"the name {name!r} is reserved for the bootstrap key (SVC_ADMIN_KEY), which the "
+            "audit log names 'bootstrap': choose another name"
+        )
+    # Unique regardless of case: the audit log tells keys apart by their names.
+    same = OperatorKey.objects.filter(name__iexact=name).values_list("name", flat=True).first()
+    if same is not None:
+        raise Conflict(f"an operator key named {same!r} already exists")
     prefix = secrets.token_hex(6)
     key = f"{KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
     row = OperatorKey.objects.create(
@@ -78,7 +85,14 @@ def roles_beyond(roles: list[str], held: frozenset[str]) -> list[str]:
     return [role for role in roles if not role_capabilities([role]) <= held]
 
 
-@audited("operator_key.revoke")
+def _key_revoked(result: OperatorKey | None, arguments: dict) -> str:
+    """The revoked key as the audit log names it: its name and prefix, not its row id."""
+    if result is None:
+        return str(arguments.get("name", ""))
+    return f"{result.name} ({result.prefix})"
+
+
+@audited("operator_key.revoke", target=_key_revoked)
 @transaction.atomic
 def operator_key_revoke(*, name: str) -> OperatorKey:
     """Revoke a named operator key at once. Idempotent."""

@@ -1,6 +1,10 @@
 """``Authorization: Bearer svccu_...``: the customer API's authentication (read-only
 keys a customer creates in the portal) and its permission.
 
+Every refusal is in the audit log (``customer_key.*``, result "refused"): the actor a
+key's customer (kind ``customer_key``), the key named ``<name> (<prefix>)`` even when
+revoked or its owner deactivated (:func:`key_label`).
+
 A missing key is 401, a wrong or revoked one 403 (compared in constant time; an address
 with ``SVC_ADMIN_KEY_FAILURES`` wrong keys in 60 s gets 429, as for operator keys).
 Each key has its own rate limit, ``SVC_CUSTOMER_API_RATE`` requests a minute (429 with
@@ -9,6 +13,7 @@ its customer from there, never from the request."""
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,6 +22,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 
+from audit.context import note_refusal
 from config import clock
 from config.clientip import client_ip
 from config.errors import RateLimited
@@ -36,6 +42,35 @@ class CustomerPrincipal:
         return f"customer key {self.key_prefix} ({self.customer.pk})"
 
 
+def key_label(row) -> str:
+    """How the audit log names a customer key: its name and prefix (names repeat)."""
+    return f"{row.name} ({row.prefix})"
+
+
+def _note_presented(request, presented: str) -> None:
+    """Note a refused key for the audit log: the key it is (whatever its state), when
+    its digest matches; never the key itself."""
+    from portal.models import CustomerApiKey
+    from portal.selectors import PRESENTED, customer_key_digest
+
+    match = PRESENTED.match(presented)
+    row = None
+    if match:
+        row = CustomerApiKey.objects.filter(prefix=match.group(1)).first()
+    if row is None or not hmac.compare_digest(row.digest, customer_key_digest(presented)):
+        note_refusal(request, action="customer_key.refused")
+        return
+    state = "revoked" if row.revoked_at is not None else "owner deactivated"
+    note_refusal(
+        request,
+        action="customer_key.refused",
+        actor_name=row.customer_id,
+        actor_kind="customer_key",
+        key_name=key_label(row),
+        detail={"key_state": state},
+    )
+
+
 class CustomerKeyAuthentication(BaseAuthentication):
     def authenticate(self, request):
         from portal.models import CustomerApiKey
@@ -43,11 +78,13 @@ class CustomerKeyAuthentication(BaseAuthentication):
 
         scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
+            note_refusal(request, action="customer_key.missing")
             raise exceptions.NotAuthenticated("Authorization: Bearer <customer API key> required")
         ip = client_ip(request._request)
         limit = settings.SVC_ADMIN_KEY_FAILURES
         state = counters.peek("customer-key", ip, limit=limit, span=WINDOW_SECONDS)
         if not state.allowed:
+            note_refusal(request, action="customer_key.throttled")
             raise RateLimited(
                 state.retry_after,
                 f"too many wrong customer API keys from this address ({limit} in "
@@ -56,10 +93,15 @@ class CustomerKeyAuthentication(BaseAuthentication):
         row = customer_key_match(presented.strip())
         if row is None:
             counters.hit("customer-key", ip, limit=limit, span=WINDOW_SECONDS)
+            _note_presented(request, presented.strip())
             raise exceptions.PermissionDenied("the customer API key is not valid or was revoked")
+        note_refusal(
+            request, actor_name=row.customer_id, actor_kind="customer_key", key_name=key_label(row)
+        )
         rate = settings.SVC_CUSTOMER_API_RATE
         decision = counters.hit("customer-api", row.prefix, limit=rate, span=WINDOW_SECONDS)
         if not decision.allowed:
+            note_refusal(request, action="customer_key.rate_limited")
             raise RateLimited(
                 decision.retry_after,
                 f"this key's limit is {rate} requests a minute (SVC_CUSTOMER_API_RATE); "

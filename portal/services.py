@@ -16,8 +16,9 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
+from audit.context import invited_actor
 from audit.models import AuditEntry
-from audit.services import audit_record, audited
+from audit.services import audit_record, audit_refusal, audited
 from config import clock
 from config.errors import Conflict, InvalidInput, MailUnavailable, NotFound
 from customers.models import Customer
@@ -149,6 +150,7 @@ def invitation_open(secret: str) -> Invitation:
     "customer_user.accept",
     target=lambda result, arguments: result.user.get_username() if result else "",
     detail=lambda result, arguments: {"customer_id": result.customer_id},
+    actor=lambda result, arguments: invited_actor(result),
 )
 def invitation_accept(*, secret: str, password: str) -> CustomerUser:
     """Accept an invitation: its account, with ``password`` (Django's password
@@ -442,6 +444,14 @@ def customer_webhook_create(*, customer_id: str, url: str, events: list[str]) ->
 def customer_webhook(*, customer_id: str, webhook_id: str) -> Webhook:
     hook = Webhook.objects.filter(pk=webhook_id, customer_id=customer_id).first()
     if hook is None:
+        # Another customer's webhook (or none): a refusal on the record, same answer.
+        audit_refusal(
+            action="portal.webhook_refused",
+            status=404,
+            target=f"webhook {webhook_id[:64]}",
+            detail={"customer_id": customer_id},
+            message="a webhook not of this customer",
+        )
         raise NotFound(f"you have no webhook {webhook_id[:64]}")
     return hook
 
