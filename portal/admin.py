@@ -169,6 +169,7 @@ class CustomerApiKeyAdmin(NoEditAdmin):
 
     list_display = ["customer_shown", "owner_shown", "name", "prefix", "created_at",
                     "last_used_at", "revoked_at"]  # fmt: skip
+    list_display_links = ["name"]
     list_filter = [KeyStateFilter, "created_at"]
     search_fields = ["name", "prefix", "customer__id", "customer__name", "owner__user__username"]
     fields = [
