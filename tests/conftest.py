@@ -94,6 +94,29 @@ SLOW_MODULES = frozenset(
     }
 )
 SERVER_FIXTURES = frozenset({"live_service", "live_server", "private_redis"})
+# Slow tests that prove what cannot differ by database run in the SQLite pass only: the
+# browser (what a page shows; the views' queries run on PostgreSQL in the fast tests),
+# svcctl (its HTTP client and output), the device module under attack, kill -9 and a
+# vendored key rotation (the camera's files and checks), the HSM signer (PKCS#11). The
+# PostgreSQL pass keeps every slow test of concurrency, ingestion, billing and the edge.
+ONE_DATABASE_MODULES = frozenset(
+    {
+        "tests/operators/test_browser.py",
+        "tests/operators/test_browser_flows.py",
+        "tests/operators/test_console_layout.py",
+        "tests/operators/test_enrolment_attacks.py",
+        "tests/operators/test_second_factor.py",
+        "tests/portal/test_portal_browser.py",
+        "tests/operators/test_svcctl.py",
+        "tests/operators/test_svcctl_fleet.py",
+        "tests/operators/test_svcctl_keys.py",
+        "tests/test_tampering_proxy.py",
+        "tests/test_sync_crash.py",
+        "tests/test_device_fuzz.py",
+        "tests/test_key_rotation.py",
+        "tests/test_hsm_signer.py",
+    }
+)
 
 
 def is_slow(item: pytest.Item) -> bool:
@@ -109,15 +132,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Every test in :data:`SLOW_MODULES` or on a real server is marked ``slow``.
 
     ``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
-    tests that touch the database run. The rest (the device module, svcctl offline, the
-    README against its own SQLite ``make run``) cannot behave differently on another
-    database, and the SQLite run has just run them."""
+    tests that touch the database run, but the slow ones of :data:`ONE_DATABASE_MODULES`.
+    The rest (the device module, svcctl offline, the README against its own SQLite
+    ``make run``) cannot behave differently on another database, and the SQLite run has
+    just run them."""
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
-    needed = {item: uses_database(item) for item in items}
+    needed = {
+        item: uses_database(item)
+        and not (is_slow(item) and item.nodeid.split("::", 1)[0] in ONE_DATABASE_MODULES)
+        for item in items
+    }
     keep = [item for item in items if needed[item]]
     dropped = [item for item in items if not needed[item]]
     if dropped:
