@@ -276,11 +276,9 @@ class CustomerKeysApi(APIView):
     @requires("view_service")
     def get(self, request):
         query = validated(serializers.CustomerKeyQuery, request.query_params.dict())
-        customer_id = query.get("customer_id")
-        if customer_id is not None:
-            customer_id = customer_get(customer_id=customer_id).pk
+        licensing_selectors.filters_check(customer_id=query.get("customer_id"))
         keys = selectors.customer_keys(
-            customer_id=customer_id, state=query.get("state"), limit=query["limit"]
+            customer_id=query.get("customer_id"), state=query.get("state"), limit=query["limit"]
         )
         return Response(
             rendered(serializers.CustomerKeyListOut, {"keys": keys, "count": len(keys)})
