@@ -8,7 +8,7 @@ and records every refusal (401, 402, 403, 429) whoever answered it
 from __future__ import annotations
 
 from audit.context import acting_as, request_actor
-from audit.refusals import record_refused_request
+from audit.refusals import note_exception, record_refused_request
 from audit.services import REFUSAL_STATUSES
 
 
@@ -22,3 +22,7 @@ class AuditActorMiddleware:
             if response.status_code in REFUSAL_STATUSES:
                 record_refused_request(request, response)
         return response
+
+    def process_exception(self, request, exception):
+        note_exception(request, exception)  # what a 403 said; the answer stays Django's
+        return None

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.urls import Resolver404, resolve
 
 from audit.context import NOTE, Actor, current_actor, note_refusal
@@ -37,10 +39,16 @@ SURFACES = (
 )
 # The action of a refusal nothing noted, after its surface.
 REASONS = {401: "unauthenticated", 402: "payment_required", 403: "forbidden", 429: "throttled"}
-# The permission a console page needs, by the last part of its URL name (Django admin's
-# "<app>_<model>_<view>"); a GET of a change page needs only "view".
+# The capability a model admin's page needs, by the last part of its URL name (Django
+# admin's "<app>_<model>_<view>"): its ``<verb>_capability``; a GET of a change page
+# needs only the view one.
 CONSOLE_VIEWS = {"changelist": "view", "add": "add", "change": "change", "delete": "delete",
                  "history": "view"}  # fmt: skip
+# How config.adminbase.require names the capability a console user lacks.
+CAPABILITY_SAID = re.compile(r"lack the permission '([a-z_]+)'")
+NOTE_EXCEPTION = "_audit_permission_denied"
+# The capability of what no role may do (a model admin's capability None).
+NOBODY = "(nobody)"
 DETAIL_CHARS = 300
 
 
@@ -52,21 +60,34 @@ def surface_of(path: str) -> str:
 
 
 def console_capability(request) -> str:
-    """The Django permission a console URL needs (``customers.change_customer``), from
-    its URL name; "" when it is not a model's page."""
+    """The capability (``operators.roles.CAPABILITIES``) a refused console page needed:
+    the one its refusal named (``config.adminbase.require``), else the one its model
+    admin asks for that page (``view_capability``, ``add_capability``,
+    ``change_capability``); "" when neither says."""
+    said = CAPABILITY_SAID.search(getattr(request, NOTE_EXCEPTION, "") or "")
+    if said:
+        return said.group(1)
     try:
         match = resolve(request.path_info)
     except Resolver404:
         return ""
-    name = match.url_name or ""
-    app, _, rest = name.partition("_")
-    model, _, view = rest.rpartition("_")
-    if not app or not model or view not in CONSOLE_VIEWS:
+    model_admin = getattr(match.func, "model_admin", None)
+    view = (match.url_name or "").rpartition("_")[2]
+    if model_admin is None or view not in CONSOLE_VIEWS:
         return ""
     verb = CONSOLE_VIEWS[view]
-    if view == "change" and request.method in ("GET", "HEAD"):
+    if verb == "change" and request.method in ("GET", "HEAD"):
         verb = "view"
-    return f"{app}.{verb}_{model}"
+    name = f"{verb}_capability"
+    if not hasattr(model_admin, name):
+        return ""
+    return getattr(model_admin, name) or NOBODY
+
+
+def note_exception(request, exception: BaseException) -> None:
+    """Keep the message of a view's PermissionDenied: the capability it names."""
+    if isinstance(exception, PermissionDenied):
+        setattr(request, NOTE_EXCEPTION, str(exception)[:DETAIL_CHARS])
 
 
 def _said(response) -> str:

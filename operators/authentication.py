@@ -8,11 +8,12 @@ a view is an operator's unless it says otherwise: the device endpoints declare
 
 The checks themselves (:func:`operators.gate.authenticate_operator`): missing key 401,
 wrong key 403, no key configured 503; compared in constant time. The key itself is never
-logged or echoed. Guessing is not free: every wrong key is recorded in the audit log
-(``admin_key.refused``, the address, never the key), and an address with
-``SVC_ADMIN_KEY_FAILURES`` wrong keys in the last 60 s is answered 429 with
-``Retry-After``, right key or not, until its window slides on. The 429s are recorded
-too, counted: one ``admin_key.throttled`` entry per address and minute.
+logged or echoed. Guessing is not free: every wrong key is a refusal in the audit log
+(``admin_key.refused``, the address, never the key; an expired or revoked key named),
+and an address with ``SVC_ADMIN_KEY_FAILURES`` wrong keys in the last 60 s is answered
+429 with ``Retry-After``, right key or not, until its window slides on
+(``admin_key.throttled``). Identical refusals of a clock minute are one row counting
+them (:func:`audit.services.audit_refusal`).
 """
 
 from __future__ import annotations
