@@ -194,7 +194,7 @@ def invitation_withdraw(*, invitation_id: int | str, withdrawn_by: str = "") -> 
     one and can never be accepted. Withdrawing one twice changes nothing; an accepted
     one is a Conflict (409): deactivate the portal user instead."""
     invitation_id = str(invitation_id)
-    if not invitation_id.isdigit() or len(invitation_id) > 18:
+    if not (invitation_id.isascii() and invitation_id.isdigit()) or len(invitation_id) > 18:
         raise NotFound(f"no invitation {invitation_id[:64]!r}")
     with transaction.atomic():
         invitation = Invitation.objects.select_for_update().filter(pk=int(invitation_id)).first()

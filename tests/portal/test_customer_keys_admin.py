@@ -201,7 +201,7 @@ def test_an_accepted_invitation_cannot_be_withdrawn(worlds):
     assert entry.result == "failed" and "already accepted" in entry.message
 
 
-@pytest.mark.parametrize("invitation_id", ["999999", "NOPE-1", "1" * 30])
+@pytest.mark.parametrize("invitation_id", ["999999", "NOPE-1", "1" * 30, "\u00b2", "\u0663"])
 def test_an_unknown_invitation_is_404(db, invitation_id):
     answer = _operator("operator").post(f"/v1/admin/invitations/{invitation_id}/withdraw")
     assert answer.status_code == 404 and set(answer.json()) == {"detail"}
