@@ -37,7 +37,9 @@ class Command(BaseCommand):
         "Reconcile the billing ledger: per customer and SKU, inferences stored, billed, "
         "waiting for the next invoice and unbillable (dated after today), and "
         "activations, direct licences and renewed units stored vs billed. Exits 1 when "
-        "any record or event is billed twice or any invoice's quantities do not match its records. "
+        "any record or event is billed twice, any invoice's quantities do not match its "
+        "records, or any daily rollup differs from the usage records it sums (months not "
+        "pruned). "
         "A run over every customer (no --customer, no --deep) is stored: the operator "
         "dashboard shows the latest."
     )
@@ -47,7 +49,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--deep",
             action="store_true",
-            help="also compare the daily rollups with the raw records (reads every record)",
+            help="also compare the activation rollups with the activations, rate every "
+            "invoice again, and check every renewal against its term, audit entry and invoice",
         )
 
     def handle(self, *args, customer: str | None, deep: bool, **options):
