@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
 
 from devices import Engine, documents, verify_token  # noqa: E402
-from devices.token import b64url_decode, encode_token, public_key_b64url  # noqa: E402
+from devices.token import b64url_decode, public_key_b64url  # noqa: E402
+from svccore import authority  # noqa: E402
 
 IMPORT_PROBE = """
 import sys, time, tracemalloc
@@ -70,7 +71,7 @@ def main() -> int:
         "grace_days": 30,
         "act": "optional",
     }
-    token = encode_token(claims, key)
+    token = authority.encode_token(claims, key)
     signing_input, signature = token.rsplit(".", 1)
     raw_signature = b64url_decode(signature)
     message = signing_input.encode("ascii")
@@ -120,7 +121,7 @@ def main() -> int:
 
 def signed_receipt(key: Ed25519PrivateKey, *, issued_at: int, hours: int) -> str:
     """A usage receipt of the bench device covering ``hours`` records."""
-    payload = documents.receipt_payload(
+    payload = authority.receipt_payload(
         issuer="bench",
         device_id="bench-device",
         license_id="LIC-BENCH00001",
@@ -129,16 +130,16 @@ def signed_receipt(key: Ed25519PrivateKey, *, issued_at: int, hours: int) -> str
         records=[(h * 3600, h * 3600 + 3600) for h in range(hours)],
         inferences=0,
     )
-    return documents.sign_document(documents.RECEIPT_PREFIX, payload, key)
+    return authority.sign_document(documents.RECEIPT_PREFIX, payload, key)
 
 
 def online_start(key: Ed25519PrivateKey, token: str, raw: float) -> None:
     """An online engine built and started from its state directory: the token, the
     signed status and the receipt are each verified again (three signatures)."""
     public = key.public_key()
-    status = documents.sign_document(
+    status = authority.sign_document(
         documents.STATUS_PREFIX,
-        documents.status_payload(
+        authority.status_payload(
             issuer="bench",
             license_id="LIC-BENCH00001",
             device_id="bench-device",
@@ -179,9 +180,9 @@ def online_start(key: Ed25519PrivateKey, token: str, raw: float) -> None:
 def signed_documents(key: Ed25519PrivateKey) -> None:
     public = key.public_key()
     entries = [[f"LIC-{n:016d}", 1_900_000_000] for n in range(documents.LIST_PAGE_ENTRIES)]
-    page = documents.sign_document(
+    page = authority.sign_document(
         documents.LIST_PREFIX,
-        documents.revocation_page_payload(
+        authority.revocation_page_payload(
             issuer="bench", start=0, seq=len(entries), issued_at=0, more=True, revoked=entries
         ),
         key,

@@ -27,7 +27,7 @@ from config.urls import handler500
 from config.urls import urlpatterns as service_urlpatterns
 from devices import token as codec
 from signing import keyring
-from svccore import ids
+from svccore import authority, ids
 
 __all__ = ["handler500", "urlpatterns"]
 
@@ -90,7 +90,7 @@ class FloorActivateApi(APIView):
             unit = {**claims, "lic": ids.license_id(), "dev": device_id, "act": "optional"}
             unit.update(iat=now, nbf=now)
             del unit["batch"]
-            token = codec.encode_token(unit, keyring.signing_key())
+            token = authority.encode_token(unit, keyring.signing_key())
             cursor.execute(
                 UNIT_SQL,
                 [

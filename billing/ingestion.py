@@ -40,12 +40,13 @@ from billing.limits import (
 from billing.models import UsageConflict, UsageDaily, UsageRecord
 from config import clock
 from config.errors import InvalidInput, Unauthorized
-from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX, receipt_payload
+from devices.documents import NONCE_MAX_CHARS, RECEIPT_PREFIX
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_emit
 from licensing.held import HeldLicense, license_held
 from signing import keyring
+from svccore.authority import receipt_payload
 from svccore.timeunits import unix
 
 RECORD_FIELDS = ("period_start", "period_end", "inferences", "frames", "stream_seconds", "events")

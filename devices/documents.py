@@ -58,7 +58,7 @@ from cryptography.exceptions import InvalidSignature
 
 from . import jsonsafe
 from .errors import BadSignature, Code, LicenseError
-from .token import b64url_decode, b64url_encode, reject_duplicate_keys, resolve_key, with_kid
+from .token import b64url_decode, reject_duplicate_keys, resolve_key
 
 LIST_PREFIX = "SVCR1"
 RECEIPT_PREFIX = "SVCU1"
@@ -74,15 +74,6 @@ NONCE_MAX_CHARS = 64
 
 def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def sign_document(prefix: str, payload: dict[str, Any], private_key: Any) -> str:
-    """Sign ``payload``; it names its signing key (``kid``) unless it already has one
-    (a key certificate's ``kid`` is the key it endorses; its signer is ``root``)."""
-    payload = with_kid(payload, private_key)
-    signing_input = f"{prefix}.{b64url_encode(canonical_json(payload))}"
-    signature = private_key.sign(signing_input.encode("ascii"))
-    return f"{signing_input}.{b64url_encode(signature)}"
 
 
 def verify_document(
@@ -139,28 +130,6 @@ class RevocationPage:
     text: str  # the signed document as received, kept as proof of the signing time
 
 
-def revocation_page_payload(
-    *,
-    issuer: str,
-    start: int,
-    seq: int,
-    issued_at: int,
-    more: bool,
-    revoked: list,
-    keys_revoked: list[str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "keys_revoked": sorted(keys_revoked or []),
-        "typ": LIST_TYPE,
-        "iss": issuer,
-        "from": start,
-        "seq": seq,
-        "iat": issued_at,
-        "more": more,
-        "revoked": revoked,
-    }
-
-
 def parse_revocation_page(text: Any, public_key: Any) -> RevocationPage:
     """A verified revocation-list page; BadSignature or BAD_RESPONSE otherwise."""
     doc = verify_document(LIST_PREFIX, text, public_key)
@@ -211,32 +180,6 @@ class UsageReceipt:
     def holds(self, key: tuple[int, int], counts: Counts) -> bool:
         """Whether the authority holds exactly ``counts`` for the period ``key``."""
         return self.records.get(key) == counts
-
-
-def receipt_payload(
-    *,
-    issuer: str,
-    device_id: str,
-    license_id: str,
-    nonce: str,
-    issued_at: int,
-    records: list[tuple[int, ...]],
-    refused: list[tuple[int, int]] = (),
-    inferences: int,
-) -> dict[str, Any]:
-    """``records``: (period_start, period_end, inferences, frames, stream_seconds,
-    events) as the authority holds them."""
-    return {
-        "typ": RECEIPT_TYPE,
-        "iss": issuer,
-        "dev": device_id,
-        "lic": license_id,
-        "nonce": nonce,
-        "iat": issued_at,
-        "records": [list(record) for record in records],
-        "refused": [list(key) for key in refused],
-        "inferences": inferences,
-    }
 
 
 def _is_entry(entry: Any, sizes: tuple[int, ...]) -> bool:
@@ -297,30 +240,6 @@ class LicenseStatus:
         if other.revoked and not self.revoked:
             return False
         return self.seq > other.seq or self.issued_at > other.issued_at
-
-
-def status_payload(
-    *,
-    issuer: str,
-    license_id: str,
-    device_id: str,
-    revoked_at: int,
-    seq: int,
-    issued_at: int,
-    keys_revoked: list[str] | None = None,
-) -> dict[str, Any]:
-    """``revoked_at`` 0: not revoked as of ``seq``."""
-    return {
-        "typ": STATUS_TYPE,
-        "iss": issuer,
-        "lic": license_id,
-        "dev": device_id,
-        "revoked": bool(revoked_at),
-        "revoked_at": revoked_at,
-        "seq": seq,
-        "iat": issued_at,
-        "keys_revoked": sorted(keys_revoked or []),
-    }
 
 
 def parse_status(text: Any, public_key: Any) -> LicenseStatus:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from . import jsonsafe
 from .errors import BadSignature, Code
-from .token import DEFAULT_ISSUER, b64url_decode, key_id, load_public_key, public_key_b64url
+from .token import b64url_decode, key_id, load_public_key
 
 CERT_PREFIX = "SVCK1"
 MAX_UNVERIFIED_BYTES = 1 << 20  # as devices.documents.MAX_DOCUMENT_CHARS
@@ -44,43 +44,6 @@ class KeyNotTrusted(BadSignature):
     """A signature by a key that does not chain to a trusted root at that time."""
 
     code = Code.KEY_NOT_TRUSTED
-
-
-def certificate_payload(
-    *,
-    public_key: Any,
-    root_public_key: Any,
-    issued_at: int,
-    not_before: int,
-    not_after: int = 0,
-    use: str = ONLINE,
-    issuer: str = DEFAULT_ISSUER,
-) -> dict[str, Any]:
-    if use not in USES:
-        raise ValueError(f"use must be one of {', '.join(USES)}, not {use!r}")
-    if not_after and not_after < not_before:
-        raise ValueError("certificate ends before it starts")
-    return {
-        "typ": CERT_TYPE,
-        "iss": issuer,
-        "kid": key_id(public_key),
-        "key": public_key_b64url(public_key),
-        "root": key_id(root_public_key),
-        "iat": issued_at,
-        "nbf": not_before,
-        "exp": not_after,
-        "use": use,
-    }
-
-
-def sign_certificate(root_private_key: Any, public_key: Any, **fields: Any) -> str:
-    """A key certificate for ``public_key``, signed by ``root_private_key`` (offline)."""
-    from .documents import sign_document
-
-    payload = certificate_payload(
-        public_key=public_key, root_public_key=root_private_key.public_key(), **fields
-    )
-    return sign_document(CERT_PREFIX, payload, root_private_key)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,10 @@
 A token is ``SVC1.<b64url(payload_json)>.<b64url(ed25519_signature)>``. The signature
 covers the ASCII bytes of ``SVC1.<b64url(payload_json)>``, so verification never depends
 on how the JSON was laid out. Decoding is strict: unpadded canonical base64url only, a
-size cap, a JSON object with no duplicate keys, and typed claims. The server signs and
-verifies through this module, and devices verify through it, so there is no second parser
-whose quirks an attacker could play against the first.
+size cap, a JSON object with no duplicate keys, and typed claims. The server and devices
+verify through this module, so there is no second parser whose quirks an attacker could
+play against the first; signing is the authority's alone (``svccore.authority``, which
+firmware never ships).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -124,22 +124,6 @@ def key_fingerprint(public_key: Any) -> str:
 def key_id(public_key: Any) -> str:
     """The key id (``kid``) a token or document names its signing key by."""
     return key_fingerprint(public_key)[:KID_CHARS]
-
-
-def with_kid(payload: dict[str, Any], private_key: Any) -> dict[str, Any]:
-    """``payload`` naming its signer: ``kid`` is added unless the payload has one."""
-    if "kid" in payload:
-        return payload
-    return {**payload, "kid": key_id(private_key.public_key())}
-
-
-def encode_token(claims: dict[str, Any], private_key: Ed25519PrivateKey) -> str:
-    """Sign ``claims`` into an SVC1 token that names its signing key (``kid``)."""
-    claims = with_kid(claims, private_key)
-    payload = json.dumps(claims, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    signing_input = f"{PREFIX}.{b64url_encode(payload.encode('ascii'))}"
-    signature = private_key.sign(signing_input.encode("ascii"))
-    return f"{signing_input}.{b64url_encode(signature)}"
 
 
 def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -40,16 +40,11 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery
 from config import sharedcache
 from config.clock import now
 from config.errors import Conflict
-from devices.documents import (
-    LIST_PAGE_ENTRIES,
-    LIST_PREFIX,
-    STATUS_PREFIX,
-    revocation_page_payload,
-    status_payload,
-)
+from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, STATUS_PREFIX
 from licensing.models import Revocation, RevocationHead
 from licensing.selectors import signing_keys_published
 from signing import keyring
+from svccore.authority import revocation_page_payload, status_payload
 from svccore.timeunits import unix
 
 # Read at call time (not bound as a default), so a test can make pages small.

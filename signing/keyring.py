@@ -43,12 +43,12 @@ from django.db import transaction
 from config import clock
 from config.errors import SigningKeyUnusable
 from config.metrics import timed_signing
-from devices import documents
 from devices import token as codec
 from devices.errors import BadSignature
 from devices.keys import ONLINE, KeyNotTrusted, Keyring, unverified_payload
 from signing import signers
 from signing.models import SigningKey
+from svccore import authority
 from svccore.timeunits import unix
 
 REFRESH_SECONDS = 5.0
@@ -357,7 +357,7 @@ def sign_claims(claims: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     # as much as a tenth of an activation's Python time.
     signed = claims if "kid" in claims else {**claims, "kid": active.kid}
     with timed_signing(key.kind):
-        token = codec.encode_token(signed, key)
+        token = authority.encode_token(signed, key)
     return token, signed
 
 
@@ -372,7 +372,7 @@ def sign_document(prefix: str, payload: dict[str, Any]) -> str:
     if "kid" not in payload:
         payload = {**payload, "kid": active.kid}
     with timed_signing(signer.kind):
-        return documents.sign_document(prefix, payload, signer)
+        return authority.sign_document(prefix, payload, signer)
 
 
 def verify(token: str) -> dict[str, Any]:

@@ -188,7 +188,7 @@ def mint_claims(
     """Claims of an air-gapped licence: bound to ``device_id``, ``act`` = ``optional``,
     entitlements and caps from the catalogue ``entry``; ``days`` 0 is perpetual.
 
-    The signer adds ``kid`` (``devices.token.encode_token``)."""
+    The signer adds ``kid`` (``svccore.authority.encode_token``)."""
     if not device_id or device_id == "*" or len(device_id) > DEVICE_ID_MAX:
         raise ClaimsError(
             "an air-gapped licence must be bound to one device: give its fingerprint "

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from devices import keys as devkeys
 from devices import token as codec
-from svccore import licensefile
+from svccore import authority, licensefile
 from svccore.keyfile import KeyFileError, read_private_key
 from svccore.timeunits import DAY
 from svcctl import OfflineError
@@ -209,7 +209,7 @@ def certify(
             f"{key_file} is the root key itself: a root endorses signing keys and signs "
             "nothing else; certify a key made with `svcctl keygen`"
         )
-    text = devkeys.sign_certificate(
+    text = authority.sign_certificate(
         root,
         public,
         issued_at=now,

@@ -20,8 +20,8 @@ from devices import keys as devkeys
 from devices import states
 from devices import token as codec
 from devices.errors import BadSignature, Code
+from svccore import authority, licensefile
 from svccore import claims as claimbuilder
-from svccore import licensefile
 from svccore.claims import DEFAULT_ISSUER
 from svccore.keyfile import KeyFileError, write_private_key
 from svcctl import OfflineError, files
@@ -81,8 +81,8 @@ def mint(
             api_quota=api_quota,
             now=now,
         )
-        claims = codec.with_kid(claims, key)  # as signed: naming the key
-        token = codec.encode_token(claims, key)
+        claims = authority.with_kid(claims, key)  # as signed: naming the key
+        token = authority.encode_token(claims, key)
     text = licensefile.LicenseFile(token, tuple(certificates)).text()
     files.write_secret(out, text, option="--out", force=force)
     return token, claims

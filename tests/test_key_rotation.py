@@ -24,6 +24,7 @@ from django.core.management import call_command
 
 from devices import token as codec
 from signing import keyring
+from svccore import authority
 from svccore.keyfile import read_private_key
 from tests.conftest import REPO, start_gunicorn, stop_gunicorn
 
@@ -241,7 +242,7 @@ def test_rotation_runbook(tmp_path, settings, customer, signing_key_file, signin
         claims = codec.decode_unverified(old_token)
         forged_file = tmp_path / "forged.lic"
         forged_file.write_text(
-            codec.encode_token(claims | {"dev": "cam-forged"}, signing_key) + "\n"
+            authority.encode_token(claims | {"dev": "cam-forged"}, signing_key) + "\n"
         )
         forged = device(vendored, tmp_path / "forged", "cam-forged", service.url,
                         "install", "sync", "start", license_file=str(forged_file))  # fmt: skip
@@ -384,7 +385,7 @@ def test_revocation_runbook_keeps_batches_in_firmware_activating(
         # 4. Forged with the leaked key 1: a batch key with more units is refused and
         # recorded, and takes no seat; so is a licence with a later end.
         claims = codec.decode_unverified(firmware)
-        forged = codec.encode_token(
+        forged = authority.encode_token(
             claims | {"batch": {**claims["batch"], "units": 5000}}, signing_key
         )
         refused = device(vendored, tmp_path / "cam-forged", "cam-forged", service.url,
@@ -398,7 +399,9 @@ def test_revocation_runbook_keeps_batches_in_firmware_activating(
         assert units_activated(service, batch["batch_id"]) == 4
         unit = codec.decode_unverified(held_b)
         status, body = license_refresh(
-            service, codec.encode_token(unit | {"exp": unit["exp"] + 10**6}, signing_key), "cam-b"
+            service,
+            authority.encode_token(unit | {"exp": unit["exp"] + 10**6}, signing_key),
+            "cam-b",
         )
         assert status == 403 and "possible signing-key compromise" in body["detail"], body
         assert AuditEntry.objects.filter(action=COMPROMISE_ACTION, target=unit["lic"]).exists()

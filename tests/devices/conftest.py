@@ -17,7 +17,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from devices import Engine
-from devices.token import encode_token, public_key_b64url
+from devices.token import public_key_b64url
+from svccore.authority import encode_token
 from tests.devices.device_support import (
     DEVICE,
     METERED,

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from devices import documents
+from svccore import authority
 
 LICENSE = "LIC-0123456789"
 
@@ -60,7 +61,7 @@ def signed_page(
     revoked: list | None = None,
     keys_revoked: list[str] | None = None,
 ) -> str:
-    payload = documents.revocation_page_payload(
+    payload = authority.revocation_page_payload(
         issuer="svc-test",
         start=start,
         seq=seq,
@@ -69,7 +70,7 @@ def signed_page(
         revoked=[list(entry) for entry in revoked or []],
         keys_revoked=keys_revoked,
     )
-    return documents.sign_document(documents.LIST_PREFIX, payload, key)
+    return authority.sign_document(documents.LIST_PREFIX, payload, key)
 
 
 def signed_status(
@@ -82,7 +83,7 @@ def signed_status(
     issued_at: int = NOW - 60,
     keys_revoked: list[str] | None = None,
 ) -> str:
-    payload = documents.status_payload(
+    payload = authority.status_payload(
         issuer="svc-test",
         license_id=license_id,
         device_id=device_id,
@@ -91,7 +92,7 @@ def signed_status(
         issued_at=issued_at,
         keys_revoked=keys_revoked,
     )
-    return documents.sign_document(documents.STATUS_PREFIX, payload, key)
+    return authority.sign_document(documents.STATUS_PREFIX, payload, key)
 
 
 def provision(
@@ -209,7 +210,7 @@ class FakeService:
         }  # fmt: skip
         keys = sorted(set(sent if records is None else records))
         counts = {**sent, **(held or {})}
-        payload = documents.receipt_payload(
+        payload = authority.receipt_payload(
             issuer="svc-test",
             device_id=body["device_id"],
             license_id=LICENSE,
@@ -219,7 +220,7 @@ class FakeService:
             refused=sorted(refused or []),
             inferences=self.usage_total,
         )
-        return documents.sign_document(documents.RECEIPT_PREFIX, payload, self.key)
+        return authority.sign_document(documents.RECEIPT_PREFIX, payload, self.key)
 
     def accept(self, request: dict[str, Any]) -> tuple[int, Any]:
         records = request["json"]["records"]

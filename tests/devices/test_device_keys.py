@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import devices
 from devices import LicenseError
-from devices.keys import KeyNotTrusted, key_id, sign_certificate
-from devices.token import encode_token
+from devices.keys import KeyNotTrusted, key_id
+from svccore.authority import encode_token, sign_certificate
 from tests.devices.device_support import DEVICE, LICENSE, NOW, claims_for, provision
 
 YEAR = 365 * 86400

@@ -16,8 +16,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from devices.keys import sign_certificate
 from devices.token import key_fingerprint, key_id, public_key_b64url, public_key_pem
+from svccore.authority import sign_certificate
 from svccore.keyfile import write_private_key
 from tests.devices.device_support import DEVICE, NOW
 

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.management import call_command
 
 from devices import token as codec
-from devices.keys import sign_certificate
+from svccore.authority import sign_certificate
 
 
 def certificate(

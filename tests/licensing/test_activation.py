@@ -9,10 +9,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import OperationalError, connection
 
 from devices.documents import parse_status
-from devices.token import b64url_decode, b64url_encode, encode_token, verify_token
+from devices.token import b64url_decode, b64url_encode, verify_token
 from licensing.models import Activation, Batch, License, Sku
 from licensing.services import license_revoke
 from signing import keyring
+from svccore.authority import encode_token
 
 pytestmark = pytest.mark.django_db
 

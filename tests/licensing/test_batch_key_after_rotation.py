@@ -22,6 +22,7 @@ from licensing.models import Activation, Batch, License
 from licensing.services import license_revoke
 from licensing.services.renewals import license_renew
 from signing import keyring
+from svccore import authority
 from tests.licensing.key_support import certificate, install
 from tests.licensing.test_signing_keys import activate, kid_of, upload
 from tests.test_query_counts import NEW_UNIT
@@ -99,7 +100,7 @@ def test_a_batch_key_forged_with_the_revoked_key_is_refused_and_recorded(
     rotate()
     issued = codec.decode_unverified(batch.license.token)
     more_units = {**issued, "batch": {**issued["batch"], "units": 5000}}
-    refused = activate(device_api, codec.encode_token(more_units, key1), "cam-forged")
+    refused = activate(device_api, authority.encode_token(more_units, key1), "cam-forged")
     assert refused.status_code == 403
     detail = refused.json()["detail"]
     assert "not the token this authority issued" in detail and "batch.units" in detail
@@ -108,10 +109,12 @@ def test_a_batch_key_forged_with_the_revoked_key_is_refused_and_recorded(
     assert entry.result == AuditEntry.Result.REFUSED and entry.detail["kid"] == kid_of(key1)
     assert entry.detail["differs"]["batch.units"] == {"presented": 5000, "issued": 5}
     # Re-signed by key 1 with nothing but its signing time moved: not the token issued.
-    resigned = codec.encode_token({**issued, "iat": issued["iat"] + 1}, key1)
+    resigned = authority.encode_token({**issued, "iat": issued["iat"] + 1}, key1)
     assert activate(device_api, resigned, "cam-forged").status_code == 403
     # A device already on file gains nothing with a forged key either.
-    assert activate(device_api, codec.encode_token(more_units, key1), "cam-1").status_code == 403
+    assert (
+        activate(device_api, authority.encode_token(more_units, key1), "cam-1").status_code == 403
+    )
     assert compromise_records(batch.license_id) == (3, 3)
     assert seats(batch) == 1
     assert not License.objects.filter(device_id="cam-forged").exists()
@@ -123,7 +126,7 @@ def test_a_forged_key_for_a_batch_never_issued_is_recorded(rotation, make_batch,
     rotate()
     claims = codec.decode_unverified(batch.license.token)
     made_up = {**claims, "lic": "LIC-MADEUP00000", "batch": {"id": "B-2026-MADEUP0000", "units": 9}}
-    refused = activate(device_api, codec.encode_token(made_up, key1), "cam-x")
+    refused = activate(device_api, authority.encode_token(made_up, key1), "cam-x")
     assert refused.status_code == 403 and "no such batch key is on file" in refused.json()["detail"]
     assert AuditEntry.objects.filter(action=COMPROMISE_ACTION, target="LIC-MADEUP00000").exists()
 
@@ -136,7 +139,7 @@ def test_a_token_that_does_not_verify_under_the_revoked_key_is_refused_unrecorde
     key1, _, rotate = rotation
     batch = make_batch(units=5)
     rotate()
-    stranger = codec.encode_token(codec.decode_unverified(batch.license.token), new_key()[1])
+    stranger = authority.encode_token(codec.decode_unverified(batch.license.token), new_key()[1])
     refused = activate(device_api, stranger, "cam-x")
     assert refused.status_code == 403
     assert kid_of(key1) in refused.json()["detail"] and "revoked" in refused.json()["detail"]

@@ -17,6 +17,7 @@ from audit.models import AuditEntry
 from devices import token as codec
 from licensing.models import SupersededToken
 from signing.models import SigningKey
+from svccore import authority
 from tests import conftest as live  # its test_database_url is no test of this module
 from tests.licensing.key_support import certificate, install
 from tests.licensing.test_signing_keys import T0, activate, kid_of, upload
@@ -116,7 +117,7 @@ def test_a_token_forged_with_a_leaked_revoked_key_gets_nothing(two_keys, make_ba
     rotate()
     call_command("key_revoke", kid_of(key1), "--reason", "leaked", stdout=io.StringIO())
     claims = codec.decode_unverified(old)
-    forged = codec.encode_token({**claims, "exp": claims["exp"] + 10**6}, key1)
+    forged = authority.encode_token({**claims, "exp": claims["exp"] + 10**6}, key1)
     answer = refresh(device_api, forged, "cam-1")
     assert answer.status_code == 403
     assert AuditEntry.objects.filter(action__contains="compromise").exists() or (

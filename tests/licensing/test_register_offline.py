@@ -15,7 +15,7 @@ from devices.documents import parse_revocation_page
 from licensing.models import License, token_digest
 from licensing.services import signing_key_install
 from signing import keyring
-from svccore import ids
+from svccore import authority, ids
 from tests.licensing.key_support import certificate
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def minted(key, customer_id: str, **changes) -> str:
         "grace_days": 14,
         "act": "optional",
     }
-    return codec.encode_token(claims | changes, key)
+    return authority.encode_token(claims | changes, key)
 
 
 def register(admin_api, token: str):

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEntry
 from config.errors import SigningKeyUnusable
 from devices import token as codec
-from devices.documents import parse_revocation_page, parse_status, sign_document
+from devices.documents import parse_revocation_page, parse_status
 from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate, unverified_payload
 from licensing import revocations
@@ -26,6 +26,8 @@ from licensing.services import license_issue, signing_key_install
 from licensing.services.activation import unit_activate
 from signing import keyring
 from signing.models import SigningKey
+from svccore import authority
+from svccore.authority import sign_document
 from svccore.keyfile import read_private_key
 from tests.licensing.key_support import certificate, install, legacy_token
 
@@ -167,7 +169,7 @@ def test_key_install_refuses_and_stores_nothing(with_roots, new_key, tmp_path, c
         "unknown root": lambda: certificate(Ed25519PrivateKey.generate(), key),
         "tampered": lambda: _tampered(certificate(root, key, not_after=T0 + 10**8)),
         "not a certificate": lambda: "SVCK1.not-a-certificate",
-        "a licence token": lambda: codec.encode_token({"lic": "x"}, key),
+        "a licence token": lambda: authority.encode_token({"lic": "x"}, key),
         "wrong shape": lambda: sign_document(
             "SVCK1", {"typ": "svc-key-cert", "root": kid_of(root), "kid": kid_of(key)}, root
         ),
@@ -304,7 +306,7 @@ def test_rotation_retirement_and_revocation_of_a_signing_key(
     usage = upload(device_api, old_unit, "cam-1", T0 + 7200)
     assert usage.status_code == 200, usage.json()
     assert unverified_payload(usage.json()["receipt"])["kid"] == kid2
-    forged = codec.encode_token(
+    forged = authority.encode_token(
         {**claims_of(old_unit), "exp": claims_of(old_unit)["exp"] + 1}, key1
     )
     refused = upload(device_api, forged, "cam-1", T0 + 10800)

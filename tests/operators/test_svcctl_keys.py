@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from devices import documents
 from devices import keys as devkeys
 from devices import token as codec
+from svccore import authority
 from svccore.keyfile import read_private_key
 
 SVCCTL = Path(sys.executable).with_name("svcctl")
@@ -292,7 +292,7 @@ def test_mint_refuses_a_certificate_for_another_key(tmp_path, root, airgap, cert
 
     # A certificate whose kid names the air-gap key but whose key is another is refused,
     # even though the root really signed it.
-    payload = devkeys.certificate_payload(
+    payload = authority.certificate_payload(
         public_key=other_pub.read_text(),
         root_public_key=root[1].read_text(),
         issued_at=0,
@@ -300,7 +300,7 @@ def test_mint_refuses_a_certificate_for_another_key(tmp_path, root, airgap, cert
         use="offline",
     )
     payload["kid"] = codec.key_id(airgap[1].read_text())
-    lying = documents.sign_document(devkeys.CERT_PREFIX, payload, read_private_key(root[0]))
+    lying = authority.sign_document(devkeys.CERT_PREFIX, payload, read_private_key(root[0]))
     (tmp_path / "lying.cert").write_text(lying + "\n")
     lied = mint(tmp_path, other, "y.lic", "--cert", str(tmp_path / "lying.cert"))
     assert lied.returncode == 1 and "not a key certificate" in lied.stderr
@@ -321,7 +321,7 @@ def test_mint_refuses_a_certificate_a_device_would_refuse(tmp_path, root, airgap
     foreign = mint(tmp_path, airgap[0], "x.lic", "--root", str(other_root_pub))
     assert foreign.returncode == 1 and "KEY_UNTRUSTED_ROOT" in foreign.stderr
 
-    ended = devkeys.sign_certificate(
+    ended = authority.sign_certificate(
         read_private_key(root[0]),
         read_private_key(airgap[0]).public_key(),
         issued_at=1_700_000_000,

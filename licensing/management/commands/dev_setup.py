@@ -12,9 +12,10 @@ from audit.context import acting_from_cli
 from config import clock
 from config.errors import ServiceError
 from devices import token as codec
-from devices.keys import KeyNotTrusted, parse_certificate, sign_certificate
+from devices.keys import KeyNotTrusted, parse_certificate
 from licensing.services import signing_key_install
 from signing.models import SigningKey
+from svccore.authority import sign_certificate
 from svccore.keyfile import read_private_key, write_private_key
 from svccore.timeunits import unix
 

@@ -1,0 +1,54 @@
+"""The device module as firmware receives it (issue 40 item 4): it verifies, it never
+signs. What only the authority writes (tokens, key certificates, list pages, receipts,
+statuses) lives in ``svccore.authority``, which firmware never ships."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import devices
+from svccore import authority
+
+SIGNING_NAMES = {"private_bytes", "generate", "load_pem_private_key"}
+
+
+def _modules() -> list[Path]:
+    return sorted(Path(devices.__file__).parent.glob("*.py"))
+
+
+def test_no_module_of_the_device_signs_or_holds_a_private_key():
+    found = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "sign":
+                found.append(f"{path.name}:{node.lineno} .sign")
+            name = getattr(node, "id", None) or getattr(node, "name", None)
+            if name in SIGNING_NAMES or (
+                isinstance(node, ast.alias) and node.name in SIGNING_NAMES
+            ):
+                found.append(f"{path.name}:{node.lineno} {name}")
+    assert found == []
+
+
+def test_what_the_authority_signs_the_device_module_verifies(signing_key):
+    from devices.documents import STATUS_PREFIX, parse_status
+
+    public = signing_key.public_key()
+    token = authority.encode_token({"lic": "L-1"}, signing_key)
+    payload = json.loads(devices.token.b64url_decode(token.split(".")[1]))
+    assert payload == {"lic": "L-1", "kid": devices.token.key_id(public)}
+    status = authority.sign_document(
+        STATUS_PREFIX,
+        authority.status_payload(
+            issuer="svc",
+            license_id="L-1",
+            device_id="cam",
+            revoked_at=0,
+            seq=3,
+            issued_at=1_800_000_000,
+        ),  # fmt: skip
+        signing_key,
+    )
+    assert parse_status(status, public).seq == 3
