@@ -16,7 +16,7 @@ from config import metrics, schema
 from config.api import DeviceApi
 from config.errors import InvalidInput
 from config.fields import rendered, validated
-from config.renderers import PDF_ANSWER
+from config.renderers import PDFNegotiation
 from operators.permissions import requires
 from signing import keyring
 from svccore.claims import device_id_problem
@@ -261,7 +261,7 @@ class InvoiceDetailApi(APIView):
 
 
 class InvoicePdfApi(APIView):
-    renderer_classes = PDF_ANSWER  # Accept: application/pdf, not 406
+    content_negotiation_class = PDFNegotiation  # Accept: application/pdf, not 406
 
     @extend_schema(
         parameters=[

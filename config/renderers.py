@@ -23,7 +23,8 @@ from decimal import Decimal
 from typing import Any
 
 from rest_framework.compat import INDENT_SEPARATORS, LONG_SEPARATORS, SHORT_SEPARATORS
-from rest_framework.renderers import JSONRenderer
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.utils import encoders
 
 from svccore.exactjson import encode
@@ -67,3 +68,65 @@ class ExactJSONRenderer(JSONRenderer):
         )
         # As DRF does: JSON that is also a strict JavaScript subset.
         return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").encode()
+
+
+# --- Answers that are not JSON ---------------------------------------------------------
+# A view that answers a PDF or the metrics text writes its own HttpResponse; DRF still
+# negotiates first, and with the JSON renderer alone it refused (406) a client that
+# accepts only what the view answers (``Accept: application/pdf``, ``Accept: text/plain``).
+# Such a view names the media types it writes in its negotiation class; it still renders
+# with JSON only (its errors are ``{detail}``), and the OpenAPI schema, which reads the
+# view's renderers, keeps its errors JSON.
+
+
+class _OwnAnswer(BaseRenderer):
+    """A media type a view writes itself (an ``HttpResponse``): negotiated, never
+    rendered."""
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        raise NotImplementedError("the view writes this answer itself")
+
+
+class PDFRenderer(_OwnAnswer):
+    media_type = "application/pdf"
+
+
+class PrometheusTextRenderer(_OwnAnswer):
+    """Prometheus's text exposition format (``text/plain; version=0.0.4``)."""
+
+    media_type = "text/plain"
+
+
+class OpenMetricsRenderer(_OwnAnswer):
+    """OpenMetrics text (``application/openmetrics-text; version=1.0.0``)."""
+
+    media_type = "application/openmetrics-text"
+
+
+class _AlsoAnswers(DefaultContentNegotiation):
+    """DRF's negotiation over the view's renderers and the media types it writes itself
+    (``answers``): a client accepting one of those gets the view's answer, its errors as
+    JSON; a client accepting none of them still gets 406."""
+
+    answers: tuple[type[_OwnAnswer], ...] = ()
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        own = [answer() for answer in self.answers]
+        chosen, media_type = super().select_renderer(request, [*renderers, *own], format_suffix)
+        if isinstance(chosen, _OwnAnswer):
+            return renderers[0], renderers[0].media_type
+        return chosen, media_type
+
+
+class PDFNegotiation(_AlsoAnswers):
+    """A document's PDF: to a client accepting PDF, and to one accepting JSON (svcctl
+    asks every route for JSON)."""
+
+    answers = (PDFRenderer,)
+
+
+class MetricsNegotiation(_AlsoAnswers):
+    """``GET /metrics``: to text/plain and OpenMetrics clients (the view picks the
+    format), and to JSON-only ones as before."""
+
+    answers = (PrometheusTextRenderer, OpenMetricsRenderer)

@@ -7,6 +7,8 @@ when it exists (``SVC_ENV_FILE``), so ``manage.py`` run by hand uses the dev ser
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import ipaddress
 import os
 import re
@@ -112,6 +114,9 @@ INSTALLED_APPS = [
     "django_otp",
     "django_otp.plugins.otp_totp",
     "django_otp.plugins.otp_static",
+    "csp",
+    # Session idle timeout and lifetime: a login starts a session's lifetime (signal).
+    "config.sessions.SessionLimits",
 ]
 
 MIDDLEWARE = [
@@ -119,11 +124,13 @@ MIDDLEWARE = [
     "config.middleware.NulByteMiddleware",
     "config.middleware.UntrustedForwardingMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.sessions.SessionLimitsMiddleware",
     "django_otp.middleware.OTPMiddleware",
     "console.second_factor.SecondFactorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -281,6 +288,8 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = True
+# The console's and the portal's own stylesheets and script (static/svc/).
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # Largest request body (bytes): 413 past it. The largest legitimate body is a usage
 # upload of 1000 records (MAX_RECORDS_PER_CALL), about 170 KB compact with every counter
@@ -528,6 +537,54 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("SVC_LOG_LEVEL", default="INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Content-Security-Policy (django-csp 4, csp.middleware.CSPMiddleware) -------------
+# The console and the portal load scripts, styles and images from this origin only: no
+# inline script at all, no inline style but one (below), no plugin, no framing, forms
+# posted here only. Their own looks and behaviour are static files (static/svc/).
+# The one inline style allowed, by its hash: an invoice document's stylesheet
+# (templates/billing/document_style.html), which must travel inside the document (the
+# PDF renderer reads it; the portal shows the document in a sandboxed srcdoc frame,
+# which inherits this policy). Its text is constant, so its hash is computed here.
+
+
+def _style_hash(template: Path) -> str:
+    text = template.read_text(encoding="utf-8")
+    body = text[text.index("<style>") + len("<style>") : text.index("</style>")]
+    digest = hashlib.sha256(body.encode()).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+DOCUMENT_STYLE_HASH = _style_hash(BASE_DIR / "templates" / "billing" / "document_style.html")
+CONTENT_SECURITY_POLICY = {
+    # JSON, CSV, PDF and metrics answers are not pages: no policy on them. The public
+    # API viewers (/docs, /redoc with SVC_PUBLIC_DOCS) are drf-spectacular's pages, which
+    # start Swagger UI and ReDoc with inline scripts.
+    "EXCLUDE_URL_PREFIXES": ["/v1/", "/healthz", "/metrics", "/openapi", "/docs", "/redoc"],
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", DOCUMENT_STYLE_HASH],
+        "img-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# --- Console and portal sessions (config.sessions) --------------------------------------
+# A signed-in session ends after SVC_SESSION_IDLE_SECONDS without a request and
+# SVC_SESSION_MAX_SECONDS after it signed in (Django's default was 14 days, never idle).
+SVC_SESSION_IDLE_SECONDS = _number("SVC_SESSION_IDLE_SECONDS", 1800, low=60, high=86_400)
+SVC_SESSION_MAX_SECONDS = _number("SVC_SESSION_MAX_SECONDS", 43_200, low=300, high=30 * 86_400)
+if SVC_SESSION_IDLE_SECONDS > SVC_SESSION_MAX_SECONDS:
+    raise ImproperlyConfigured(
+        f"SVC_SESSION_IDLE_SECONDS ({SVC_SESSION_IDLE_SECONDS}) must not exceed "
+        f"SVC_SESSION_MAX_SECONDS ({SVC_SESSION_MAX_SECONDS})"
+    )
+# The cookie itself expires with the session's lifetime.
+SESSION_COOKIE_AGE = SVC_SESSION_MAX_SECONDS
 
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True

@@ -15,15 +15,17 @@ from django.conf import settings
 from django.db.models import Count
 from django.http import HttpResponse
 from drf_spectacular.utils import extend_schema
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client import REGISTRY as PROCESS_REGISTRY
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
 from config.clientip import client_ip, ip_in
+from config.renderers import MetricsNegotiation
 from events.delivery import backlog
 from events.models import DeliveryAttempt
 from licensing.models import RevocationHead
@@ -100,6 +102,12 @@ class MetricsApi(APIView):
     authentication_classes = [MonitoringNetwork, OperatorKeyAuthentication]
     permission_classes = [MonitoringOrOperator]
 
+    # text/plain, OpenMetrics, or JSON-only clients (the text format), not 406.
+    content_negotiation_class = MetricsNegotiation
+
     @requires("view_service")
     def get(self, request):
-        return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+        # The format as prometheus-client's own exporter picks it: OpenMetrics when the
+        # Accept header names it (Prometheus lists it first), else the text format.
+        encode, content_type = choose_encoder(request.META.get("HTTP_ACCEPT", ""))
+        return HttpResponse(encode(_registry()), content_type=content_type)

@@ -18,6 +18,7 @@ from billing.serializers import InvoiceOut, InvoicePageOut
 from config import clock, schema
 from config.errors import InvalidInput
 from config.fields import rendered, validated
+from config.renderers import PDFNegotiation
 from customers.services import customer_get
 from licensing import selectors as licensing_selectors
 from licensing.serializers import FleetOut
@@ -150,6 +151,8 @@ class CustomerInvoiceDetailApi(CustomerApi):
 
 
 class CustomerInvoicePdfApi(CustomerApi):
+    content_negotiation_class = PDFNegotiation  # Accept: application/pdf, not 406
+
     @extend_schema(
         parameters=[schema.id_path("number", "The invoice or credit note."), RETRY],
         responses={

@@ -485,7 +485,7 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch, serv
     assert "already invoiced" in again.content.decode()
 
 
-def test_license_list_shows_each_license_state(admin_client, customer, server_clock):
+def test_license_list_shows_each_license_state(admin_client, admin_user, customer, server_clock):
     """The state column is devices.license_state in the console's words, at the spec §3
     boundaries: active up to exp, grace up to exp + grace_days, then expired."""
     term = license_issue(
@@ -500,6 +500,8 @@ def test_license_list_shows_each_license_state(admin_client, customer, server_cl
 
     def states_at(moment: dt.datetime) -> dict[str, str]:
         server_clock((moment - timezone.now()).total_seconds())
+        # Days apart, each a session of its own (config.sessions ends an idle one).
+        admin_client.force_login(admin_user)
         body = admin_client.get(reverse("admin:licensing_license_changelist")).content.decode()
         found = {}
         for lic in (term, perpetual, revoked):

@@ -84,7 +84,7 @@ def test_renew_licenses_renews_a_direct_one_and_says_why_a_unit_is_refused(
 
 
 def test_dashboard_lists_what_ends_soon_with_customer_and_units(
-    admin_client, customer, make_batch, server_clock
+    admin_client, admin_user, customer, make_batch, server_clock
 ):
     soon = make_batch(units=4, sku="API-METERED")  # 30 days
     unit_activate(batch_token=soon.license.token, device_id="cam-1")
@@ -96,6 +96,8 @@ def test_dashboard_lists_what_ends_soon_with_customer_and_units(
     assert soon.pk in panel and later.pk not in panel
     assert customer.name in panel and "1 / 4" in panel
     server_clock(33 * DAY)
+    # 33 days on, the console session has ended (config.sessions): sign in again.
+    admin_client.force_login(admin_user)
     panel = admin_client.get(reverse("console-dashboard")).content.decode()
     panel = panel.split('id="expiring"', 1)[1].split("</table>", 1)[0]
     assert "in grace until" in panel
