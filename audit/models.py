@@ -27,7 +27,9 @@ class AuditEntry(models.Model):
     class Result(models.TextChoices):
         OK = "ok", "ok"
         FAILED = "failed", "failed"
-        REFUSED = "refused", "refused (possible key compromise)"
+        # Any refusal: a wrong or unauthorised key, a missing permission, a limit, a
+        # wrong code, a lockout (audit.services.audit_refusal).
+        REFUSED = "refused", "refused"
 
     at = models.DateTimeField(default=clock.now, db_index=True)
     actor = models.CharField(max_length=150, help_text="Admin user name or API key name.")

@@ -51,7 +51,7 @@ def operator_key_presented(presented: str) -> tuple[str, str] | None:
     if row is None or not hmac.compare_digest(row.digest, key_digest(presented)):
         return None
     state = "revoked" if row.revoked_at is not None else "expired" if not row.active else "active"
-    return row.name, state
+    return key_log_name(row), state
 
 
 def operator_keys_exist() -> bool:
@@ -114,7 +114,15 @@ def admin_key_operator(presented: str) -> Operator | None:
     row = operator_key_match(presented)
     if row is None:
         return None
-    return Operator(row.name, role_capabilities(row.roles))
+    return Operator(key_log_name(row), role_capabilities(row.roles))
+
+
+def key_log_name(row: OperatorKey) -> str:
+    """A named key's name as the audit log shows it: its name, but never the bootstrap
+    key's (a key named so before the name was reserved is shown with its prefix)."""
+    if row.name.lower() == BOOTSTRAP_KEY_NAME:
+        return f"{row.name} (named key {row.prefix})"
+    return row.name
 
 
 def admin_api_enabled() -> bool:

@@ -59,5 +59,10 @@ class Migration(migrations.Migration):
             model_name='auditentry',
             constraint=models.CheckConstraint(condition=models.Q(('repeats__gte', 1)), name='audit_repeats_positive'),
         ),
+        migrations.AlterField(
+            model_name='auditentry',
+            name='result',
+            field=models.CharField(choices=[('ok', 'ok'), ('failed', 'failed'), ('refused', 'refused')], max_length=8),
+        ),
         migrations.RunPython(refusals_refused, migrations.RunPython.noop),
     ]
