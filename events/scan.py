@@ -18,10 +18,11 @@ from django.db.models import F, Sum
 
 from billing.models import UsageDaily
 from config import clock
+from devices.states import GRACE
 from events.models import Event
 from events.services import event_emit
 from licensing.models import Batch, License
-from svccore.timeunits import DAY, unix
+from svccore.timeunits import DAY, term_state_at, unix
 
 EXPIRING_DAYS = (30, 7, 1)
 BATCH_PERCENTS = (80, 95, 100)
@@ -76,8 +77,9 @@ def _terms(result: ScanResult, now: dt.datetime) -> None:
                     once_key=f"license.expiring:{lic.id}:{unix(lic.expires_at)}:{days}",
                 )
     longest_grace = dt.timedelta(days=3650)
-    for lic in live.filter(expires_at__lte=now, expires_at__gt=now - longest_grace):
-        if now <= lic.expires_at + dt.timedelta(days=lic.grace_days) and lic.grace_days:
+    for lic in live.filter(expires_at__lt=now, expires_at__gt=now - longest_grace):
+        # In grace by the rule the camera applies (its end second is still in the term).
+        if term_state_at(lic.expires_at, lic.grace_days, now) == GRACE:
             _emit(
                 result,
                 Event.Type.LICENSE_GRACE_STARTED,

@@ -61,6 +61,24 @@ def test_the_expiring_list_shows_what_a_camera_runs_in_grace_and_nothing_it_refu
             assert listed[batch.id].in_grace == (device == states.GRACE), (moment, device)
 
 
+@pytest.mark.django_db
+def test_the_grace_event_is_written_on_the_second_a_camera_enters_grace(make_batch):
+    """events.scan writes ``license.grace_started`` by the camera's rule: not at the end
+    second (still the term), from the next one, never once grace is over."""
+    from events.models import Event
+    from events.scan import events_scan
+
+    batch = make_batch(units=2, sku="VISION-PRO")
+    grace_days = batch.license.grace_days
+    exp = unix(batch.expires_at)
+    claims = {"nbf": exp - 30 * DAY, "exp": exp, "grace_days": grace_days}
+    for moment in _moments(exp, grace_days):
+        Event.objects.filter(type="license.grace_started").delete()
+        events_scan(now=dt.datetime.fromtimestamp(moment, tz=dt.UTC))
+        written = Event.objects.filter(type="license.grace_started").exists()
+        assert written == (states.license_state(claims, moment) == states.GRACE), moment
+
+
 def test_a_perpetual_term_is_active_for_ever():
     now = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
     assert term_state_at(None, 14, now) == states.ACTIVE
