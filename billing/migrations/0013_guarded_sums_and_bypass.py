@@ -11,7 +11,9 @@ and 4). PostgreSQL only; the ORM guards and ``manage.py reconcile`` cover SQLite
   does not. Concurrent uploads to one bucket are serialised by the rollup row's lock,
   and the check runs holding it: it sees this transaction's records and every
   committed one, which are exactly what the row sums. Days of a pruned month
-  (``billing_prunedusagemonth``) are not checked: their records are gone.
+  (``billing_prunedusagemonth``) are not checked: their records are gone. A usage
+  record itself refuses UPDATE (its counts are what the device sent), so records and
+  rollup cannot be raised together; a DELETE of records fails the daily reconcile.
 * **A revocation is dated when it happens.** ``licensing_license.revoked_at`` set from
   NULL must lie within ``REVOCATION_LEEWAY`` of the transaction's ``now()`` (clocks of
   the application and database hosts may differ by that much). On a test database
@@ -151,6 +153,9 @@ BEGIN
     RETURN NULL;
 END
 $$;
+DROP TRIGGER IF EXISTS billing_usagerecord_kept ON billing_usagerecord;
+CREATE TRIGGER billing_usagerecord_kept BEFORE UPDATE ON billing_usagerecord FOR EACH ROW
+    EXECUTE FUNCTION billing_guard_row('a usage record keeps the counts its device sent');
 DROP TRIGGER IF EXISTS billing_usagedaily_sums_inserted ON billing_usagedaily;
 CREATE CONSTRAINT TRIGGER billing_usagedaily_sums_inserted AFTER INSERT ON billing_usagedaily
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
@@ -261,6 +266,7 @@ def drop(apps, schema_editor):
     run("DROP TRIGGER IF EXISTS billing_usagedaily_sums_changed ON billing_usagedaily")
     run("DROP TRIGGER IF EXISTS billing_usagedaily_sums_inserted ON billing_usagedaily")
     run("DROP FUNCTION IF EXISTS billing_usagedaily_sums_check()")
+    run("DROP TRIGGER IF EXISTS billing_usagerecord_kept ON billing_usagerecord")
     run(guards.FUNCTIONS, params=None)
     _document_checks(run, f"NOT {guards.MAINTENANCE}")
     run("DROP FUNCTION IF EXISTS billing_maintenance_use(text, text, jsonb, jsonb)")

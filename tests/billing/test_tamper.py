@@ -143,6 +143,16 @@ def test_a_forged_rollup_is_refused_and_fails_the_daily_reconcile(billed):
     outcome("forged rollup INSERT (7,000,000 inferences)", REFUSED, RECONCILE)
 
 
+def test_a_record_raised_with_its_rollup_is_refused(billed):
+    """Records and rollup raised together would agree: a record keeps its counts."""
+    refused(
+        "UPDATE billing_usagerecord SET inferences = inferences + 5000000 WHERE license_id = %s",
+        [billed.license_id],
+        match="UPDATE of billing_usagerecord.* refused.*keeps the counts its device sent",
+    )
+    outcome("usage record raised with its rollup", REFUSED)
+
+
 def test_billed_counters_set_off_the_ledger_are_refused_and_fail_reconcile(billed):
     for sql in (
         "UPDATE billing_usagedaily SET billed_inferences = 0, billed_records = 0 WHERE id = %s",
@@ -261,6 +271,7 @@ def test_the_application_role_cannot_use_the_bypass(billed, roles):
         "DELETE FROM billing_usagedaily",
         f"{CHECKED}; UPDATE licensing_license SET revoked_at = '2000-01-01'",  # noqa: S608
         "UPDATE licensing_license SET issued_at = issued_at - interval '60 days'",
+        "UPDATE billing_usagerecord SET inferences = inferences + 5000000",
     ):
         refused_as(app, sql, match=refusal)
     # Without the switch, the guards refuse as they always did.
