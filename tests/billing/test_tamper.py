@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import time
 
 import psycopg
 import pytest
@@ -209,10 +210,20 @@ def test_a_back_dated_revocation_is_refused(customer, direct):
 def roles():
     """The application and maintenance login roles on the test database, as
     ``manage.py db_roles --apply`` sets them up; ``roles(name)`` connects as one."""
-    call_command(
-        "db_roles", "--app-role", APP_ROLE, "--maintenance-login", MAINTENANCE_LOGIN,
-        "--apply", stdout=io.StringIO(),
-    )  # fmt: skip
+    for attempt in range(5):
+        # Roles are the cluster's: parallel workers (pytest -n, one database each) may
+        # alter the same role at once ("tuple concurrently updated"); try again.
+        try:
+            with transaction.atomic():
+                call_command(
+                    "db_roles", "--app-role", APP_ROLE, "--maintenance-login",
+                    MAINTENANCE_LOGIN, "--apply", stdout=io.StringIO(),
+                )  # fmt: skip
+            break
+        except DatabaseError:
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
     settings = connection.settings_dict
     opened = []
 
