@@ -34,13 +34,15 @@ sys.path.insert(0, str(REPO))
 
 import _support  # noqa: E402 - bench/_support.py, beside this script
 
+from devices.bounds import MAX_RECORDS_PER_UPLOAD  # noqa: E402
+
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_LEDGER_DB", "svc_bench_ledger")
 CUSTOMERS = 10
 DEVICES = int(os.environ.get("BENCH_LEDGER_DEVICES", "100"))
 HOURS = int(os.environ.get("BENCH_LEDGER_HOURS", "10000"))
 LATE_CALLS = 200
-RECORDS_PER_CALL = 1000
+RECORDS_PER_CALL = MAX_RECORDS_PER_UPLOAD  # what the service processes per call
 
 
 def recreate_database(*, create: bool = True) -> None:

@@ -39,6 +39,8 @@ sys.path.insert(0, str(REPO))
 
 import _support  # noqa: E402 - bench/_support.py, beside this script
 
+from devices.bounds import MAX_RECORDS_PER_UPLOAD  # noqa: E402
+
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("BENCH_USAGE_DB", "svc_bench_usage")
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
@@ -46,7 +48,7 @@ THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "6"))
 CALLS = int(os.environ.get("BENCH_CALLS", "400"))
 LATENCY_CALLS = 60
-RECORDS_PER_CALL = 1000
+RECORDS_PER_CALL = MAX_RECORDS_PER_UPLOAD  # what the service processes per call
 DEVICES = 32
 HOUR = 3600
 WARMUP_CALLS = 2 * WORKERS * max(THREADS, 1)

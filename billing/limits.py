@@ -12,6 +12,7 @@ import datetime as dt
 from config import clock
 from devices.bounds import LAST_SECOND as MAX_TIMESTAMP
 from devices.bounds import MAX_COUNTER
+from devices.bounds import MAX_RECORDS_PER_UPLOAD as MAX_RECORDS_PER_CALL
 
 # The device-id limit is the licensing rule (a device id is bound into every unit
 # licence); billing checks uploads against the very same number.
@@ -42,8 +43,6 @@ __all__ = [
 ]
 
 EPOCH = dt.date(1970, 1, 1)
-# Records per upload call; the rest of a body comes back as ``deferred`` (contract §7).
-MAX_RECORDS_PER_CALL = 1000
 # A record must lie within its licence's life (contract §7): it may start at most this
 # long before the licence was issued (a unit licence: activated), and end at most this
 # long after the server's now.

@@ -20,6 +20,9 @@ from .errors import InvalidArgument
 
 LAST_SECOND = 253_402_300_799  # 9999-12-31T23:59:59Z: the last Unix second a date holds
 MAX_COUNTER = 10**12  # the largest value of one counter in one usage record
+# The records the service processes per upload call (contract §7): the device sends at
+# most this many at once, and the service answers the rest of a longer body ``deferred``.
+MAX_RECORDS_PER_UPLOAD = 1000
 # The longest a network call may be given: longer is a unit mix-up (ms for s), and a
 # socket cannot wait past ~10^9 s anyway (OverflowError).
 MAX_TIMEOUT_SECONDS = 86_400

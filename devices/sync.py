@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from . import status as statuses
+from .bounds import MAX_RECORDS_PER_UPLOAD
 from .documents import LicenseStatus, UsageReceipt, parse_receipt
 from .errors import (
     BadSignature,
@@ -33,8 +34,6 @@ from .token import decode_unverified, verify_token
 log = logging.getLogger("devices")  # the engine's logger, as in devices.engine
 
 DEFAULT_TIMEOUT = 10.0
-
-MAX_RECORDS_PER_UPLOAD = 1000  # the service processes at most this many (spec §8)
 
 
 def _renewal_problem(held: dict[str, Any], renewed: dict[str, Any], device_id: str) -> str:
@@ -68,9 +67,9 @@ class Syncing:
     def sync(
         self, base_url: str, *, timeout: float = DEFAULT_TIMEOUT, allow_http: bool = False
     ) -> dict[str, Any]:
-        """Upload up to 1000 spooled records, fetch the signed status of the licence held,
-        then fetch the licence again when the service has a newer token for it (a
-        renewal).
+        """Upload up to ``MAX_RECORDS_PER_UPLOAD`` (1000) spooled records, fetch the signed
+        status of the licence held, then fetch the licence again when the service has a
+        newer token for it (a renewal).
 
         ``timeout`` bounds the whole call, every request and every byte of every answer
         (at most one day); the video path never waits on it.

@@ -79,6 +79,30 @@ def test_the_grace_event_is_written_on_the_second_a_camera_enters_grace(make_bat
         assert written == (states.license_state(claims, moment) == states.GRACE), moment
 
 
+def test_the_records_per_upload_are_one_number_for_the_device_and_the_service():
+    """devices.bounds holds it; the device's sync and the service's ingestion use it, and
+    no other module writes a number of records per call of its own."""
+    from billing import limits
+    from devices import bounds, sync
+
+    assert limits.MAX_RECORDS_PER_CALL == sync.MAX_RECORDS_PER_UPLOAD == 1000
+    assert limits.MAX_RECORDS_PER_CALL is bounds.MAX_RECORDS_PER_UPLOAD
+    written = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in [*_server_modules(), *(REPO / "devices").glob("*.py")]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and any("RECORDS" in getattr(t, "id", "") for t in node.targets)
+    ]
+    home = REPO / "devices" / "bounds.py"
+    assert written == [f"devices/bounds.py:{_line_of(home, 'MAX_RECORDS_PER_UPLOAD =')}"]
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
 def test_a_perpetual_term_is_active_for_ever():
     now = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
     assert term_state_at(None, 14, now) == states.ACTIVE
