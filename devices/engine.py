@@ -272,12 +272,7 @@ class Engine(StateFiles, Syncing):
             if state == NOT_YET_VALID:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)
-            if self._refusal is not None:
-                raise self._refused()
-            if self._expired:
-                raise Expired(self._expired_message())
-            if self._blocked is not None:
-                raise SyncRequired(self._blocked)
+            self._check_usable()
             return self._state or ACTIVE
 
     def _now(self) -> float:
@@ -340,6 +335,17 @@ class Engine(StateFiles, Syncing):
             verify_token(self._token, self._keys)
         except BadSignature as exc:
             self._refusal = (type(exc), f"licence {self._lic}: {exc}", exc.code)
+
+    def _check_usable(self) -> None:
+        """The one refusal rule of :meth:`start`, :meth:`require` and :meth:`count`, in
+        its order: Revoked (or the signed refusal held), Expired after term and grace,
+        SyncRequired while evidence is missing."""
+        if self._refusal is not None:
+            raise self._refused()
+        if self._expired:
+            raise Expired(self._expired_message())
+        if self._blocked is not None:
+            raise SyncRequired(self._blocked)
 
     def _refused(self) -> LicenseError:
         assert self._refusal is not None
@@ -472,12 +478,7 @@ class Engine(StateFiles, Syncing):
             now = self._now()
             if self._due(now):
                 self._advance(now)
-            if self._refusal is not None:
-                raise self._refused()
-            if self._expired:
-                raise Expired(self._expired_message())
-            if self._blocked is not None:
-                raise SyncRequired(self._blocked)
+            self._check_usable()
             assert self._claims is not None
             if self._claims["ent"].get(module) is not True:
                 raise NotEntitled(f"licence {self._lic} does not include module {shown(module)}")
@@ -506,12 +507,7 @@ class Engine(StateFiles, Syncing):
             now = self._now()
             if self._due(now):
                 self._advance(now)
-            if self._refusal is not None:
-                raise self._refused()
-            if self._expired:
-                raise Expired(self._expired_message())
-            if self._blocked is not None:
-                raise SyncRequired(self._blocked)
+            self._check_usable()
             used = self._used + inferences
             if used > self._quota_cap:
                 raise QuotaExceeded(

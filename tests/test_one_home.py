@@ -99,6 +99,14 @@ def test_the_records_per_upload_are_one_number_for_the_device_and_the_service():
     assert written == [f"devices/bounds.py:{_line_of(home, 'MAX_RECORDS_PER_UPLOAD =')}"]
 
 
+def test_the_device_refuses_by_one_rule_in_start_require_and_count():
+    """devices.engine decides revoked, expired and missing evidence in one place."""
+    source = (REPO / "devices" / "engine.py").read_text(encoding="utf-8")
+    assert source.count("raise self._refused()") == 1
+    assert source.count("raise SyncRequired(self._blocked)") == 1
+    assert source.count("self._check_usable()") == 3
+
+
 def _line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
