@@ -52,3 +52,21 @@ def test_what_the_authority_signs_the_device_module_verifies(signing_key):
         signing_key,
     )
     assert parse_status(status, public).seq == 3
+
+
+def test_the_compatibility_table_and_changelog_match_the_code():
+    """docs/devices.md: the changelog's newest entry is this version, and the state
+    formats the table lists are the ones the code writes."""
+    from devices import persistence, spool, status
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "devices.md").read_text()
+    changelog = guide.split("### Changelog", 1)[1]
+    assert changelog.split("**", 2)[1] == devices.__version__
+    table = dict(
+        (cells[1].strip(), cells[2].strip())
+        for cells in (line.split("|") for line in guide.splitlines())
+        if len(cells) == 4 and cells[1].strip().startswith("`")
+    )
+    assert table["`state.json`"] == str(persistence.STATE_FORMAT)
+    assert table["`spool.json`, `spool.rejected.json`"] == str(spool.FORMAT)
+    assert table["`status.json`"] == str(status.FORMAT)
