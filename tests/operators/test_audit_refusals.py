@@ -475,6 +475,14 @@ def test_the_console_list_and_page_show_repeats(minute, admin_user):
     assert "column-repeats" in listing and ">7<" in listing
     page = client.get(f"/admin/audit/auditentry/{entry.pk}/change/").content.decode()
     assert "Repeats" in page and "7" in page and "401" in page
+    # The filters the console's index may link to find the row (and only it).
+    for query in ("result=refused", "action=admin_key.missing", "status=401",
+                  "actor_kind=system&result=refused"):  # fmt: skip
+        listing = client.get(f"/admin/audit/auditentry/?{query}")
+        assert listing.status_code == 200, query  # not the ?e=1 of an unknown filter
+        assert listing.context["cl"].result_count == 1, query
+    none = client.get("/admin/audit/auditentry/?action=login.locked_out")
+    assert none.context["cl"].result_count == 0
 
 
 def test_a_key_named_bootstrap_before_the_reservation_is_told_apart(minute):
