@@ -18,6 +18,7 @@ from config.settings import *  # noqa: F403 - the one settings file, narrowed be
 ROOT_URLCONF = "config.device_urls"
 WSGI_APPLICATION = "config.device_wsgi.application"
 MIDDLEWARE = [
+    "config.middleware.RetryAfterMiddleware",
     "config.metrics.ResponseCountMiddleware",
     "config.middleware.NulByteMiddleware",
     "config.middleware.UntrustedForwardingMiddleware",

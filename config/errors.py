@@ -13,7 +13,11 @@ the request's own input makes Django or the database raise:
   the service log;
 - the signing key unreachable (:class:`SignerUnavailable`: a PKCS#11 token unplugged,
   locked or too slow): 503 with ``Retry-After: SIGNER_RETRY_AFTER_SECONDS`` and a
-  ``detail`` naming the token and what is wrong (never the PIN).
+  ``detail`` naming the token and what is wrong (never the PIN);
+- any other 503 (:class:`MailUnavailable`, the admin API disabled): ``Retry-After`` from
+  the error's ``retry_after`` or :data:`UNAVAILABLE_RETRY_AFTER_SECONDS`
+  (:func:`with_retry_after`; ``config.middleware.RetryAfterMiddleware`` adds it to any
+  503 answered outside the API's handler, such as ``/healthz``).
 
 Anything else unexpected is Django's 500 (``config.views.server_error``).
 """
@@ -38,6 +42,9 @@ log = logging.getLogger(__name__)
 DB_RETRY_AFTER_SECONDS = 5
 # ... and while the signing key's token is (a process retries the token every second).
 SIGNER_RETRY_AFTER_SECONDS = 2
+# ... and for any other 503 (an e-mail the mail server did not take, the admin API
+# disabled): every 503 the service answers carries Retry-After (config.middleware).
+UNAVAILABLE_RETRY_AFTER_SECONDS = 60
 
 
 class RateLimited(exceptions.Throttled):
@@ -102,7 +109,7 @@ class MailUnavailable(ServiceError):
     with Retry-After; the action was rolled back."""
 
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    retry_after = 60
+    retry_after = UNAVAILABLE_RETRY_AFTER_SECONDS
 
 
 class MisconfiguredService(ServiceError):
@@ -188,12 +195,26 @@ def database_unavailable_response(path: str, exc: BaseException) -> HttpResponse
     return response
 
 
+def with_retry_after(response: HttpResponse, exc: BaseException | None = None) -> HttpResponse:
+    """A 503 carries ``Retry-After``: the error's own ``retry_after`` (the signer 2 s,
+    an e-mail 60 s), else :data:`UNAVAILABLE_RETRY_AFTER_SECONDS`. Other answers as
+    they are."""
+    if response.status_code == status.HTTP_503_SERVICE_UNAVAILABLE and not response.has_header(
+        "Retry-After"
+    ):
+        seconds = getattr(exc, "retry_after", None) or UNAVAILABLE_RETRY_AFTER_SECONDS
+        response["Retry-After"] = str(seconds)
+    return response
+
+
 def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
+    response = _api_exception_response(exc, context)
+    return response if response is None else with_retry_after(response, exc)
+
+
+def _api_exception_response(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, ServiceError):
-        response = Response({"detail": exc.detail}, status=exc.status_code)
-        if isinstance(exc, SignerUnavailable):
-            response["Retry-After"] = str(exc.retry_after)
-        return response
+        return Response({"detail": exc.detail}, status=exc.status_code)
     if isinstance(exc, RequestDataTooBig):
         return _body_too_big(context)
     if isinstance(exc, DataError | OperationalError | InterfaceError):

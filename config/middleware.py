@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
 from config.clientip import ip_in
+from config.errors import with_retry_after
 
 
 def _is_api(path: str) -> bool:
@@ -61,3 +62,15 @@ class UntrustedForwardingMiddleware:
             if not trusted or not ip_in(request.META.get("REMOTE_ADDR", ""), trusted):
                 del request.META[header[0]]
         return self.get_response(request)
+
+
+class RetryAfterMiddleware:
+    """Every 503 carries ``Retry-After`` (config.errors.with_retry_after): those of the
+    API's exception handler have their own; this adds the default to any other (``/healthz``
+    failing, a view's or a proxy's own 503). Outermost, so it sees every answer."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return with_retry_after(self.get_response(request))

@@ -120,6 +120,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.RetryAfterMiddleware",
     "config.metrics.ResponseCountMiddleware",
     "config.middleware.NulByteMiddleware",
     "config.middleware.UntrustedForwardingMiddleware",
