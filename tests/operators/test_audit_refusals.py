@@ -16,6 +16,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import urllib.error
+import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.contrib.auth.models import Group
@@ -498,3 +502,30 @@ def test_a_key_named_bootstrap_before_the_reservation_is_told_apart(minute):
         "admin_api.forbidden",
         row(name, "api_key", key=name, capability="revoke_licences", status=403),
     )
+
+
+@pytest.mark.live
+def test_a_flood_through_gunicorn_workers_is_one_row_per_refusal(moved_service, server_clock):
+    """400 wrong keys from 16 connections at once against gunicorn (3 workers x 4
+    threads, production limits: SVC_ADMIN_KEY_FAILURES 10), its clock stopped in one
+    minute: the first ones 403, then 429, and the log holds two rows whose counts are
+    exactly the answers given, whichever worker gave them."""
+    url = f"{moved_service.url}/v1/admin/catalogue"
+    guess = {"X-Admin-Key": "svcop_000000000000_" + "w" * 43}
+
+    def wrong(_) -> int:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=guess), timeout=60):
+                return 200
+        except urllib.error.HTTPError as answer:
+            return answer.code
+
+    with server_clock.at(clock.now().replace(second=5, microsecond=0)):
+        with ThreadPoolExecutor(16) as pool:
+            answers = Counter(pool.map(wrong, range(400)))
+    assert set(answers) == {403, 429} and answers[403] >= 10
+    rows = {entry.action: entry for entry in AuditEntry.objects.all()}
+    assert set(rows) == {"admin_key.refused", "admin_key.throttled"}
+    assert rows["admin_key.refused"].repeats == answers[403]
+    assert rows["admin_key.throttled"].repeats == answers[429]
+    assert {entry.ip for entry in rows.values()} == {"127.0.0.1"}
