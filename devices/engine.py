@@ -648,14 +648,19 @@ class Engine(StateFiles, Syncing):
 
     @property
     def claims(self) -> dict[str, Any] | None:
+        """The verified claims of the licence held (``lic``, ``sku``, ``ent``, ``lim``,
+        ``exp``...), or None before start."""
         return self._claims
 
     @property
     def license_id(self) -> str | None:
+        """The id of the licence held (its ``lic`` claim), or None before start."""
         return self._lic
 
     @property
     def quota_used(self) -> int:
+        """Inferences counted against ``lim.api_calls`` this term, on this device and as
+        the service's signed receipts hold them (the larger; never lowered by a file)."""
         return self._used
 
     @property
@@ -672,6 +677,8 @@ class Engine(StateFiles, Syncing):
 
     @property
     def pending_records(self) -> list[Record]:
+        """The closed periods not yet receipted by the service, oldest first: what the
+        next :meth:`sync` uploads."""
         return self._spool.batch(len(self._spool))
 
     @property

@@ -67,6 +67,9 @@ class Code:
 
 
 class LicenseError(Exception):
+    """Every refusal of the module: ``code`` is one of :class:`Code` (a stable string
+    firmware may switch on) and the message says what to do."""
+
     code = Code.LICENSE_ERROR
 
     def __init__(self, message: str = "", *, code: str | None = None) -> None:
@@ -76,38 +79,59 @@ class LicenseError(Exception):
 
 
 class ActivationRequired(LicenseError):
+    """The token is a batch key or not bound to a device: exchange it first
+    (:func:`devices.activate`)."""
+
     code = Code.ACTIVATION_REQUIRED
 
 
 class BadSignature(LicenseError):
+    """A token, certificate or signed document that does not verify under the
+    trusted keys (also a revoked signing key: code ``KEY_REVOKED``)."""
+
     code = Code.BAD_SIGNATURE
 
 
 class WrongDevice(LicenseError):
+    """The licence is bound to another device's fingerprint."""
+
     code = Code.WRONG_DEVICE
 
 
 class ClockRollback(LicenseError):
+    """The device's clock is behind the high-water mark the module keeps: correct
+    the clock (a sync corrects a mark a bad clock pushed ahead)."""
+
     code = Code.LICENSE_CLOCK_ROLLBACK
 
 
 class Expired(LicenseError):
+    """The licence is past its term and grace, or not valid yet."""
+
     code = Code.LICENSE_EXPIRED
 
 
 class Revoked(LicenseError):
+    """A signed status or revocation list says the licence is revoked."""
+
     code = Code.LICENSE_REVOKED
 
 
 class NotEntitled(LicenseError):
+    """The licence does not switch on the module asked for."""
+
     code = Code.NOT_ENTITLED
 
 
 class StreamLimit(LicenseError):
+    """Opening another stream would pass ``lim.max_streams``."""
+
     code = Code.STREAM_LIMIT
 
 
 class QuotaExceeded(LicenseError):
+    """Counting would pass ``lim.api_calls``: nothing was counted."""
+
     code = Code.QUOTA_EXCEEDED
 
 

@@ -5,6 +5,7 @@ statuses) lives in ``svccore.authority``, which firmware never ships."""
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 from pathlib import Path
 
@@ -70,3 +71,20 @@ def test_the_compatibility_table_and_changelog_match_the_code():
     assert table["`state.json`"] == str(persistence.STATE_FORMAT)
     assert table["`spool.json`, `spool.rejected.json`"] == str(spool.FORMAT)
     assert table["`status.json`"] == str(status.FORMAT)
+
+
+def test_every_exported_name_and_every_public_member_of_the_engine_is_documented():
+    undocumented = [
+        name
+        for name in devices.__all__
+        if (inspect.isclass(obj := getattr(devices, name)) and not obj.__dict__.get("__doc__"))
+        or (inspect.isfunction(obj) and not obj.__doc__)
+    ]
+    for cls in (devices.Engine, devices.Stream):
+        for name, member in vars(cls).items():
+            if name.startswith("_"):
+                continue
+            target = member.fget if isinstance(member, property) else member
+            if callable(target) and not target.__doc__:
+                undocumented.append(f"{cls.__name__}.{name}")
+    assert undocumented == []
