@@ -56,7 +56,7 @@ from licensing.selectors import fleet_page
 from licensing.services import batch_issue, license_issue
 from licensing.services.activation import unit_activate
 from licensing.services.renewals import license_renew
-from portal.services import customer_key_create
+from portal.services import customer_key_create, invitation_create
 from tests.conftest import LiveService, start_gunicorn, stop_gunicorn
 from tests.history import rewritten
 
@@ -176,6 +176,11 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
     # A read-only key of the billed customer: its invoice and licence are there to read.
     _row, customer_key = customer_key_create(customer_id=billed.id, name="fuzz", created_by="t")
     billed_invoice = {"path_parameters": {"number": invoice.number}}
+    # Another key for the operators to revoke, and a pending invitation to withdraw.
+    doomed_key, _ = customer_key_create(customer_id=billed.id, name="doomed", created_by="t")
+    invitation, _link = invitation_create(
+        customer_id=customer.id, email="fuzz@example.com", link_base="http://127.0.0.1:9/i/"
+    )
     values = {
         "POST /v1/admin/webhooks": {
             "body": {"url": "http://127.0.0.1:9/hook", "customer_id": customer.id}
@@ -214,6 +219,13 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         },
         "GET /v1/admin/customers/{customer_id}/users": {
             "path_parameters": {"customer_id": customer.id}
+        },
+        "GET /v1/admin/customer-keys": {"query": {"customer_id": billed.id}},
+        "POST /v1/admin/customer-keys/{prefix}/revoke": {
+            "path_parameters": {"prefix": doomed_key.prefix}
+        },
+        "POST /v1/admin/invitations/{invitation_id}/withdraw": {
+            "path_parameters": {"invitation_id": str(invitation.pk)}
         },
         "GET /v1/customer/invoices/{number}": billed_invoice,
         "GET /v1/customer/invoices/{number}.pdf": billed_invoice,
