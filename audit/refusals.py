@@ -26,6 +26,7 @@ from django.urls import Resolver404, resolve
 from audit.context import NOTE, Actor, current_actor, note_refusal
 from audit.services import audit_refusal
 from config.clientip import client_ip
+from svccore.claims import device_id_problem
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +174,15 @@ def signed_key_name(token: Any) -> str:
 
 
 def device_of(data: Any, name: str = "device_id") -> str:
-    """The device id a camera's request body or query names, as presented (cut), or ""."""
+    """The device id a camera's request body or query names, or "" (none, or not a
+    valid one: a control or format character, too long, is never stored)."""
     try:
         value = data.get(name)
     except Exception:
         return ""
-    return value[:128] if isinstance(value, str) else ""
+    if not isinstance(value, str) or device_id_problem(value):
+        return ""
+    return value
 
 
 def note_device(request, *, device: Callable[[], str], token: Callable[[], Any]) -> None:

@@ -292,12 +292,20 @@ def test_camera_refusals(minute, make_batch, settings):
     ]
 
 
-def test_a_forged_token_names_no_key(minute, make_batch):
+def test_a_forged_token_names_no_key_and_a_bad_device_id_no_device(minute, make_batch, settings):
     batch = make_batch(units=1)
     head, payload, signature = batch.license.token.rsplit(".", 2)
     forged = f"{head}.{payload}.{'A' * len(signature)}"
     assert activate(forged, "cam-f").status_code == 403
     assert only("device.forbidden")["key_name"] == ""
+    # The activation limit answers before the body is checked: a device id no camera may
+    # have (a NUL, a bidi override) is not stored; the row says "unknown device".
+    settings.SVC_ACTIVATION_ALLOWLIST = []
+    settings.SVC_ACTIVATION_RATE = "1/60s"
+    assert activate(batch.license.token, "cam-1").status_code == 200
+    assert activate(batch.license.token, "cam\u0000\u202e").status_code == 429
+    entry = AuditEntry.objects.get(action="device.throttled")
+    assert (entry.actor, entry.actor_kind) == ("unknown device", "device")
 
 
 # --- second factor, lockouts ----------------------------------------------------------
