@@ -242,6 +242,23 @@ def test_a_portal_user_at_another_customers_webhook(worlds):
     beta.webhook.refresh_from_db()  # untouched
 
 
+def test_a_portal_lockout_names_the_customer_user(worlds, settings):
+    alpha, _ = worlds
+    settings.AXES_FAILURE_LIMIT = 2
+    username = alpha.account.user.get_username()
+    client = Client()
+    answers = [
+        client.post(reverse("portal-login"), {"username": username, "password": "wrong"})
+        for _ in range(3)
+    ]
+    assert [a.status_code for a in answers] == [200, 429, 429]
+    matches(
+        "login.locked_out",
+        row(username, "customer", status=429, repeats=2, target="POST /portal/login/"),
+    )
+    assert not AuditEntry.objects.filter(action="portal.throttled").exists()
+
+
 def test_an_accepted_invitation_names_the_invited_person(worlds):
     alpha, _ = worlds
     entry = AuditEntry.objects.get(action="customer_user.accept", target=alpha.account.user.email)
