@@ -9,7 +9,7 @@ never loads them.
 from __future__ import annotations
 
 from ._version import __version__
-from .engine import Engine, Stream
+from .engine import Engine
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -27,6 +27,7 @@ from .errors import (
 )
 from .hardware import Fingerprint, fingerprint
 from .states import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
+from .streams import Stream
 from .token import key_fingerprint, verify_token
 
 

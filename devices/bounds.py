@@ -85,3 +85,25 @@ def path_argument(value: Any, name: str) -> Path:
             f"{name} holds characters this system cannot put in a file name"
         ) from None
     return Path(text)
+
+
+def check_engine_arguments(
+    *, device_id: Any, device_id_max: int, clock: Any, air_gapped: Any, clock_leeway: Any
+) -> None:
+    """The arguments of :class:`devices.Engine` beside its state directory."""
+    if device_id is not None and (
+        not isinstance(device_id, str) or not 0 < len(device_id) <= device_id_max
+    ):
+        raise InvalidArgument(
+            f"device_id must be a string of 1-{device_id_max} characters or None, not "
+            f"{shown(device_id)}"
+        )
+    if not callable(clock):
+        raise InvalidArgument("clock must be a callable returning Unix seconds")
+    if type(air_gapped) is not bool:  # "no" is truthy: it must not switch checks off
+        raise InvalidArgument(f"air_gapped must be True or False, not {shown(air_gapped)}")
+    if not is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
+        raise InvalidArgument(
+            f"clock_leeway must be a number of seconds in 0..{LAST_SECOND}, not "
+            f"{shown(clock_leeway)}"
+        )

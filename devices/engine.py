@@ -45,9 +45,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import pubkey
 from . import status as statuses
-from .bounds import LAST_SECOND, MAX_COUNTER, is_real, path_argument, shown
+from .bounds import LAST_SECOND, MAX_COUNTER, check_engine_arguments, is_real, path_argument, shown
 from .errors import (
     ActivationRequired,
     BadSignature,
@@ -65,7 +64,7 @@ from .errors import (
 )
 from .hardware import MAX_DEVICE_ID
 from .journal import usage_line
-from .keys import Keyring, split_license_file
+from .keys import split_license_file, trust_anchors
 from .persistence import StateFiles
 from .spool import COUNTER_FIELDS, Record
 from .state import (
@@ -80,6 +79,7 @@ from .states import (
     grace_end,
     license_state,
 )
+from .streams import Stream
 from .sync import Syncing, revoked_message
 from .token import key_fingerprint, verify_token
 
@@ -89,62 +89,6 @@ PERIOD_SECONDS = 3600  # usage periods, aligned on multiples of this on the cloc
 QUOTA_BLOCK = 1000  # inferences reserved on disk ahead of use
 CHECKPOINT_SECONDS = 1  # at most one state write per this many clock seconds
 CLOCK_LEEWAY_SECONDS = 300  # clock steps back (NTP, RTC drift) tolerated at start
-
-
-class Stream:
-    """One open video stream; frames are admitted per window of one second of the engine
-    clock (:meth:`Engine.admit_frame`)."""
-
-    __slots__ = (
-        "number",
-        "open",
-        "frames_admitted",
-        "frames_dropped",
-        "_second",
-        "_admitted",
-        "_opened",
-        "_engine",
-    )
-
-    def __init__(self, number: int, engine: Engine | None = None) -> None:
-        self._engine = engine  # the engine that opened it: only its streams take frames
-        self.number = number
-        self.open = True
-        self.frames_admitted = 0
-        self.frames_dropped = 0
-        self._second = -1  # the clock second of the current window: it only moves forward
-        self._admitted = 0  # frames admitted in the current window
-        self._opened = 0.0  # time.monotonic() when the current window opened
-
-
-def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
-    """The keyring of an engine: the root keyring of the build (or ``root_keys``), or
-    in a build without roots the one pinned ``public_key`` / compiled-in key."""
-    compiled = getattr(pubkey, "ROOT_KEYS", ())  # a pubkey.py written before root keyrings
-    try:
-        roots = tuple(root_keys) if root_keys is not None else tuple(compiled)
-    except TypeError:
-        raise InvalidArgument("root_keys must be a list of public keys") from None
-    if roots and public_key is not None:
-        raise LicenseError(
-            "this build trusts its root keyring; license_pubkey cannot add a key (signing "
-            "keys are certified by the root and their certificates arrive with activation "
-            "and sync)",
-            code=Code.BAD_PUBLIC_KEY,
-        )
-    pinned = public_key if public_key is not None else pubkey.PUBLIC_KEY
-    if not roots and pinned is None:
-        raise LicenseError(
-            "no licence public key: this build has no root keyring or key compiled in "
-            "(python -m devices vendor --root FILE) and no license_pubkey was configured",
-            code=Code.NO_PUBLIC_KEY,
-        )
-    try:
-        return Keyring(roots, pinned=None if roots else pinned)
-    except ValueError as exc:
-        raise LicenseError(
-            f"unusable licence public key: {exc}", code=Code.BAD_PUBLIC_KEY
-        ) from None
 
 
 def _not_started() -> LicenseError:
@@ -183,22 +127,13 @@ class Engine(StateFiles, Syncing):
         root_keys: Any = None,
     ) -> None:
         directory = path_argument(state_dir, "state_dir")
-        if device_id is not None and (
-            not isinstance(device_id, str) or not 0 < len(device_id) <= MAX_DEVICE_ID
-        ):
-            raise InvalidArgument(
-                f"device_id must be a string of 1-{MAX_DEVICE_ID} characters or None, not "
-                f"{shown(device_id)}"
-            )
-        if not callable(clock):
-            raise InvalidArgument("clock must be a callable returning Unix seconds")
-        if type(air_gapped) is not bool:  # "no" is truthy: it must not switch checks off
-            raise InvalidArgument(f"air_gapped must be True or False, not {shown(air_gapped)}")
-        if not is_real(clock_leeway) or not 0 <= clock_leeway <= LAST_SECOND:
-            raise InvalidArgument(
-                f"clock_leeway must be a number of seconds in 0..{LAST_SECOND}, not "
-                f"{shown(clock_leeway)}"
-            )
+        check_engine_arguments(
+            device_id=device_id,
+            device_id_max=MAX_DEVICE_ID,
+            clock=clock,
+            air_gapped=air_gapped,
+            clock_leeway=clock_leeway,
+        )
         self._keys = trust_anchors(public_key, root_keys)
         self.state_dir = directory
         try:
@@ -215,13 +150,6 @@ class Engine(StateFiles, Syncing):
             raise
 
     # -- persistence -----------------------------------------------------------------
-
-    def _open_record(self) -> Record | None:
-        if not self._period_end:
-            return None
-        record = {"period_start": self._period_start, "period_end": self._period_end}
-        record.update(zip(COUNTER_FIELDS, self._counters, strict=True))
-        return record
 
     # -- start -----------------------------------------------------------------------
 
@@ -594,29 +522,13 @@ class Engine(StateFiles, Syncing):
         now = self._now()
         if self._due(now):
             self._advance_for_video(now)
-        second = math.floor(now)
-        if second > stream._second:
-            stream._second, stream._admitted, stream._opened = second, 0, time.monotonic()
-        elif stream._admitted >= self._max_fps and time.monotonic() - stream._opened >= 1:
-            stream._admitted, stream._opened = 0, time.monotonic()
-        if stream._admitted >= self._max_fps or not stream.open:
-            stream.frames_dropped += 1
-            return False
-        stream._admitted += 1
-        stream.frames_admitted += 1
-        return True
+        return stream.admit(now, self._max_fps)
 
     # -- network ---------------------------------------------------------------------
 
     def revoked_licenses(self) -> frozenset[str]:
         """Licence ids this device holds whose verified status says revoked."""
         return frozenset(lic for lic, status in self._statuses.items() if status.revoked)
-
-    @property
-    def set_aside_records(self) -> list[Any]:
-        """Spooled records moved aside because the service would refuse them (kept in
-        ``spool.rejected.json``, never sent)."""
-        return self._spool.aside
 
     # -- lifecycle and introspection -------------------------------------------------
 
@@ -674,12 +586,6 @@ class Engine(StateFiles, Syncing):
     def usage(self) -> Record | None:
         """The open (not yet spooled) period."""
         return self._open_record()
-
-    @property
-    def pending_records(self) -> list[Record]:
-        """The closed periods not yet receipted by the service, oldest first: what the
-        next :meth:`sync` uploads."""
-        return self._spool.batch(len(self._spool))
 
     @property
     def key_fingerprint(self) -> str:

@@ -29,8 +29,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from . import jsonsafe
-from .errors import BadSignature, Code
+from . import jsonsafe, pubkey
+from .errors import BadSignature, Code, InvalidArgument, LicenseError
 from .token import b64url_decode, key_id, load_public_key
 
 CERT_PREFIX = "SVCK1"
@@ -185,3 +185,33 @@ class Keyring:
         """The key to check a payload's signature with (its ``kid`` at its ``iat``)."""
         at = payload.get("iat")
         return self.key_for(payload.get("kid"), at=at if type(at) is int else -1, use=use)
+
+
+def trust_anchors(public_key: Any, root_keys: Any) -> Keyring:
+    """The keyring of an engine: the root keyring of the build (or ``root_keys``), or
+    in a build without roots the one pinned ``public_key`` / compiled-in key."""
+    compiled = getattr(pubkey, "ROOT_KEYS", ())  # a pubkey.py written before root keyrings
+    try:
+        roots = tuple(root_keys) if root_keys is not None else tuple(compiled)
+    except TypeError:
+        raise InvalidArgument("root_keys must be a list of public keys") from None
+    if roots and public_key is not None:
+        raise LicenseError(
+            "this build trusts its root keyring; license_pubkey cannot add a key (signing "
+            "keys are certified by the root and their certificates arrive with activation "
+            "and sync)",
+            code=Code.BAD_PUBLIC_KEY,
+        )
+    pinned = public_key if public_key is not None else pubkey.PUBLIC_KEY
+    if not roots and pinned is None:
+        raise LicenseError(
+            "no licence public key: this build has no root keyring or key compiled in "
+            "(python -m devices vendor --root FILE) and no license_pubkey was configured",
+            code=Code.NO_PUBLIC_KEY,
+        )
+    try:
+        return Keyring(roots, pinned=None if roots else pinned)
+    except ValueError as exc:
+        raise LicenseError(
+            f"unusable licence public key: {exc}", code=Code.BAD_PUBLIC_KEY
+        ) from None

@@ -27,7 +27,7 @@ from .errors import (
 from .hardware import fingerprint
 from .journal import COMPACT_BYTES, Journal, merge, receipt_line, usage_line
 from .keys import split_license_file
-from .spool import COUNTER_FIELDS, UsageSpool, counts_of, is_record, period_key
+from .spool import COUNTER_FIELDS, Record, UsageSpool, counts_of, is_record, period_key
 from .state import (
     JOURNAL_FILE,
     KEYS_FILE,
@@ -58,6 +58,25 @@ def unwritable(path: Path, exc: OSError) -> LicenseError:
 
 class StateFiles:
     """The state directory of an :class:`Engine`."""
+
+    def _open_record(self) -> Record | None:
+        if not self._period_end:
+            return None
+        record = {"period_start": self._period_start, "period_end": self._period_end}
+        record.update(zip(COUNTER_FIELDS, self._counters, strict=True))
+        return record
+
+    @property
+    def set_aside_records(self) -> list[Any]:
+        """Spooled records moved aside because the service would refuse them (kept in
+        ``spool.rejected.json``, never sent)."""
+        return self._spool.aside
+
+    @property
+    def pending_records(self) -> list[Record]:
+        """The closed periods not yet receipted by the service, oldest first: what the
+        next :meth:`sync` uploads."""
+        return self._spool.batch(len(self._spool))
 
     def _open(
         self, device_id: str | None, clock: Callable[[], float], air_gapped: bool, leeway: float

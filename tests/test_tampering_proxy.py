@@ -139,7 +139,7 @@ def _payload(document: str) -> dict:
 def _with_payload(document: str, payload: dict) -> str:
     """The document re-encoded with another payload and the original signature kept."""
     prefix, _, signature = document.split(".")
-    encoded = documents.b64url_encode(documents.canonical_json(payload))
+    encoded = devices.token.b64url_encode(documents.canonical_json(payload))
     return f"{prefix}.{encoded}.{signature}"
 
 

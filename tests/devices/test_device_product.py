@@ -80,8 +80,9 @@ def test_every_exported_name_and_every_public_member_of_the_engine_is_documented
         if (inspect.isclass(obj := getattr(devices, name)) and not obj.__dict__.get("__doc__"))
         or (inspect.isfunction(obj) and not obj.__doc__)
     ]
-    for cls in (devices.Engine, devices.Stream):
-        for name, member in vars(cls).items():
+    for cls in (devices.Engine, devices.Stream):  # with what Engine takes from its rooms
+        members = {n: m for base in reversed(cls.__mro__[:-1]) for n, m in vars(base).items()}
+        for name, member in members.items():
             if name.startswith("_"):
                 continue
             target = member.fget if isinstance(member, property) else member
