@@ -25,6 +25,9 @@ SIGNING_PUBLIC = "signing-key.pub"
 # What the development server runs with; config/settings.py reads it (SVC_ENV_FILE), so
 # `python manage.py ...` run by hand gets the server's secret, admin key and roots.
 ENV_FILE = "dev.env"
+# Console logins under `make run` take no second factor (docs/configuration.md,
+# docs/operators.md); production's default stays on (config/settings.py).
+DEV_REQUIRE_2FA = "0"
 
 
 def _secret_file(path: Path, nbytes: int) -> str:
@@ -121,6 +124,10 @@ class Command(BaseCommand):
                     "SVC_SSL_REDIRECT=0",
                     "SVC_SECURE_COOKIES=0",
                     "SVC_HSTS_SECONDS=0",
+                    # The server runs without SVC_DEBUG (production code paths), so the
+                    # second factor, on by default there, is turned off here: the first
+                    # console login needs no authenticator app (docs/configuration.md).
+                    f"SVC_REQUIRE_2FA={DEV_REQUIRE_2FA}",
                     "",
                 ]
             ),
