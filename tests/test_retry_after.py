@@ -22,6 +22,7 @@ from config.errors import (
     SIGNER_RETRY_AFTER_SECONDS,
     UNAVAILABLE_RETRY_AFTER_SECONDS,
 )
+from licensing import health
 from signing import keyring
 from signing.models import SigningKey
 from tests.conftest import _free_port
@@ -58,9 +59,9 @@ def _admin_api_disabled(settings, customer):
 
 def _signing_key_retired(settings, customer, monkeypatch):
     """The active signing key was retired by another process: nothing can be signed."""
-    _admin().get("/healthz")  # the key in use
-    SigningKey.objects.update(retired_at="2026-01-01T00:00Z")
     monkeypatch.setattr(keyring, "REFRESH_SECONDS", 0)
+    keyring.registry()  # the key in use, registered
+    assert SigningKey.objects.update(retired_at="2026-01-01T00:00Z") >= 1
     response = _admin().post(
         "/v1/admin/licenses",
         {"customer_id": customer.pk, "sku": "DETECT-STD", "device_id": "cam-lobby"},
@@ -129,6 +130,7 @@ def test_the_schema_declares_retry_after_on_every_503(openapi):
 
 
 def test_healthz_failing_carries_retry_after(monkeypatch):
+    monkeypatch.setattr(health, "_db_passed_at", [float("-inf")])  # no earlier check stands
     _database_fails(monkeypatch)
     response = Client(raise_request_exception=False).get("/healthz")
     assert response.status_code == 503
