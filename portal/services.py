@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 
-from audit.context import invited_actor
+from audit.context import current_actor, invited_actor
 from audit.models import AuditEntry
 from audit.services import audit_record, audit_refusal, audited
 from config import clock
@@ -67,6 +67,21 @@ def _email(value: str) -> str:
     return local + "@" + domain.lower()
 
 
+def inviter(invited_by: str = "") -> str:
+    """Who an invitation e-mail says invited the reader: the person acting (a console
+    user's full name, else their username), or, when no person is known (an operator
+    API key), "An operator (key NAME)" -- never a key's bare name read as a person's
+    ("bootstrap invited you", issue 41)."""
+    actor = current_actor()
+    if actor.kind == "api_key":
+        return f"An operator (key {actor.name})"
+    if actor.kind in ("staff", "superuser", "customer"):
+        user = get_user_model().objects.filter(username=actor.name).first()
+        if user is not None:
+            return user.get_full_name().strip() or user.get_username()
+    return invited_by or "An operator"
+
+
 @audited(
     "customer_user.invite",
     target=lambda result, arguments: arguments["customer_id"],
@@ -104,7 +119,7 @@ def invitation_create(
             send_mail(
                 subject=f"Your access to {customer.name}'s licences",
                 message=(
-                    f"{greeting}\n\n{invited_by or 'An operator'} invited you to the "
+                    f"{greeting}\n\n{inviter(invited_by)} invited you to the "
                     f"licensing portal of {customer.name}: its cameras, seats, usage and "
                     "invoices.\n\nSet your password here (the link works once, until "
                     f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC):\n{link}\n\n"
