@@ -144,6 +144,24 @@ def test_no_template_holds_inline_script_or_style():
     )
 
 
+# Markup the service writes in Python (format_html in the admin columns, charts).
+MARKUP_IN_CODE = re.compile(r"<[a-z][^>]*\s(style|on[a-z]+)\s*=", re.I)
+PACKAGES = ("config", "customers", "licensing", "billing", "audit", "operators", "console")
+PACKAGES += ("portal", "events", "signing", "ratelimits")
+
+
+def test_no_code_writes_a_style_or_event_handler_attribute():
+    root = Path(settings.BASE_DIR)
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for package in PACKAGES
+        for path in sorted((root / package).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if MARKUP_IN_CODE.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
 def test_the_static_files_are_served(operator):
     from django.contrib.staticfiles import finders
 
