@@ -10,7 +10,8 @@ transaction held open).
 
 Written for spreadsheets like the finance CSV, by its cell rule (``svccore.csvformat.cell``):
 UTF-8 with a byte-order mark, CRLF, a header row, numbers as numbers, every text cell
-inert.
+inert; times for people, as ISO 8601 UTC (``activated_at`` 2026-11-27T21:30:33Z, never
+the API's Unix seconds: issue 41).
 """
 
 from __future__ import annotations
@@ -21,8 +22,15 @@ from collections.abc import Iterator
 
 from licensing.selectors import FLEET_UNIT, fleet_page
 from svccore.csvformat import cell
+from svccore.timeunits import iso_utc
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
+# Columns holding Unix seconds in the API, written as ISO 8601 UTC here.
+TIMES = frozenset({"activated_at"})
+
+
+def _row(unit: dict) -> list:
+    return [cell(iso_utc(unit[name]) if name in TIMES else unit[name]) for name in COLUMNS]
 
 
 def fleet_csv(
@@ -43,7 +51,7 @@ def fleet_csv(
         page = fleet_page(
             customer_id=customer_id, batch_id=batch_id, weak_binding=weak_binding, cursor=cursor
         )
-        writer.writerows([cell(unit[name]) for name in COLUMNS] for unit in page.units)
+        writer.writerows(_row(unit) for unit in page.units)
         yield buffer.getvalue().encode("utf-8")
         buffer.seek(0)
         buffer.truncate()

@@ -9,14 +9,25 @@ from __future__ import annotations
 import datetime as dt
 
 from devices.states import DAY, term_state
+from svccore.csvformat import iso
 
-__all__ = ["DAY", "day_number", "term_state_at", "unix"]
+__all__ = ["DAY", "day_number", "iso_utc", "term_state_at", "unix"]
 
 
 def unix(moment: dt.datetime | None) -> int:
     """Unix seconds of an aware datetime (its whole second); 0 for None, which is how a
     perpetual licence's end is written in its claims."""
     return int(moment.timestamp()) if moment is not None else 0
+
+
+def iso_utc(seconds: int | None, *, zero: str = "never") -> str:
+    """Unix seconds as ISO 8601 UTC text for people (CSV cells, svcctl tables; the
+    finance CSV's :func:`svccore.csvformat.iso`):
+    ``2026-11-27T21:30:33Z``; 0 or None (a perpetual end) is ``zero``. JSON fields stay
+    Unix seconds, as docs/api.md documents them."""
+    if not seconds:
+        return zero
+    return iso(seconds)
 
 
 def day_number(seconds: int) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import re
 import sys
 import unicodedata
 from decimal import Decimal
@@ -173,7 +174,8 @@ def test_fleet_export_makes_every_reported_text_inert(admin_api, make_batch):
     for row in rows:
         for name in ("fingerprint_source", "sdk_version", "device_id"):
             assert row[name].startswith("'") and not _is_formula(row[name]), (name, row[name])
-        assert row["activated_at"].isdigit()  # numbers are written as numbers
+        # a time for people, ISO 8601 UTC, not Unix seconds (issue 41)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row["activated_at"])
 
 
 @pytest.mark.parametrize("field", ["fingerprint_source", "sdk_version"])

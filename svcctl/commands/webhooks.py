@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
+from svccore.timeunits import iso_utc
 from svcctl import EXIT_OK, output
 from svcctl.client import segment
 from svcctl.commands.base import Command, UsageError, connect
@@ -118,6 +119,16 @@ def _webhooks_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--event", help="redeliver: the event (evt_...) to send again, then later ones")
 
 
+def _data(data: dict) -> str:
+    """An event's data for a person: ``key=value`` pairs, times (``*_at``, Unix seconds
+    in the JSON) as ISO 8601 UTC, an end of 0 as ``never``."""
+    return ", ".join(
+        f"{k}={iso_utc(v) if k.endswith('_at') and isinstance(v, int) else v}"
+        for k, v in data.items()
+        if k != "customer_id"
+    )
+
+
 def cmd_events(args) -> int:
     page = connect(args).get(
         "events", type=args.type, customer_id=args.customer, limit=args.limit, cursor=args.cursor
@@ -129,7 +140,7 @@ def cmd_events(args) -> int:
         ["created (UTC)", "event", "type", "customer", "data"],
         (
             [_when(e["created_at"]), e["id"], e["type"], e["customer_id"] or "-",
-             ", ".join(f"{k}={v}" for k, v in e["data"].items() if k != "customer_id")[:80]]
+             _data(e["data"])[:120]]
             for e in page["events"]
         ),
     )  # fmt: skip

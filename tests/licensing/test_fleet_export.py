@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from licensing.exports import COLUMNS
 from licensing.models import Activation
+from svccore.timeunits import iso_utc
 from tests.licensing.test_fleet_paging import SECOND, _at, bulk_units, expected_order
 from tests.operators.test_svcctl import svcctl
 
@@ -61,7 +62,7 @@ def test_export_lists_every_unit_once_in_fleet_order(admin_api, fleet, make_batc
         "fingerprint_source": "",
         "weak_binding": "0",
         "sdk_version": "",
-        "activated_at": str(SECOND + 400),
+        "activated_at": iso_utc(SECOND + 400),  # for people, not Unix seconds
         "revoked": "0",
         "seat_released": "0",
         "transfer_of": "",
