@@ -6,6 +6,11 @@ waited for."""
 
 from __future__ import annotations
 
+import http.cookiejar
+import urllib.error
+import urllib.parse
+import urllib.request
+
 import pytest
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
@@ -13,6 +18,7 @@ from django.test import Client
 
 from config import sessions
 from customers.services import customer_create
+from tests.operators.test_browser import PASSWORD
 from tests.portal.conftest import account_for
 from tests.test_settings_validation import check
 
@@ -136,3 +142,39 @@ def test_a_malformed_session_setting_stops_start_up(variables, says):
 def test_shorter_limits_start():
     result = check(SVC_SESSION_IDLE_SECONDS="300", SVC_SESSION_MAX_SECONDS="3600")
     assert result.returncode == 0, result.stderr
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+@pytest.mark.live
+def test_a_live_server_ends_an_idle_console_session(moved_service, server_clock, django_user_model):
+    """gunicorn with the production defaults, its clock following server_clock: a real
+    login through the form, a page 29 minutes later, none for 31 minutes, the login page."""
+    django_user_model.objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), _NoRedirect)
+    url = moved_service.url
+
+    def status(path: str, data: bytes | None = None, headers: dict | None = None):
+        request = urllib.request.Request(f"{url}{path}", data=data, headers=headers or {})
+        try:
+            with opener.open(request, timeout=10) as answer:
+                return answer.status, answer.headers.get("Location", "")
+        except urllib.error.HTTPError as exc:  # 302 without following
+            return exc.code, exc.headers.get("Location", "")
+
+    assert status("/admin/login/")[0] == 200
+    token = next(c.value for c in jar if c.name == "csrftoken")
+    form = urllib.parse.urlencode(
+        {"username": "operator", "password": PASSWORD, "csrfmiddlewaretoken": token}
+    ).encode()
+    referer = {"Referer": f"{url}/admin/login/"}
+    assert status("/admin/login/?next=/admin/", form, referer) == (302, "/admin/")
+    assert status("/admin/")[0] == 200
+    server_clock(IDLE - 60)
+    assert status("/admin/")[0] == 200
+    server_clock(2 * IDLE + 60)
+    assert status("/admin/") == (302, "/admin/login/?next=/admin/")
