@@ -631,6 +631,35 @@ class RenewApi(APIView):
         return Response(rendered(serializers.RenewalOut, result), status=code)
 
 
+class RenewQuoteApi(APIView):
+    @extend_schema(
+        request=serializers.RenewQuoteIn,
+        parameters=[schema.retry_after(429, 503)],
+        responses={
+            200: serializers.RenewalQuoteOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or neither or both of batch_id and "
+                    "license_id, a unit, offline-minted or perpetual licence, or a term that "
+                    "would end in the past or after 9999.",
+                    404: "No such batch or licence.",
+                    409: "The licence is revoked.",
+                }
+            ),
+        },
+        description="What POST /v1/admin/renew would do now, without doing it: the new "
+        "end, the basis, the units and the amount it would bill (svcctl renew --dry-run, "
+        "and its confirmation). Nothing is renewed, billed, audited or emitted.",
+    )
+    @requires("renew_licences")
+    def post(self, request):
+        data = validated(serializers.RenewQuoteIn, request.data)
+        quote = services.renewal_quote(**data)
+        return Response(rendered(serializers.RenewalQuoteOut, quote))
+
+
 class ExpiringApi(APIView):
     @extend_schema(
         parameters=[serializers.ExpiringQuery, schema.retry_after(429, 503)],

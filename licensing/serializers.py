@@ -19,7 +19,7 @@ from config.fields import (
     StrictIntegerField,
     UnixField,
 )
-from licensing.models import Batch, License
+from licensing.models import Batch, License, Renewal
 from licensing.selectors import (
     EXPIRING_DAYS_DEFAULT,
     EXPIRING_DAYS_MAX,
@@ -486,6 +486,47 @@ class RenewalOut(serializers.Serializer):
     def get_amount(self, result) -> Decimal:
         renewal = result.renewal
         return money.amount(renewal.unit_price * renewal.units, renewal.currency)
+
+
+class RenewQuoteIn(BodyIn):
+    one_of = RenewIn.one_of
+    batch_id = IdField(required=False, help_text="The batch whose renewal to quote.")
+    license_id = IdField(required=False, help_text="A direct licence whose renewal to quote.")
+    term_days = StrictIntegerField(
+        min_value=1,
+        max_value=TERM_DAYS_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Days to add; null or absent: the SKU's term.",
+    )
+
+
+class RenewalQuoteOut(serializers.Serializer):
+    """What POST /v1/admin/renew would do now (nothing renewed, nothing billed)."""
+
+    batch_id = serializers.CharField(allow_null=True)
+    license_id = serializers.CharField()
+    customer_id = serializers.CharField()
+    customer_name = serializers.CharField()
+    sku = serializers.CharField()
+    term_days = serializers.IntegerField()
+    basis = serializers.SerializerMethodField(help_text="before_expiry, in_grace or after_grace.")
+    previous_expires_at = UnixField()
+    expires_at = UnixField(help_text="The new end, were it renewed now.")
+    units = serializers.IntegerField(help_text="Units that would be billed (1 for a licence).")
+    unit_price = serializers.SerializerMethodField()
+    amount = serializers.SerializerMethodField()
+    currency = serializers.CharField()
+
+    def get_basis(self, quote) -> str:
+        # The quote carries the basis in words (the console's confirmation page).
+        return {label: value for value, label in Renewal.Basis.choices}[quote.basis]
+
+    def get_unit_price(self, quote) -> Decimal:
+        return money.amount(quote.unit_price, quote.currency)
+
+    def get_amount(self, quote) -> Decimal:
+        return money.amount(quote.amount, quote.currency)
 
 
 class ExpiringQuery(serializers.Serializer):

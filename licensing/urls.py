@@ -21,6 +21,7 @@ urlpatterns = [
     path("admin/revoke", api.RevokeApi.as_view(), name="admin-revoke"),
     path("admin/seats/release", api.SeatReleaseApi.as_view(), name="admin-seat-release"),
     path("admin/renew", api.RenewApi.as_view(), name="admin-renew"),
+    path("admin/renew/quote", api.RenewQuoteApi.as_view(), name="admin-renew-quote"),
     path("admin/expiring", api.ExpiringApi.as_view(), name="admin-expiring"),
     path("admin/fleet", api.FleetApi.as_view(), name="admin-fleet"),
     path("admin/fleet.csv", api.FleetCsvApi.as_view(), name="admin-fleet-csv"),

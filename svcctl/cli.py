@@ -39,7 +39,8 @@ examples, online (<...> is a value to fill in):
   svcctl revoke <LICENCE-ID> --reason "device stolen"  # the LIC-... id license printed
   svcctl release --batch <BATCH-ID> --device cam-0001 --reason "camera replaced"  # activated
   svcctl expiring --days 400                       # batches and licences ending soon
-  svcctl renew --batch <BATCH-ID> --key acme-renewal-2027  # the same key again: no 2nd renewal
+  svcctl renew --batch <BATCH-ID> --dry-run       # the new end and the bill; renews nothing
+  svcctl renew --batch <BATCH-ID> --key acme-renewal-2027 --yes  # same key again: no 2nd renewal
   svcctl invoice CUST-ACME --days 30 --csv acme.csv
 
 examples, offline (the root key belongs on an offline machine):

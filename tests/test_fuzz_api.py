@@ -114,6 +114,13 @@ CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
         r"(batch|licence) \S+ (is perpetual|is of SKU .*, which has no default term|ended at "
         r"\d+ and is in its grace period|would end after the year 9999)",
     ),
+    # The quote of a renewal refuses what the renewal would (no idempotency key there).
+    "POST /v1/admin/renew/quote": (
+        r"name what to renew: batch_id",
+        r"licence \S+ (is a unit licence|was minted offline)",
+        r"(batch|licence) \S+ (is perpetual|is of SKU .*, which has no default term|ended at "
+        r"\d+ and is in its grace period|would end after the year 9999)",
+    ),
     # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
     "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
 }
@@ -203,6 +210,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
         # One of batch_id and license_id: the seeded batch, and no licence beside it.
         "POST /v1/admin/renew": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
+        "POST /v1/admin/renew/quote": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
         "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
         "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},

@@ -31,6 +31,7 @@ from licensing.services.renewals import (
     RenewalResult,
     license_refresh,
     license_renew,
+    renewal_quote,
 )
 from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
 
@@ -47,6 +48,7 @@ __all__ = [
     "license_register",
     "license_renew",
     "license_revoke",
+    "renewal_quote",
     "seat_release",
     "signing_key_install",
     "signing_key_retire",

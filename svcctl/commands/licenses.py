@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 from typing import Any
 
 from devices import token as codec
 from devices.errors import BadSignature
-from svcctl import EXIT_OK, OfflineError, files, output
+from svcctl import EXIT_FAILED, EXIT_OK, OfflineError, files, output
 from svcctl.commands.base import (
     CLOCK_SLACK,
     Command,
@@ -135,39 +136,68 @@ def cmd_release(args) -> int:
     return EXIT_OK
 
 
+def _renewal_fields(result: dict) -> list[tuple[str, str]]:
+    """What a renewal did, or its quote would do: the target, the old and new end, the
+    term."""
+    target = (
+        ("batch", result["batch_id"]) if result["batch_id"] else ("licence", result["license_id"])
+    )
+    return [
+        target,
+        ("customer", result["customer_id"]),
+        ("sku", result["sku"]),
+        ("previous end", output.when(result["previous_expires_at"])),
+        ("new end", output.when(result["expires_at"])),
+        ("term", f"{result['term_days']} days ({result['basis'].replace('_', ' ')})"),
+    ]
+
+
+def _bill(result: dict) -> str:
+    currency = result["currency"]
+    price = output.money(result["unit_price"], currency)
+    return f"{result['units']} x {price} = {output.money(result['amount'], currency)}"
+
+
 def cmd_renew(args) -> int:
     if bool(args.license_id) == bool(args.batch):
         raise UsageError("name what to renew: --batch B-..., or a direct licence id")
+    client = connect(args)
+    target: dict[str, Any] = (
+        {"batch_id": args.batch} if args.batch else {"license_id": args.license_id}
+    )
+    if args.dry_run or not args.yes:
+        # What renewing would do now, from the service (nothing renewed, nothing billed).
+        quote = client.post("renew/quote", {"term_days": args.days} | target)
+        if args.dry_run:
+            if args.json:
+                output.print_json(quote)
+                return EXIT_OK
+            output.fields([*_renewal_fields(quote), ("would bill", _bill(quote))])
+            print("dry run: nothing renewed, nothing billed")
+            return EXIT_OK
+        what = (
+            f"batch {quote['batch_id']}" if quote["batch_id"] else f"licence {quote['license_id']}"
+        )
+        question = (
+            f"renew {what} of {quote['customer_name']} ({quote['customer_id']}) to "
+            f"{output.when(quote['expires_at'])} ({quote['term_days']} days), billing "
+            f"{_bill(quote)}?"
+        )
+        if not sys.stdin.isatty():
+            raise UsageError(f"{question} Pass --yes to confirm (no terminal to ask on)")
+        if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing renewed", file=sys.stderr)
+            return EXIT_FAILED
     key = args.key or f"svcctl-{uuid.uuid4()}"
-    body: dict[str, Any] = {"idempotency_key": key, "term_days": args.days}
-    body |= {"batch_id": args.batch} if args.batch else {"license_id": args.license_id}
-    result = connect(args).post("renew", body)
+    body: dict[str, Any] = {"idempotency_key": key, "term_days": args.days} | target
+    result = client.post("renew", body)
     if args.json:
         output.print_json(result)
         return EXIT_OK
     if result["replayed"]:
         when = output.when(result["renewed_at"])
         print(f"already renewed with key {key} at {when}; nothing renewed again")
-    currency = result["currency"]
-    target = (
-        ("batch", result["batch_id"]) if result["batch_id"] else ("licence", result["license_id"])
-    )
-    price, amount = (
-        output.money(result["unit_price"], currency),
-        output.money(result["amount"], currency),
-    )
-    output.fields(
-        [
-            target,
-            ("customer", result["customer_id"]),
-            ("sku", result["sku"]),
-            ("previous end", output.when(result["previous_expires_at"])),
-            ("ends", output.when(result["expires_at"])),
-            ("term", f"{result['term_days']} days ({result['basis'].replace('_', ' ')})"),
-            ("billed", f"{result['units']} x {price} = {amount}"),
-            ("key", key),
-        ]
-    )
+    output.fields([*_renewal_fields(result), ("billed", _bill(result)), ("key", key)])
     return EXIT_OK
 
 
@@ -262,6 +292,12 @@ def _renew_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", help="the batch to renew, B-...")
     p.add_argument("--days", type=positive, help="days to add (default: the SKU's term)")
     p.add_argument("--key", help="idempotency key (default: a new random one, printed)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show the new end and what would be billed; renew nothing",
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _expiring_arguments(p: argparse.ArgumentParser) -> None:
@@ -324,7 +360,9 @@ COMMANDS = [
             "activated now x the batch's unit price (1 x the licence's). --key makes the "
             "request idempotent: the same key again prints the first renewal and renews "
             "nothing more; without it a new key is made and printed (reuse it to retry "
-            "safely)."
+            "safely). Asks first, naming the new end and the bill (--yes: do not ask; "
+            "without a terminal --yes is required); --dry-run prints them and renews "
+            "nothing."
         ),
         arguments=_renew_arguments,
     ),

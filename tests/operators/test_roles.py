@@ -35,6 +35,7 @@ MATRIX = {
     ("v1/admin/revoke", "POST"): "revoke_licences",
     ("v1/admin/seats/release", "POST"): "release_seats",
     ("v1/admin/renew", "POST"): "renew_licences",
+    ("v1/admin/renew/quote", "POST"): "renew_licences",
     ("v1/admin/expiring", "GET"): "view_service",
     ("v1/admin/fleet", "GET"): "view_service",
     ("v1/admin/fleet.csv", "GET"): "view_service",

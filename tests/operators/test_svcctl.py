@@ -607,7 +607,7 @@ def _help_examples() -> list[list[str]]:
 @pytest.mark.live
 def test_help_examples_run_as_written_on_a_fresh_install(online, transactional_db, tmp_path):
     examples = _help_examples()
-    assert len(examples) == 15 and not any("CUST-..." in word for e in examples for word in e)
+    assert len(examples) == 16 and not any("CUST-..." in word for e in examples for word in e)
     filled: dict[str, str] = {}
     for args in examples:
         args = [filled.get(word, word) for word in args]
@@ -879,17 +879,19 @@ def test_renew_prints_the_new_end_and_the_bill_and_a_retry_renews_nothing(
     batch = _json(svcctl("batch", customer["customer_id"], "DETECT-STD", "5", "--json", env=online))
     _activate(live_service.url, batch["batch_token"], "cam-1")
 
-    first = svcctl("renew", "--batch", batch["batch_id"], "--days", "30", env=online)
+    first = svcctl("renew", "--batch", batch["batch_id"], "--days", "30", "--yes", env=online)
 
     assert first.returncode == 0, first.stderr
     key = re.search(r"^key\s+(svcctl-\S+)$", first.stdout, re.M)[1]
     ends = output.when(batch["expires_at"] + 30 * 86400)
-    assert re.search(rf"^ends\s+{re.escape(ends)}$", first.stdout, re.M)
+    assert re.search(rf"^new end\s+{re.escape(ends)}$", first.stdout, re.M)
     assert re.search(r"^term\s+30 days \(before expiry\)$", first.stdout, re.M)
     assert re.search(r"^billed\s+1 x 90\.00 EUR = 90\.00 EUR$", first.stdout, re.M)
-    retry = svcctl("renew", "--batch", batch["batch_id"], "--days", "30", "--key", key, env=online)
+    retry = svcctl(
+        "renew", "--batch", batch["batch_id"], "--days", "30", "--key", key, "--yes", env=online
+    )
     assert retry.returncode == 0 and "nothing renewed again" in retry.stdout
-    assert re.search(rf"^ends\s+{re.escape(ends)}$", retry.stdout, re.M)
+    assert re.search(rf"^new end\s+{re.escape(ends)}$", retry.stdout, re.M)
     listed = svcctl("expiring", "--days", "400", env=online)
     assert listed.returncode == 0 and batch["batch_id"] in listed.stdout
     assert re.search(
@@ -898,7 +900,7 @@ def test_renew_prints_the_new_end_and_the_bill_and_a_retry_renews_nothing(
     perpetual = _json(
         svcctl("batch", customer["customer_id"], "ANPR-PERPETUAL", "1", "--json", env=online)
     )
-    refused = svcctl("renew", "--batch", perpetual["batch_id"], env=online)
+    refused = svcctl("renew", "--batch", perpetual["batch_id"], "--yes", env=online)
     assert refused.returncode == 1 and "perpetual" in refused.stderr
     usage = svcctl("renew", env=online)
     assert usage.returncode == 2 and "name what to renew" in usage.stderr
