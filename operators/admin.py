@@ -232,3 +232,37 @@ def lockout_admin_register() -> None:
     registers its admin after this module is imported)."""
     admin.site.unregister(AccessAttempt)
     admin.site.register(AccessAttempt, LockoutAdmin)
+
+
+# The second factors' apps and models as an operator reads them on the console's index
+# (issue 41: "OTP_STATIC", "OTP_TOTP" and "TOTP devices", beside cameras called devices).
+# The apps' names are their AppConfigs' verbose_name; the models' are relabelled in the
+# index's app list only, since a model's verbose_name is migration state of django-otp.
+SECOND_FACTOR_APPS = {
+    "otp_totp": "Second factor: authenticator apps",
+    "otp_static": "Second factor: recovery codes",
+}
+SECOND_FACTOR_MODELS = {
+    ("otp_totp", "TOTPDevice"): "Enrolled authenticator apps (one-time codes)",
+    ("otp_static", "StaticDevice"): "Recovery code lists",
+}
+
+
+def second_factor_labels(site: admin.AdminSite = admin.site) -> None:
+    """Name django-otp's apps and models for people (``OperatorsConfig.ready``)."""
+    from django.apps import apps
+
+    for label, name in SECOND_FACTOR_APPS.items():
+        apps.get_app_config(label).verbose_name = name
+    listed = site.get_app_list
+
+    def get_app_list(request, app_label=None):
+        app_list = listed(request, app_label)
+        for app in app_list:
+            for model in app["models"]:
+                name = SECOND_FACTOR_MODELS.get((app["app_label"], model["object_name"]))
+                if name:
+                    model["name"] = name
+        return app_list
+
+    site.get_app_list = get_app_list

@@ -119,6 +119,7 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
             verb="Release",
             message="Released {what}: the units are revoked and the next cameras "
             "activated on their batches take the seats as transfers, not billed again.",
+            already="released",
             template="admin/seat_release_confirm.html",
             explanation={"policy": policy_text()},
         )

@@ -144,19 +144,22 @@ class SigningKeyAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Retire selected keys (sign nothing more)", permissions=["revoke"])
     def retire_keys(self, request, queryset):
-        done = 0
+        done = unchanged = 0
         for key in queryset:
             try:
                 signing_key_retire(kid=key.kid)
-                done += 1
             except ServiceError as exc:
                 self.message_user(request, exc.detail, messages.ERROR)
+                continue
+            # Retiring again changes nothing: not counted as done.
+            done, unchanged = (done, unchanged + 1) if key.retired_at else (done + 1, unchanged)
         if done:
             self.message_user(
                 request,
                 f"Retired {counted(done, 'signing key')}; what they signed keeps verifying "
                 "until it expires.",
             )
+        _unchanged_message(self, request, unchanged, "retired")
 
     @admin.action(description="Revoke selected keys…", permissions=["revoke"])
     def revoke_keys(self, request, queryset):
@@ -164,13 +167,18 @@ class SigningKeyAdmin(ReadOnlyAdmin):
         active = [key.kid for key in keys if keyring.key_state(key) == SigningKey.State.ACTIVE]
         form = KeyRevokeForm(request.POST if "apply" in request.POST else None, active=active)
         if "apply" in request.POST and form.is_valid():
-            done = 0
+            done = unchanged = 0
             for key in queryset:
                 try:
                     signing_key_revoke(kid=key.kid, reason=form.cleaned_data["reason"])
-                    done += 1
                 except ServiceError as exc:
                     self.message_user(request, exc.detail, messages.ERROR)
+                    continue
+                if key.revoked_at:
+                    unchanged += 1  # revoked before: the first time and reason stay
+                else:
+                    done += 1
+            _unchanged_message(self, request, unchanged, "revoked")
             if done:
                 self.message_user(
                     request,
@@ -201,6 +209,26 @@ class SigningKeyAdmin(ReadOnlyAdmin):
         )
 
 
+def _unchanged_message(model_admin, request, unchanged: int, state: str) -> None:
+    if unchanged:
+        model_admin.message_user(
+            request,
+            f"{counted(unchanged, 'signing key')} {'was' if unchanged == 1 else 'were'} "
+            f"already {state}: nothing changed.",
+            messages.WARNING,
+        )
+
+
+# Each kind of licence counted in prose, singular and plural: its display label
+# ("Unit (activated from a batch)") is no noun ("312 unit (activated from a batch)s").
+KIND_NOUNS = {
+    License.Kind.BATCH_KEY: ("batch key", "batch keys"),
+    License.Kind.UNIT: ("unit licence", "unit licences"),
+    License.Kind.DIRECT: ("direct licence", "direct licences"),
+    License.Kind.OFFLINE: ("offline-minted licence", "offline-minted licences"),
+}
+
+
 def _signed_in_service(kid: str) -> str:
     """What ``kid`` signed that is still in service, by kind (``12 unit licences, 1
     batch key``): what stops working when it is revoked."""
@@ -210,8 +238,7 @@ def _signed_in_service(kid: str) -> str:
         .annotate(n=Count("id"))
         .order_by("kind")
     )
-    names = dict(License.Kind.choices)
-    shown = [counted(n, names.get(kind, kind).lower()) for kind, n in counts]
+    shown = [counted(n, *KIND_NOUNS.get(kind, (kind, None))) for kind, n in counts]
     return ", ".join(shown) or "no licence in service"
 
 

@@ -43,6 +43,16 @@ def _counted(n: int, what: str) -> str:
     return counted(n, what.removesuffix("s"), what)
 
 
+def _already_done(result: Any, revoked_before: bool) -> bool:
+    """Whether the service found the work done already: a seat release says so itself
+    (``already_released``; a revoked unit's seat may still be released), a revocation
+    by the licence having been revoked before the action."""
+    already_released = getattr(result, "already_released", None)
+    if already_released is not None:
+        return already_released
+    return revoked_before
+
+
 def details(license_ids: list[str]) -> list[dict[str, Any]]:
     """What an operator decides a revocation on, per licence: its kind, customer,
     device, batch, SKU and end (in the order given)."""
@@ -78,6 +88,7 @@ def revoke_with_reason(
     what: str,
     verb: str = "Revoke",
     message: str = "Revoked {what}; devices drop them at their next sync.",
+    already: str = "revoked",
     template: str = "admin/revoke_confirm.html",
     explanation: dict[str, Any] | None = None,
 ) -> HttpResponse | None:
@@ -86,15 +97,35 @@ def revoke_with_reason(
     takes ``license_id`` and ``reason``, such as ``seat_release``)."""
     form = ReasonForm(request.POST if "apply" in request.POST else None)
     if "apply" in request.POST and form.is_valid():
-        done = 0
-        for row in queryset:
+        rows = list(queryset)
+        # What was revoked before this action: revoking again changes nothing (the first
+        # time and reason stay), so it is not counted as done (issue 41).
+        revoked_before = set(
+            License.objects.filter(
+                pk__in=[license_id_of(row) for row in rows], revoked_at__isnull=False
+            ).values_list("pk", flat=True)
+        )
+        done = unchanged = 0
+        for row in rows:
+            license_id = license_id_of(row)
             try:
-                revoke(license_id=license_id_of(row), reason=form.cleaned_data["reason"])
-                done += 1
+                result = revoke(license_id=license_id, reason=form.cleaned_data["reason"])
             except ServiceError as exc:
                 model_admin.message_user(request, exc.detail, messages.ERROR)
+                continue
+            if _already_done(result, license_id in revoked_before):
+                unchanged += 1
+            else:
+                done += 1
         if done:
             model_admin.message_user(request, message.format(n=done, what=_counted(done, what)))
+        if unchanged:
+            model_admin.message_user(
+                request,
+                f"{_counted(unchanged, what)} {'was' if unchanged == 1 else 'were'} already "
+                f"{already}: nothing changed (the first time and reason stay).",
+                messages.WARNING,
+            )
         return None
     license_ids = [license_id_of(row) for row in queryset]
     return confirm_page(
