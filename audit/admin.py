@@ -45,7 +45,9 @@ def detail_summary(detail: Any) -> str:
 
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdmin):
-    list_display = ["at", "who", "action", "target", "result_shown", "repeats", "summary"]
+    # How many times an aggregated refusal happened is shown with its result ("refused
+    # (401) x 7"): a column of its own made the list scroll sideways at 1280 px.
+    list_display = ["at", "who", "action", "target", "result_shown", "summary"]
     list_filter = ["action", "result", "actor_kind", "status", "at"]
     search_fields = ["actor", "target", "message", "ip", "key_name", "capability"]
     date_hierarchy = "at"
@@ -70,6 +72,8 @@ class AuditEntryAdmin(ReadOnlyAdmin):
         if entry.result == AuditEntry.Result.OK:
             return entry.result
         shown = f"{entry.result} ({entry.status})" if entry.status else entry.result
+        if entry.repeats > 1:
+            shown = f"{shown} \u00d7 {entry.repeats:,}"
         return format_html('<span class="svc-red">{}</span>', shown)
 
     @admin.display(description="details")

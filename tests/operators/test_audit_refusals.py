@@ -501,7 +501,7 @@ def test_the_console_list_and_page_show_repeats(minute, admin_user):
     client = Client()
     client.force_login(admin_user)
     listing = client.get("/admin/audit/auditentry/?result=refused").content.decode()
-    assert "column-repeats" in listing and ">7<" in listing
+    assert "refused (401) \u00d7 7" in listing
     page = client.get(f"/admin/audit/auditentry/{entry.pk}/change/").content.decode()
     assert "Repeats" in page and "7" in page and "401" in page
     # The filters the console's index may link to find the row (and only it).
