@@ -278,7 +278,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("billing", "0012_exact_prices"),
         ("licensing", "0012_exact_prices"),
-        ("audit", "0006_actor_customer"),
+        ("audit", "0007_refusals_repeats"),  # its relabelling runs before the guard
     ]
 
     operations = [migrations.RunPython(create, drop)]
