@@ -6,7 +6,6 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from config.adminbase import (
-    IndexedSearchMixin,
     ReadOnlyAdmin,
     choices_filter,
 )
@@ -17,6 +16,7 @@ from licensing.admin.display import (
     revoked_or_valid,
 )
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
     Activation,
     Renewal,
@@ -34,7 +34,7 @@ FingerprintSourceFilter = choices_filter(
 
 
 @admin.register(Activation)
-class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
     # since when and whether its licence still works. The licence, fingerprint source,
     # SDK version and client address are on the activation's page, the SKU on its
@@ -51,11 +51,11 @@ class ActivationAdmin(IndexedSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     # date filter, not a date hierarchy (whose year links read every row).
     list_filter = ["weak_binding", FingerprintSourceFilter, "batch__sku", "activated_at"]
     # A licence id whole, a batch by its id, its customer's id or part of the
-    # customer's name; else device ids by their start, in device-id order
-    # (config.adminbase.IndexedSearchMixin).
+    # customer's name; else any part of a device id, any case, in device-id order
+    # (licensing.admin.search.AnyPartSearchMixin).
     search_exact = ("license_id",)
     search_related = {"batch": ("=id", "=customer__id", "customer__name")}
-    search_prefix = "device_id"
+    search_contains = ("device_id",)
     list_select_related = ["batch", "batch__customer", "license", "license__seat_release"]
     actions = ["revoke_units", "release_seats"]
 

@@ -7,7 +7,6 @@ from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
 from config.adminbase import (
-    IndexedSearchMixin,
     NoEditAdmin,
     choices_filter,
     service_form_view,
@@ -24,6 +23,7 @@ from licensing.admin.forms import (
     renew_with_term,
 )
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
     License,
     Sku,
@@ -75,7 +75,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
+class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
@@ -85,11 +85,12 @@ class LicenseAdmin(IndexedSearchMixin, LicenseRevokeMixin, NoEditAdmin):
     # filter, not a date hierarchy (whose year links read every row).
     list_filter = ["kind", RevokedFilter, LicenseSkuFilter, ActivationModeFilter, "issued_at"]
     empty_times = {"expires_at": "perpetual", "revoked_at": "not revoked"}
-    # A licence, batch or customer id whole, or part of a customer's name; else device
-    # ids by their start, in device-id order (config.adminbase.IndexedSearchMixin).
+    # A licence, batch or customer id whole, or part of a customer's name; else any part
+    # of a device id or licence id, any case, in device-id order
+    # (licensing.admin.search.AnyPartSearchMixin).
     search_exact = ("id", "batch_id")
     search_related = {"customer": ("=id", "name")}
-    search_prefix = "device_id"
+    search_contains = ("device_id", "id")
     list_select_related = ["customer", "batch"]
     fields = [
         "id",
