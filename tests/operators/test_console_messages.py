@@ -33,7 +33,7 @@ def _revoke(admin_client, *license_ids: str):
     )
 
 
-def test_revoking_a_revoked_licence_says_nothing_changed(admin_client, customer):
+def test_revoking_a_revoked_license_says_nothing_changed(admin_client, customer):
     lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-1")
     license_revoke(license_id=lic.pk, reason="first")
     shown = _messages(_revoke(admin_client, lic.pk))
@@ -74,7 +74,7 @@ def test_releasing_a_released_seat_says_so(admin_client, make_batch):
     ]
 
 
-def test_the_key_revoke_page_counts_licences_in_words(admin_client, make_batch, signing_key):
+def test_the_key_revoke_page_counts_licenses_in_words(admin_client, make_batch, signing_key):
     public = signing_key.public_key()
     SigningKey.objects.get_or_create(
         kid=codec.key_id(public),

@@ -39,7 +39,7 @@ def test_the_fleet_finds_a_camera_by_any_part_of_its_device_id(admin_client, cam
     assert MAC_DERIVED in text and "cam-0c1d2e3f4a5b" not in text
 
 
-def test_the_licence_list_finds_by_any_part_of_a_device_or_licence_id(admin_client, cameras):
+def test_the_license_list_finds_by_any_part_of_a_device_or_license_id(admin_client, cameras):
     _, direct = cameras
     text = _listed(admin_client, "admin:licensing_license_changelist", "b8e305")
     assert "door-B8E305" in text and MAC_DERIVED in text and "cam-0c1d2e3f4a5b" not in text
