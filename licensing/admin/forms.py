@@ -124,6 +124,8 @@ def renewal_quotes(asked: list[tuple[str, dict, int | None]]) -> tuple[list[dict
 
 
 ONE = {"batches": "batch", "licences": "licence"}
+# New ends named in a renewal's message; past these, "and N more".
+ENDS_SHOWN = 5
 
 
 def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
@@ -140,7 +142,8 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
         # Renew only what the page showed: a term changed since is quoted first.
         recalculated = form.cleaned_data["quoted_term"] != _term_text(term_days)
     if posted and form.is_valid() and not recalculated:
-        done = 0
+        ends: list[str] = []
+        replayed = 0
         for row in queryset:
             try:
                 result = license_renew(
@@ -151,12 +154,25 @@ def renew_with_term(model_admin, request, queryset, *, target: str, what: str):
             except ServiceError as exc:
                 model_admin.message_user(request, exc.detail, messages.ERROR)
                 continue
-            done += not result.replayed
-        if done:
+            if result.replayed:
+                replayed += 1
+            else:
+                ends.append(f"{row.pk} now ends {utc_time(result.renewal.expires_at)}")
+        if ends:
+            shown = ", ".join(ends[:ENDS_SHOWN])
+            more = f" and {len(ends) - ENDS_SHOWN:,} more" if len(ends) > ENDS_SHOWN else ""
             model_admin.message_user(
                 request,
-                f"Renewed {counted(done, ONE[what], what)}; billed once each as a renewal "
-                "line. Cameras fetch their renewed licences at their next sync.",
+                f"Renewed {counted(len(ends), ONE[what], what)} ({shown}{more}); billed "
+                "once each as a renewal line. Cameras fetch their renewed licences at their "
+                "next sync.",
+            )
+        if replayed:
+            model_admin.message_user(
+                request,
+                f"{counted(replayed, ONE[what], what)} already renewed by this form (sent "
+                "twice): nothing renewed or billed again.",
+                messages.WARNING,
             )
         return None
     quotes, totals = _quotes(queryset, target=target, term_days=term_days)

@@ -76,7 +76,7 @@ def test_renew_licenses_renews_a_direct_one_and_says_why_a_unit_is_refused(
         },
         follow=True,
     ).content.decode()
-    assert "Renewed 1 licence;" in answer
+    assert f"Renewed 1 licence ({direct.pk} now ends " in answer
     assert f"renew the batch (batch_id {batch.pk})" in answer
     direct.refresh_from_db()
     assert Renewal.objects.get().license_id == direct.pk

@@ -193,7 +193,7 @@ def test_operator_edit_customer_issue_batch_revoke_and_renew(live_service, trans
             assert batch.pk in quote and "365 days" in quote
             assert not Renewal.objects.exists()
             page.click("input[type=submit].default")
-            assert "Renewed 1 batch;" in page.inner_text(".messagelist")
+            assert f"Renewed 1 batch ({batch.pk} now ends " in page.inner_text(".messagelist")
         finally:
             browser.close()
 

@@ -9,8 +9,9 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
+from config.display import utc_time
 from devices import token as codec
-from licensing.models import Activation, License
+from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke, unit_activate
 from signing.models import SigningKey
 
@@ -110,3 +111,21 @@ def test_the_index_names_the_second_factors_for_people(admin_client):
         assert name in text, name
     for raw in ("Otp_Totp", "Otp_Static", "TOTP devices", "Static devices"):
         assert raw not in text, raw
+
+
+def test_a_renewal_says_the_new_end_and_a_resent_form_renews_nothing(admin_client, make_batch):
+    batch = make_batch(units=2, sku="DETECT-STD")
+    url = reverse("admin:licensing_batch_changelist")
+    body = {"action": "renew_batches", "_selected_action": [batch.pk], "apply": "1",
+            "request_key": "k1", "term_days": "30", "quoted_term": "30"}  # fmt: skip
+    shown = _messages(admin_client.post(url, body))
+    new_end = utc_time(Batch.objects.get(pk=batch.pk).expires_at)
+    assert shown == [
+        f"Renewed 1 batch ({batch.pk} now ends {new_end}); billed once each as a renewal "
+        "line. Cameras fetch their renewed licences at their next sync."
+    ]
+    admin_client.get(url)  # the list shows (and so clears) that message
+    again = _messages(admin_client.post(url, body))
+    assert again == [
+        "1 batch already renewed by this form (sent twice): nothing renewed or billed again."
+    ]
