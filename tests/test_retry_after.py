@@ -59,6 +59,9 @@ def _admin_api_disabled(settings, customer):
 
 def _signing_key_retired(settings, customer, monkeypatch):
     """The active signing key was retired by another process: nothing can be signed."""
+    # The registry this process reads during the test is the test's own: the retired key
+    # it caches must not outlive the test's rolled-back transaction in this worker.
+    monkeypatch.setattr(keyring, "_registry", [])
     monkeypatch.setattr(keyring, "REFRESH_SECONDS", 0)
     keyring.registry()  # the key in use, registered
     assert SigningKey.objects.update(retired_at="2026-01-01T00:00Z") >= 1
