@@ -209,7 +209,12 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "POST /v1/admin/seats/release": {"body": {"license_id": dead.license_id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
         # One of batch_id and license_id: the seeded batch, and no licence beside it.
-        "POST /v1/admin/renew": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
+        # A renewal needs its idempotency key, in the body or the header, not both: one
+        # fixed key for the seeded batch (the same request again answers the same renewal).
+        "POST /v1/admin/renew": {
+            "body": {"batch_id": renewable.id, "license_id": ABSENT, "idempotency_key": "fuzz"},
+            "headers": {"Idempotency-Key": ABSENT},
+        },
         "POST /v1/admin/renew/quote": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
         "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
