@@ -89,30 +89,7 @@ def load(customers: list[str], first_hour: int) -> float:
         cursor.execute("SET maintenance_work_mem = '256MB'")
         cursor.execute("SET work_mem = '64MB'")
         for customer_id in customers:
-            cursor.execute(
-                """
-                INSERT INTO billing_usagerecord (license_id, customer_id, sku, device_id,
-                    received_at, period_start, period_end, inferences, frames,
-                    stream_seconds, events)
-                SELECT l.id, l.customer_id, l.sku, l.device_id,
-                    to_timestamp(%s + (g + 1) * 3600), %s + g * 3600, %s + (g + 1) * 3600,
-                    300 + (g * 37 + length(l.id)) %% 100, 54000, 3600, g %% 5
-                FROM generate_series(0, %s) g CROSS JOIN licensing_license l
-                WHERE l.customer_id = %s AND l.kind = 'unit'
-                """,
-                [first_hour, first_hour, first_hour, HOURS - 1, customer_id],
-            )
-            cursor.execute(
-                """
-                INSERT INTO billing_usagedaily (license_id, customer_id, sku, day, records,
-                    inferences, frames, stream_seconds, events)
-                SELECT license_id, customer_id, sku,
-                    DATE '1970-01-01' + (period_start / 86400)::int, count(*),
-                    sum(inferences), sum(frames), sum(stream_seconds), sum(events)
-                FROM billing_usagerecord WHERE customer_id = %s GROUP BY 1, 2, 3, 4
-                """,
-                [customer_id],
-            )
+            _support.load_hourly_usage(cursor, customer_id, first_hour, HOURS)
     loaded = time.perf_counter() - started
     connection.connection.autocommit = True
     with connection.cursor() as cursor:
