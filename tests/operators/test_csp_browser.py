@@ -58,6 +58,13 @@ def _kind(path: str) -> str:
     return "/".join(parts)
 
 
+def _is_favicon(message) -> bool:
+    """Chromium asks for /favicon.ico on its own, on some pages and not others; the 404 it
+    logs names the icon only in the message's location, not in its text."""
+    location = message.location or {}
+    return "favicon" in message.text or str(location.get("url", "")).endswith("/favicon.ico")
+
+
 class Watch:
     """What Chromium reported while the test walked: CSP refusals and script errors, by
     the page they happened on."""
@@ -73,7 +80,7 @@ class Watch:
         text = message.text
         if "Content Security Policy" in text or "Content-Security-Policy" in text:
             self.note(f"console: {text}")
-        elif message.type == "error" and "favicon" not in text:
+        elif message.type == "error" and not _is_favicon(message):
             self.note(f"console error: {text}")
 
     def attach(self, page) -> None:
