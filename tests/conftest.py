@@ -165,6 +165,22 @@ def _rate_log_purge_pinned(monkeypatch):
     monkeypatch.setattr(counters, "PURGE_ONE_IN", 0)
 
 
+@pytest.fixture
+def caches_held(settings, monkeypatch):
+    """What a process holds for a while (the revocation list's head for
+    SVC_LIST_HEAD_SECONDS, the signing keys for keyring.REFRESH_SECONDS, a passed database
+    check of /healthz for health.DB_CHECK_REUSE_SECONDS) is held for the whole test,
+    whatever the time a busy core takes between a warm-up and a counted request: a count
+    is that of a request inside that time, as in production. A test that means the time
+    to have passed says so (sets the setting to 0)."""
+    from licensing import health
+    from signing import keyring
+
+    settings.SVC_LIST_HEAD_SECONDS = 60
+    monkeypatch.setattr(keyring, "REFRESH_SECONDS", 3600.0)
+    monkeypatch.setattr(health, "DB_CHECK_REUSE_SECONDS", 3600.0)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def signing_key_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("keys") / "signing-key.pem"

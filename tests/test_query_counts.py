@@ -37,14 +37,8 @@ FRESH_TRY = 1 + SAVEPOINT if POSTGRESQL else 0
 
 
 @pytest.fixture(autouse=True)
-def _caches_held(settings, monkeypatch):
-    """What a process holds for a while (the list's head for SVC_LIST_HEAD_SECONDS, the
-    signing keys for keyring.REFRESH_SECONDS) is held for the whole test, whatever the
-    time a busy core takes between the warm-up and the counted request: the counts are
-    those of the request inside that time, as in production. A test that means the time
-    to have passed says so (SVC_LIST_HEAD_SECONDS = 0)."""
-    settings.SVC_LIST_HEAD_SECONDS = 60
-    monkeypatch.setattr(keyring, "REFRESH_SECONDS", 3600.0)
+def _caches_held(caches_held):
+    """Every count here is of a request inside what the process holds (conftest)."""
 
 
 def activate(client, token, device_id, **extra):

@@ -180,7 +180,7 @@ def test_a_batch_key_renewed_since_still_activates_with_the_token_in_firmware(
 
 
 def test_once_proven_a_revoked_key_batch_costs_what_any_batch_costs(
-    rotation, make_batch, device_api, django_assert_num_queries
+    rotation, make_batch, device_api, django_assert_num_queries, caches_held
 ):
     """The check under the revoked key runs once per process and registry, like every
     batch key's verification: then a new camera is the lookup and the seat, and a

@@ -201,7 +201,7 @@ def test_since_past_the_head_is_409(device_api, issue):
 
 
 def test_device_at_head_gets_304_without_a_body_until_a_new_revocation(
-    device_api, issue, signing_key, fingerprint16, django_assert_num_queries
+    device_api, issue, signing_key, fingerprint16, django_assert_num_queries, caches_held
 ):
     license_revoke(license_id=issue().id)
     current = head()
@@ -250,7 +250,7 @@ def test_gzip_answer_decompresses_to_the_plain_answer(device_api, issue):
 
 
 def test_repeated_request_is_served_from_cache_and_a_revocation_rebuilds(
-    device_api, issue, django_assert_num_queries
+    device_api, issue, django_assert_num_queries, caches_held
 ):
     start = head()
     license_revoke(license_id=issue().id)

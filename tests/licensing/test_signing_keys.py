@@ -102,7 +102,7 @@ def test_token_from_before_key_ids_verifies_against_the_active_key_then_the_othe
 
 
 def test_verification_reads_the_keys_once_per_refresh_not_per_token(
-    make_batch, django_assert_num_queries, monkeypatch
+    make_batch, django_assert_num_queries, monkeypatch, caches_held
 ):
     token = make_batch().license.token
     keyring.verify(token)
