@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from billing.services import invoice_issue
+from config.display import money
 from customers.services import customer_create
 from licensing.models import Batch
 from licensing.services import batch_issue, license_issue
@@ -30,7 +31,10 @@ from tests.operators.test_browser import (
     _camera,
 )
 from tests.operators.test_console_layout import LAYOUT_PROBLEMS_JS, _screenshot_dir
+from tests.operators.test_csp_browser import _is_favicon
 from tests.operators.test_svcctl import svcctl
+from tests.portal.conftest import PASSWORD as ACCOUNT_PASSWORD
+from tests.portal.conftest import account_for
 
 pytestmark = pytest.mark.live
 
@@ -180,3 +184,51 @@ def test_svcctl_invites_and_lists_portal_users(live_service, transactional_db):
     assert again.returncode != 0 and "not an e-mail address" in again.stderr
     missing = svcctl("invite", "CUST-NOPE", "a@b.example", env=online)
     assert missing.returncode != 0 and "CUST-NOPE" in missing.stderr
+
+
+def test_invoice_page_shows_the_document_and_its_total(
+    live_service, transactional_db, server_clock
+):
+    """Issue 41: the invoice was a blank 300x150 box (the document's quotes ended the
+    frame's srcdoc attribute). The total is read from inside the frame, as shown."""
+    sync_playwright = _browser_or_skip()
+    customer = customer_create(
+        name=NAME, kind="oem", billing_address="Hafenstraße 1\n20457 Hamburg"
+    )
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    with server_clock.at(today - dt.timedelta(days=3)):
+        license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id="nl-lobby-01")
+    invoice = invoice_issue(customer_id=customer.pk, period_days=30)
+    total = money(invoice.total, invoice.currency)
+    assert invoice.total > 0, total
+    account_for(customer, "ana.ruiz@nordlicht-videoanalyse.example")
+    url = live_service.url
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.set_default_timeout(15_000)
+            errors: list[str] = []
+            page.on(
+                "console",
+                lambda m: m.type == "error" and not _is_favicon(m) and errors.append(m.text),
+            )
+            page.goto(f"{url}/portal/login/")
+            page.fill("#id_username", "ana.ruiz@nordlicht-videoanalyse.example")
+            page.fill("#id_password", ACCOUNT_PASSWORD)
+            page.click("#login-submit")
+            page.wait_for_selector("#portal-nav")
+            page.goto(f"{url}/portal/invoices/{invoice.number}/")
+            frame = page.frame_locator("#document-frame")
+            shown = frame.locator("body").inner_text()
+            assert f"Invoice {invoice.number}" in shown, shown
+            assert "Hafenstraße 1" in shown
+            due = frame.locator("tr:has-text('Total due') td.num").inner_text()
+            assert due.strip() == total, (due, total)
+            box = page.eval_on_selector("#document-frame", "e => e.getBoundingClientRect().height")
+            assert box > 600, box
+            assert not errors, errors
+        finally:
+            browser.close()
