@@ -43,20 +43,7 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
             "document_total": invoice.total,
         }
         for line in invoice.lines.all():
-            yield line_row(
-                header,
-                {
-                    "kind": line.kind,
-                    "sku": line.sku,
-                    "batch_id": line.batch_id,
-                    "license_id": line.license_id,
-                    "description": line.description,
-                    "quantity": line.quantity,
-                    "unit": line.unit,
-                    "unit_price": line.unit_price,
-                    "amount": line.amount,
-                },
-            )
+            yield line_row(header, line.as_dict())
 
 
 def write_json(rows: Iterable[dict[str, Any]], fileobj: IO[str]) -> int:

@@ -389,35 +389,40 @@ def invoice_draft(
     ``{customer_id, period_start, period_end, period_days, currency, total, lines}``, as
     :func:`billing.rating.rated` shapes a preview (Unix seconds)."""
 
-    def read(invoice: Invoice) -> dict[str, Any]:
-        return {
-            "customer_id": invoice.customer_id,
-            "period_start": unix(invoice.period_start),
-            "period_end": unix(invoice.period_end),
-            "period_days": invoice.period_days,
-            "currency": invoice.currency,
-            "total": invoice.total,
-            "lines": [
-                {
-                    "kind": line.kind,
-                    "sku": line.sku,
-                    "batch_id": line.batch_id,
-                    "license_id": line.license_id,
-                    "description": line.description,
-                    "quantity": line.quantity,
-                    "unit": line.unit,
-                    "unit_price": line.unit_price,
-                    "amount": line.amount,
-                }
-                for line in invoice.lines.order_by("position")
-            ],
-        }
-
     return drafted(
         lambda: invoice_issue(
             customer_id=customer_id, period_days=period_days, end=end, currency=currency
         ),
-        read,
+        _document_as_drafted,
+    )
+
+
+def _document_as_drafted(document: Invoice) -> dict[str, Any]:
+    """An issued document as a draft shows it (Unix seconds, lines as
+    :meth:`InvoiceLine.as_dict <billing.models.InvoiceLine.as_dict>`)."""
+    return {
+        "customer_id": document.customer_id,
+        "period_start": unix(document.period_start),
+        "period_end": unix(document.period_end),
+        "period_days": document.period_days,
+        "currency": document.currency,
+        "total": document.total,
+        "lines": [line.as_dict() for line in document.lines.order_by("position")],
+    }
+
+
+def credit_note_draft(
+    *, number: str, reason: str = "draft", now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """What :func:`credit_note_issue` would issue now for invoice ``number``: its lines
+    and total exactly (the "Credit of ..." descriptions, batch and licence ids included),
+    computed by issuing it and rolling back (:func:`config.drafts.drafted`: its number,
+    ledger reversal, event and audit entry go with it). Raises what issuing would.
+
+    The shape of :func:`invoice_draft`'s answer. ``reason`` is printed on the note but
+    changes no line, so a confirmation page may draft before one is typed."""
+    return drafted(
+        lambda: credit_note_issue(number=number, reason=reason, now=now), _document_as_drafted
     )
 
 
@@ -587,14 +592,9 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
         note,
         [
             {
-                "kind": line.kind,
-                "sku": line.sku,
-                "batch_id": line.batch_id,
-                "license_id": line.license_id,
+                **line.as_dict(),
                 "description": f"Credit of {invoice.number}: {line.description}",
                 "quantity": -line.quantity,
-                "unit": line.unit,
-                "unit_price": line.unit_price,
                 "amount": -line.amount,
             }
             for line in invoice.lines.order_by("position")

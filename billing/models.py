@@ -19,6 +19,8 @@ how every billable event lands on exactly one issued invoice.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 from django.db.models import F, Q
 
@@ -288,6 +290,20 @@ class Invoice(_Immutable):
         return self.number
 
 
+# An invoice line's fields as one dict (InvoiceLine.as_dict): the one shape of a line.
+LINE_FIELDS = (
+    "kind",
+    "sku",
+    "batch_id",
+    "license_id",
+    "description",
+    "quantity",
+    "unit",
+    "unit_price",
+    "amount",
+)
+
+
 class InvoiceLine(_Immutable):
     class Kind(models.TextChoices):
         UNIT_ACTIVATION = "unit_activation", "Unit activations"
@@ -322,6 +338,11 @@ class InvoiceLine(_Immutable):
 
     def __str__(self) -> str:
         return f"{self.invoice_id}/{self.position} {self.kind} {self.sku}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The line as rating, issuing, drafts, previews and exports pass lines around:
+        :data:`LINE_FIELDS` (the shape :func:`billing.issuing` stores), nothing else."""
+        return {name: getattr(self, name) for name in LINE_FIELDS}
 
 
 class InvoiceUsage(_Immutable):

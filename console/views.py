@@ -384,31 +384,23 @@ def credit_note(request: HttpRequest, number: str) -> HttpResponse:
                 f"reversing {invoice.number}.",
             )
             return HttpResponseRedirect(reverse("console-document", args=[note.number]))
-    shown = {
-        "currency": invoice.currency,
-        "lines": [
-            {
-                "kind": line.kind,
-                "sku": line.sku,
-                "description": line.description,
-                "quantity": -line.quantity,
-                "unit": line.unit,
-                "unit_price": line.unit_price,
-                "amount": -line.amount,
-            }
-            for line in invoice.lines.all()
-        ],
-    }
+    # The real service, rolled back: the lines shown are the lines issued ("Credit of
+    # INV-...", batch and licence ids), never a second negation written here.
+    try:
+        draft = billing_services.credit_note_draft(number=number)
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return HttpResponseRedirect(reverse("console-document", args=[number]))
     latest = billing_selectors.invoice_is_latest(invoice)
     context = {
         **_context(request, f"Credit {invoice.number}"),
         "invoice": invoice,
         "form": form,
         "period": f"{utc_time(invoice.period_start)} to {utc_time(invoice.period_end)}",
-        "reversed": money(-invoice.total, invoice.currency),
-        "lines": _lines_shown(shown),
-        "total": money(-invoice.total, invoice.currency),
-        "currency": invoice.currency,
+        "reversed": money(draft["total"], draft["currency"]),
+        "lines": _lines_shown(draft),
+        "total": money(draft["total"], draft["currency"]),
+        "currency": draft["currency"],
         "caption": f"The credit note's lines (those of {invoice.number}, negated)",
         "latest": latest,
         "invoice_start": utc_time(invoice.period_start),

@@ -294,3 +294,72 @@ def test_the_server_clock_moves_and_stops_for_tests(server_clock):
         assert clock.now() == moment
         assert abs(clock.offset_seconds() - (moment - dt.datetime.now(dt.UTC)).total_seconds()) < 5
     assert abs((dt.datetime.now(dt.UTC) - clock.now()).total_seconds() - 86_400) < 5
+
+
+@pytest.fixture
+def invoiced(customer, server_clock):
+    """An issued invoice of three direct DETECT-STD licences issued three days ago."""
+    from billing.services import invoice_issue
+    from licensing.services import license_issue
+
+    today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    with server_clock.at(today - dt.timedelta(days=3)):
+        for n in range(3):
+            license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id=f"cam-{n}")
+    return invoice_issue(customer_id=customer.pk, period_days=30)
+
+
+@pytest.mark.django_db
+def test_the_credit_note_preview_shows_the_lines_the_credit_note_is_issued_with(
+    admin_client, invoiced
+):
+    """The console's confirmation page runs billing's credit_note_issue and rolls it back
+    (credit_note_draft): what it shows is what is issued, "Credit of INV-..." and the
+    batch and licence ids included, and the preview stores nothing."""
+    from audit.models import AuditEntry
+    from billing.models import DocumentSequence, Invoice
+    from billing.services import credit_note_draft
+    from config.display import money
+    from console.views import _lines_shown
+
+    url = f"/admin/documents/{invoiced.number}/credit-note/"
+    preview = admin_client.get(url)
+    assert preview.status_code == 200
+    drafted_lines = credit_note_draft(number=invoiced.number)["lines"]
+    assert not Invoice.objects.filter(kind="credit_note").exists()
+    assert not DocumentSequence.objects.filter(series="CN", last__gt=0).exists()
+    assert not AuditEntry.objects.filter(action="invoice.credit").exists()
+
+    admin_client.post(url, {"reason": "wrong SKU agreed"})
+    note = Invoice.objects.get(kind="credit_note")
+    issued = [line.as_dict() for line in note.lines.order_by("position")]
+    assert drafted_lines == issued
+    assert all(line["description"].startswith(f"Credit of {invoiced.number}: ") for line in issued)
+    assert preview.context["lines"] == _lines_shown({"currency": note.currency, "lines": issued})
+    assert preview.context["total"] == money(note.total, note.currency)
+
+
+def test_an_invoice_line_becomes_a_dict_in_one_place():
+    """billing.models.InvoiceLine.as_dict is the one line -> dict: no module writes a dict
+    of a line's attributes by hand (issuing, drafts, exports and the console once did,
+    four times, and the console's copy had dropped the batch and licence ids)."""
+    from billing.models import LINE_FIELDS
+
+    written = []
+    for path in _server_modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Dict):
+                continue
+            by_key = {
+                key.value: value
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant)
+            }
+            copied = [
+                key
+                for key, value in by_key.items()
+                if key in LINE_FIELDS and isinstance(value, ast.Attribute) and value.attr == key
+            ]
+            if len(copied) >= 4:  # a presentation (the PDF's formatted row) copies fewer
+                written.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert written == []
