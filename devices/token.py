@@ -18,7 +18,6 @@ import re
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -76,6 +75,10 @@ def load_public_key(value: Any) -> Ed25519PublicKey:
         raise ValueError("public key must be PEM or base64url text")
     text = value.strip()
     if text.startswith("-----BEGIN"):
+        # Loaded here: cryptography's serialization package is some twenty modules
+        # (SSH, ciphers) that a firmware given base64url keys never needs at start.
+        from cryptography.hazmat.primitives import serialization
+
         try:
             key = serialization.load_pem_public_key(text.encode("ascii"))
         except UnsupportedAlgorithm as exc:  # e.g. an elliptic curve OpenSSL lacks
@@ -90,9 +93,7 @@ def load_public_key(value: Any) -> Ed25519PublicKey:
 
 
 def public_key_raw(public_key: Any) -> bytes:
-    return load_public_key(public_key).public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
+    return load_public_key(public_key).public_bytes_raw()
 
 
 def public_key_b64url(public_key: Any) -> str:
@@ -100,6 +101,8 @@ def public_key_b64url(public_key: Any) -> str:
 
 
 def public_key_pem(public_key: Any) -> str:
+    from cryptography.hazmat.primitives import serialization  # as in load_public_key
+
     return (
         load_public_key(public_key)
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)

@@ -7,10 +7,17 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import cryptography
 
 import devices
 from svccore import authority
+
+REPO = Path(__file__).resolve().parents[2]
+CRYPTOGRAPHY_SITE = str(Path(cryptography.__file__).resolve().parents[1])
 
 SIGNING_NAMES = {"private_bytes", "generate", "load_pem_private_key"}
 
@@ -89,3 +96,77 @@ def test_every_exported_name_and_every_public_member_of_the_engine_is_documented
             if callable(target) and not target.__doc__:
                 undocumented.append(f"{cls.__name__}.{name}")
     assert undocumented == []
+
+
+def test_python_m_devices_version_prints_the_version():
+    done = subprocess.run(
+        [sys.executable, "-m", "devices", "--version"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{devices.__version__}\n", "")
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The package's modules ``path`` imports, at the top or inside a function (the
+    networking modules are imported on first use)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(alias.name for alias in node.names)
+    return found
+
+
+# Runs inside `python -I` with only the copy and cryptography importable: the public API
+# imported from the copy, then what activate and sync load on first use.
+IMPORTED = """
+import json, sys
+sys.path[:] = [p for p in sys.path if "-packages" not in p] + sys.argv[1:3]
+import devices
+assert devices.__file__.startswith(sys.argv[1]), devices.__file__
+names = {name: getattr(devices, name) for name in devices.__all__}
+loaded = sorted(m for m in sys.modules if m.startswith("devices."))
+import devices.client
+print(json.dumps({"import": loaded, "first_use": sorted(m for m in sys.modules
+                                                       if m.startswith("devices."))}))
+"""
+
+
+def test_the_vendored_copy_ships_no_module_the_firmware_never_calls(tmp_path, public_key):
+    """Every .py of a vendored copy is reached from ``devices/__init__`` (the API the
+    firmware calls) by imports, or is ``__main__`` (``python -m devices``): no dead
+    module. The copy imports alone, and what its API loads is what the walk says."""
+    (tmp_path / "root.pub").write_text(public_key)
+    done = subprocess.run(
+        [sys.executable, "-m", "devices", "vendor", "--root", str(tmp_path / "root.pub"),
+         "--out", str(tmp_path / "firmware")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / "firmware" / "devices"
+    shipped = {path.stem for path in copy.glob("*.py")}
+    reachable, todo = set(), ["__init__", "__main__"]
+    while todo:
+        name = todo.pop()
+        if name not in reachable:
+            reachable.add(name)
+            todo.extend(_imported_modules(copy / f"{name}.py") & shipped)
+    assert sorted(shipped - reachable) == []
+
+    ran = subprocess.run(
+        [sys.executable, "-I", "-c", IMPORTED, str(tmp_path / "firmware"), CRYPTOGRAPHY_SITE],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    loaded = json.loads(ran.stdout)
+    # `import devices` loads every module but the command line and the networking ones.
+    assert {m.removeprefix("devices.") for m in loaded["first_use"]} == reachable - {
+        "__init__",
+        "__main__",
+    }
+    assert "devices.client" not in loaded["import"]
