@@ -51,7 +51,9 @@ def activations_per_day(*, days: int = 30, now: dt.datetime | None = None) -> li
 def weak_binding_devices(*, limit: int = 20) -> QuerySet[Activation]:
     """Most recent activations whose fingerprint came from a spoofable source."""
     return (
-        Activation.objects.select_related("batch", "batch__customer", "license")
+        Activation.objects.select_related(
+            "batch", "batch__customer", "license", "license__seat_release"
+        )
         .filter(weak_binding=True)
         .order_by("-activated_at", "-id")[:limit]
     )

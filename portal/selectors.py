@@ -181,7 +181,7 @@ def expiring_of(customer: Customer):
 def weak_binding_of(customer: Customer, *, limit: int = 20):
     return (
         Activation.objects.filter(batch__customer=customer, weak_binding=True)
-        .select_related("batch")
+        .select_related("batch", "license", "license__seat_release")
         .order_by("-activated_at", "-id")[:limit]
     )
 

@@ -41,6 +41,7 @@ from licensing import exports
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
 from licensing.models import Activation
+from licensing.unit_states import unit_state_of, unit_states
 from portal import selectors, services
 from portal.models import CustomerApiKey, RenewalRequest
 from portal.services import CUSTOMER_EVENTS
@@ -243,14 +244,19 @@ def batch(request: HttpRequest, batch_id: str) -> HttpResponse:
         batch=found,
         bar=progress_bar(activated=found.units_activated, purchased=found.units_purchased),
         expires=utc_time(found.expires_at) or "perpetual",
-        units=[_unit(u) for u in units.units],
+        units=_units(units.units),
         more=units.next_cursor is not None,
     )
     return TemplateResponse(request, "portal/batch.html", context)
 
 
-def _unit(unit: dict) -> dict:
-    return {**unit, "activated": utc_time(unit["activated_at"])}
+def _units(units: list[dict]) -> list[dict]:
+    """A page of the fleet as shown: activation time for people, each unit's state."""
+    found = unit_states(u["license_id"] for u in units)
+    return [
+        {**u, "activated": utc_time(u["activated_at"]), "state": found[u["license_id"]]}
+        for u in units
+    ]
 
 
 @customer_page
@@ -262,7 +268,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     if search:
         rows = (
             Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
-            .select_related("batch")
+            .select_related("batch", "license", "license__seat_release")
             .order_by("-activated_at", "-id")[:SEARCH_MAX]
         )
         units = [
@@ -273,6 +279,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "sku": r.batch.sku,
                 "weak_binding": int(r.weak_binding),
                 "activated": utc_time(r.activated_at),
+                "state": unit_state_of(r.license),
             }
             for r in rows
         ]
@@ -283,7 +290,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
             )
         except ServiceError:
             return redirect("portal-fleet")
-        units = [_unit(u) for u in page.units]
+        units = _units(page.units)
         next_cursor = page.next_cursor
     context = _context(
         request, "Fleet", units=units, search=search, next_cursor=next_cursor, search_max=SEARCH_MAX

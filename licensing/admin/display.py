@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from config import clock
@@ -13,6 +14,7 @@ from licensing.models import (
     License,
     is_near_exhaustion,
 )
+from licensing.unit_states import UnitState
 
 
 def progress_bar(*, activated: int, purchased: int, what: str = "units activated"):
@@ -88,3 +90,9 @@ def admin_link(obj, label: str | None = None):
     opts = obj._meta
     url = admin_url(f"{opts.app_label}_{opts.model_name}_change", obj.pk)
     return format_html('<a href="{}">{}</a>', url, label or obj.pk)
+
+
+def unit_state_badge(state: UnitState):
+    """A unit's state in the one component the portal includes too
+    (templates/_unit_state.html)."""
+    return render_to_string("_unit_state.html", {"state": state})

@@ -13,7 +13,7 @@ from config.display import customer_link, money
 from devices.hardware import SOURCES
 from licensing.admin.display import (
     admin_link,
-    revoked_or_valid,
+    unit_state_badge,
 )
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
@@ -26,6 +26,7 @@ from licensing.services import (
     license_revoke,
 )
 from licensing.services.seats import ReleasePolicy, seat_release
+from licensing.unit_states import unit_state_of
 
 # The fingerprint sources a device reports (devices.hardware), not a SELECT DISTINCT.
 FingerprintSourceFilter = choices_filter(
@@ -82,11 +83,10 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     def sku(self, record: Activation) -> str:
         return record.batch.sku
 
-    @admin.display(description="licence state", ordering="license__revoked_at")
+    @admin.display(description="state", ordering="license__revoked_at")
     def revoked(self, record: Activation):
-        state = revoked_or_valid(record.license)
-        if hasattr(record.license, "seat_release"):
-            state = format_html('{} <span class="svc-nowrap">(seat released)</span>', state)
+        # The unit's state as the portal shows it (licensing.unit_states).
+        state = unit_state_badge(unit_state_of(record.license))
         if record.transfer_of_id:
             state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
         return state
