@@ -18,10 +18,7 @@ import re
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from . import jsonsafe
 from .errors import BadSignature, Code, InvalidArgument
@@ -67,8 +64,6 @@ def load_public_key(value: Any) -> Ed25519PublicKey:
     the raw 32 bytes (contract §2)."""
     if isinstance(value, Ed25519PublicKey):
         return value
-    if isinstance(value, Ed25519PrivateKey):
-        return value.public_key()
     if isinstance(value, bytes):
         value = value.decode("ascii", errors="strict")
     if not isinstance(value, str):

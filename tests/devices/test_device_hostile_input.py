@@ -332,7 +332,7 @@ def test_hostile_state_files_never_raise_a_raw_exception(
 
 
 def test_a_deep_receipt_in_the_state_file_sets_it_aside(make_engine, make_token, state_dir):
-    receipt = signed(documents.RECEIPT_PREFIX, DEEP, devices.token.Ed25519PrivateKey.generate())
+    receipt = signed(documents.RECEIPT_PREFIX, DEEP, Ed25519PrivateKey.generate())
     (state_dir / "state.json").write_text(json.dumps({"hwm": 0, "receipt": receipt}))
     with pytest.raises(SyncRequired):
         make_engine().start(make_token())

@@ -25,7 +25,7 @@ def test_keygen_writes_mode_600_and_prints_fingerprint(tmp_path, capsys):
     call_command("keygen", out=str(path))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     out = capsys.readouterr().out
-    assert f"fingerprint (sha256): {key_fingerprint(read_private_key(path))}" in out
+    assert f"fingerprint (sha256): {key_fingerprint(read_private_key(path).public_key())}" in out
     assert "PRIVATE" not in out
 
 

@@ -99,7 +99,7 @@ def test_dev_setup_certifies_the_signing_key_with_a_development_root(settings, t
     (root_b64,) = _root_keys(str(public_file))
     assert root_b64 == codec.public_key_b64url(root.public_key())
     row = SigningKey.objects.get(pk=codec.key_id(key.public_key()))
-    cert = parse_certificate(row.certificate, {codec.key_id(root): root.public_key()})
+    cert = parse_certificate(row.certificate, {codec.key_id(root.public_key()): root.public_key()})
     assert (cert.use, cert.not_before, cert.not_after) == ("online", 0, 0)
     # Run again (every `make run`): nothing new to install.
     call_command("dev_setup", var=str(var), stdout=io.StringIO())
