@@ -26,8 +26,8 @@ from .errors import (
     WrongDevice,
 )
 from .hardware import Fingerprint, fingerprint
-from .states import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
 from .streams import Stream
+from .term import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
 from .token import key_fingerprint, verify_token
 
 

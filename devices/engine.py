@@ -70,7 +70,9 @@ from .spool import COUNTER_FIELDS, Record
 from .state import (
     DirectoryLock,
 )
-from .states import (
+from .streams import Stream
+from .sync import Syncing, revoked_message
+from .term import (
     ACTIVE,
     EXPIRED,
     GRACE,
@@ -79,8 +81,6 @@ from .states import (
     grace_end,
     license_state,
 )
-from .streams import Stream
-from .sync import Syncing, revoked_message
 from .token import key_fingerprint, verify_token
 
 log = logging.getLogger("devices")

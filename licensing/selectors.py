@@ -16,7 +16,7 @@ from django.utils.crypto import salted_hmac
 from config import clock
 from config.errors import InvalidInput, NotFound
 from customers.models import Customer
-from devices import states
+from devices import term
 from licensing.models import Activation, Batch, License, Sku
 from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
@@ -286,7 +286,7 @@ def expiring_list(
     for batch in batches:
         grace_days = batch.license.grace_days
         state = term_state_at(batch.expires_at, grace_days, now)
-        if state != states.EXPIRED:
+        if state != term.EXPIRED:
             grace_ends = batch.expires_at + dt.timedelta(days=grace_days)
             found.append(
                 Expiring(
@@ -298,7 +298,7 @@ def expiring_list(
                     batch.sku,
                     batch.expires_at,
                     grace_ends,
-                    state == states.GRACE,
+                    state == term.GRACE,
                     batch.units_activated,
                     batch.units_purchased,
                 )
@@ -314,7 +314,7 @@ def expiring_list(
     for lic in direct:
         grace_days = lic.grace_days
         state = term_state_at(lic.expires_at, grace_days, now)
-        if state != states.EXPIRED:
+        if state != term.EXPIRED:
             grace_ends = lic.expires_at + dt.timedelta(days=grace_days)
             found.append(
                 Expiring(
@@ -326,7 +326,7 @@ def expiring_list(
                     lic.sku,
                     lic.expires_at,
                     grace_ends,
-                    state == states.GRACE,
+                    state == term.GRACE,
                     1,
                     1,
                 )

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config import clock
-from devices import states
+from devices import term
 from licensing.models import License
 from svccore.timeunits import term_state_at
 
@@ -25,7 +25,7 @@ WORDS = {
     "revoked": "revoked",
     "released": "seat released",
 }
-_TERM_CODES = {states.ACTIVE: "active", states.GRACE: "grace", states.EXPIRED: "expired"}
+_TERM_CODES = {term.ACTIVE: "active", term.GRACE: "grace", term.EXPIRED: "expired"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Time units and conversions of the server and svcctl, defined once.
 
-``DAY`` itself lives in the device module (:mod:`devices.states`, which decides grace by
+``DAY`` itself lives in the device module (:mod:`devices.term`, which decides grace by
 it and is vendored alone); it is imported from there, never written again.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from devices.states import DAY, term_state
+from devices.term import DAY, term_state
 from svccore.csvformat import iso
 
 __all__ = ["DAY", "day_number", "iso_utc", "term_state_at", "unix"]
@@ -36,7 +36,7 @@ def day_number(seconds: int) -> int:
 
 
 def term_state_at(expires_at: dt.datetime | None, grace_days: int, now: dt.datetime) -> str:
-    """:func:`devices.states.term_state` of a server row: ``ACTIVE``, ``GRACE`` or
+    """:func:`devices.term.term_state` of a server row: ``ACTIVE``, ``GRACE`` or
     ``EXPIRED`` at ``now``, by the very rule a camera applies to the same licence (the
     end second is inside the term, the last second of grace inside grace)."""
     if expires_at is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from devices import keys as devkeys
-from devices import states
+from devices import term
 from devices import token as codec
 from devices.errors import BadSignature, Code
 from svccore import authority, licensefile
@@ -104,11 +104,11 @@ def parse_license(text: str, *, source: str = "stdin") -> licensefile.LicenseFil
 
 # What inspect calls each state of devices.license_state (spec §3, nbf to the second).
 STATE_WORDS = {
-    states.NOT_YET_VALID: "not yet valid",
-    states.ACTIVE: "active",
-    states.GRACE: "grace",
-    states.EXPIRED: "expired",
-    states.REVOKED: "revoked",
+    term.NOT_YET_VALID: "not yet valid",
+    term.ACTIVE: "active",
+    term.GRACE: "grace",
+    term.EXPIRED: "expired",
+    term.REVOKED: "revoked",
 }
 
 
@@ -192,7 +192,7 @@ def inspect(
             verified, problem = True, ""
         except BadSignature as exc:
             verified, problem = False, str(exc)
-    grace_end = states.grace_end(claims)
+    grace_end = term.grace_end(claims)
     return {
         "claims": claims,
         "kid": claims.get("kid"),
@@ -201,7 +201,7 @@ def inspect(
         "key_fingerprint": codec.key_fingerprint(checked_with) if checked_with else "",
         "chain": chain,
         "certificates": [_certificate_report(text, root_keys) for text in certificates],
-        "state": STATE_WORDS[states.license_state(claims, now)],
+        "state": STATE_WORDS[term.license_state(claims, now)],
         "at": now,
         "not_before": claims["nbf"],
         "expires_at": claims["exp"],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devices import states
+from devices import term
 from licensing.models import Renewal
 from licensing.selectors import expiring_list
 from licensing.services.renewals import renewal_end
@@ -21,9 +21,9 @@ SERVER = ("config", "customers", "licensing", "billing", "audit", "operators", "
 SERVER += ("console", "svccore", "svcctl", "bench")
 
 BASIS = {
-    states.ACTIVE: Renewal.Basis.BEFORE_EXPIRY,
-    states.GRACE: Renewal.Basis.IN_GRACE,
-    states.EXPIRED: Renewal.Basis.AFTER_GRACE,
+    term.ACTIVE: Renewal.Basis.BEFORE_EXPIRY,
+    term.GRACE: Renewal.Basis.IN_GRACE,
+    term.EXPIRED: Renewal.Basis.AFTER_GRACE,
 }
 
 
@@ -39,7 +39,7 @@ def test_the_device_and_renewals_draw_the_grace_boundary_on_the_same_second(grac
     claims = {"nbf": exp - 30 * DAY, "exp": exp, "grace_days": grace_days}
     for moment in _moments(exp, grace_days):
         now = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
-        device = states.license_state(claims, moment)
+        device = term.license_state(claims, moment)
         assert term_state_at(expires_at, grace_days, now) == device, moment
         basis, _ = renewal_end(expires_at=expires_at, grace_days=grace_days, term_days=30, now=now)
         assert basis == BASIS[device], (moment, device, basis)
@@ -53,12 +53,12 @@ def test_the_expiring_list_shows_what_a_camera_runs_in_grace_and_nothing_it_refu
     claims = {"nbf": exp - 30 * DAY, "exp": exp, "grace_days": grace_days}
     for moment in _moments(exp, grace_days):
         now = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
-        device = states.license_state(claims, moment)
+        device = term.license_state(claims, moment)
         listed = {item.batch_id: item for item in expiring_list(days=1, now=now)}
-        if device == states.EXPIRED:
+        if device == term.EXPIRED:
             assert batch.id not in listed, moment
         else:
-            assert listed[batch.id].in_grace == (device == states.GRACE), (moment, device)
+            assert listed[batch.id].in_grace == (device == term.GRACE), (moment, device)
 
 
 @pytest.mark.django_db
@@ -76,7 +76,7 @@ def test_the_grace_event_is_written_on_the_second_a_camera_enters_grace(make_bat
         Event.objects.filter(type="license.grace_started").delete()
         events_scan(now=dt.datetime.fromtimestamp(moment, tz=dt.UTC))
         written = Event.objects.filter(type="license.grace_started").exists()
-        assert written == (states.license_state(claims, moment) == states.GRACE), moment
+        assert written == (term.license_state(claims, moment) == term.GRACE), moment
 
 
 def test_the_records_per_upload_are_one_number_for_the_device_and_the_service():
@@ -113,7 +113,7 @@ def _line_of(path: Path, text: str) -> int:
 
 def test_a_perpetual_term_is_active_for_ever():
     now = dt.datetime(2200, 1, 1, tzinfo=dt.UTC)
-    assert term_state_at(None, 14, now) == states.ACTIVE
+    assert term_state_at(None, 14, now) == term.ACTIVE
     assert unix(None) == 0
 
 
@@ -127,7 +127,7 @@ def _server_modules() -> list[Path]:
 
 
 def test_time_units_and_conversions_are_written_once():
-    """``DAY`` is devices.states' (the device module is vendored alone), ``unix`` is
+    """``DAY`` is devices.term's (the device module is vendored alone), ``unix`` is
     svccore.timeunits'; every other module imports them."""
     written = []
     for path in _server_modules():

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from config import clock
 from config.display import admin_url, utc_time
-from devices import states
+from devices import term
 from licensing.models import (
     License,
     is_near_exhaustion,
@@ -66,11 +66,11 @@ def revoked_or_valid(lic: License, *, full: bool = False):
 
 # What the console calls each state of devices.license_state.
 LICENSE_STATE_WORDS = {
-    states.NOT_YET_VALID: "not yet valid",
-    states.ACTIVE: "active",
-    states.GRACE: "grace",
-    states.EXPIRED: "expired",
-    states.REVOKED: "revoked",
+    term.NOT_YET_VALID: "not yet valid",
+    term.ACTIVE: "active",
+    term.GRACE: "grace",
+    term.EXPIRED: "expired",
+    term.REVOKED: "revoked",
 }
 
 
@@ -78,8 +78,8 @@ def license_state(lic: License, now: dt.datetime | None = None) -> str:
     """The licence's state as a device would see it (spec §3, from its signed claims),
     or revoked; "active (perpetual)" for an ``exp`` of 0."""
     moment = (now or clock.now()).timestamp()
-    state = states.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
-    if state == states.ACTIVE and not lic.claims["exp"]:
+    state = term.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
+    if state == term.ACTIVE and not lic.claims["exp"]:
         return "active (perpetual)"
     return LICENSE_STATE_WORDS[state]
 

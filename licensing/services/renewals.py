@@ -40,8 +40,8 @@ from audit.services import audited
 from config import clock
 from config.drafts import drafted
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
-from devices import states
 from devices.errors import BadSignature
+from devices.term import ACTIVE, GRACE
 from events.models import Event
 from events.services import event_emit
 from licensing.held import license_held
@@ -73,9 +73,9 @@ def renewal_end(
     """(basis, new end) of renewing a licence ending at ``expires_at`` at ``now``."""
     term = dt.timedelta(days=term_days)
     state = term_state_at(expires_at, grace_days, now)
-    if state == states.ACTIVE:
+    if state == ACTIVE:
         return Renewal.Basis.BEFORE_EXPIRY, expires_at + term
-    if state == states.GRACE:
+    if state == GRACE:
         return Renewal.Basis.IN_GRACE, expires_at + term
     return Renewal.Basis.AFTER_GRACE, now + term
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from devices import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
-from devices.states import NBF_LEEWAY_SECONDS
+from devices.term import NBF_LEEWAY_SECONDS
 
 DAY = 86400
 NBF = 1_800_000_000
