@@ -18,7 +18,7 @@ from django.db.models import F, Sum
 
 from billing.models import UsageDaily
 from config import clock
-from devices.states import GRACE
+from devices.term import GRACE
 from events.models import Event
 from events.services import event_emit
 from licensing.models import Batch, License
