@@ -9,7 +9,9 @@ The rate is read once (``svccore.rates``), and refused at start-up when malforme
 Refused requests are not logged, and the 429's ``Retry-After`` is the whole seconds until
 the oldest counted activation leaves the span. The log is shared by every worker and
 node: in Redis when ``CACHE_URL`` names one (one round trip, cheaper than the lookup it
-protects), else, and while Redis fails, in the database.
+protects), else, and while Redis fails, in the database. The store's clock decides, but
+under a test clock (``SVC_TEST_CLOCK_FILE``, refused outside test databases): then the
+server's clock does, so that a test steps through a window instead of sleeping it out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework.throttling import BaseThrottle
 
+from config import clock
 from config.clientip import client_ip, ip_in
 from ratelimits import counters
 from svccore.rates import parse_rate
@@ -28,7 +31,8 @@ class ActivationRateThrottle(BaseThrottle):
         if ip_in(ip, settings.SVC_ACTIVATION_ALLOWLIST):
             return True
         self.limit, self.span = parse_rate(settings.SVC_ACTIVATION_RATE)
-        decision = counters.hit("activate", ip, limit=self.limit, span=self.span)
+        now = clock.now().timestamp() if settings.SVC_TEST_CLOCK_FILE else None
+        decision = counters.hit("activate", ip, limit=self.limit, span=self.span, now=now)
         self.retry_after = decision.retry_after
         return decision.allowed
 
