@@ -6,4 +6,6 @@ class BillingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from billing import schemas  # noqa: F401 - registers the schema of its query fields
+        # Imported for what they register: the schema of billing's query fields, and
+        # billing's part of the event scan (events.scan).
+        from billing import scan, schemas  # noqa: F401

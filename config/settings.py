@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "ratelimits",
     "events",
     "portal",
+    "console",  # no models: its admin.py registers the customer pages (they read the apps)
     "axes",
     "django_otp",
     "django_otp.plugins.otp_totp",

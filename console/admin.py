@@ -1,7 +1,12 @@
 """Customers in the operator console. Created through ``customer_create`` and edited
 through ``customer_update`` (the services the API uses, audited with each field's value
 before and after). A customer's page shows its batches with their seats, its latest
-invoices, its usage since its last invoice and its terms ending soon."""
+invoices, its usage since its last invoice and its terms ending soon.
+
+It is the console's, not the ``customers`` app's: the page reads licences and invoices,
+and ``customers`` sits below ``licensing`` and ``billing`` (the layers contract in
+``pyproject.toml``). ``console`` is an installed app for this module alone, so the
+admin's autodiscovery registers it as it did when it was ``customers.admin``."""
 
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ from config.renderers import MetricsNegotiation
 from events.delivery import backlog
 from events.models import DeliveryAttempt
 from licensing.models import RevocationHead
-from operators.authentication import HEADER, OperatorKeyAuthentication
+from operators.authentication import OperatorKeyAuthentication
+from operators.identity import HEADER
 from operators.permissions import IsOperator, requires
 
 

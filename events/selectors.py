@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from config.errors import InvalidInput
+from customers.selectors import customer_check
 from events.models import Event, Webhook
-from licensing.selectors import filters_check
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ def events_page(
     """Events newest first, ``limit`` at most; ``next_cursor`` continues with the older
     ones (the position of the page's last event: none skipped, none repeated, whatever
     is written meanwhile). An unknown customer is 404."""
-    filters_check(customer_id=customer_id)
+    customer_check(customer_id)
     events = Event.objects.order_by("-id")
     if type:
         events = events.filter(type=type)

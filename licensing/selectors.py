@@ -15,7 +15,7 @@ from django.utils.crypto import salted_hmac
 
 from config import clock
 from config.errors import InvalidInput, NotFound
-from customers.models import Customer
+from customers.selectors import customer_check
 from devices import term
 from licensing.models import Activation, Batch, License, Sku
 from signing.selectors import signing_keys_list
@@ -168,8 +168,8 @@ def filters_check(
     names no customer, batch or licence: the one rule of every admin list filter (the
     fleet and its export, invoices, events, usage conflicts). An empty list would read
     as "nothing there" when the id is simply wrong."""
+    customer_check(customer_id)
     for value, model, noun in (
-        (customer_id, Customer, "customer"),
         (batch_id, Batch, "batch"),
         (license_id, License, "licence"),
     ):

@@ -18,26 +18,9 @@ them (:func:`audit.services.audit_refusal`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rest_framework.authentication import BaseAuthentication
 
-HEADER = "X-Admin-Key"
-
-
-@dataclass(frozen=True)
-class Operator:
-    """Whoever presented a valid ``X-Admin-Key``: ``request.user`` of an admin view."""
-
-    key_name: str
-    capabilities: frozenset[str] = frozenset()  # operators.roles.CAPABILITIES it holds
-    is_authenticated = True
-
-    def may(self, capability: str) -> bool:
-        return capability in self.capabilities
-
-    def __str__(self) -> str:
-        return self.key_name
+from operators.identity import HEADER
 
 
 class OperatorKeyAuthentication(BaseAuthentication):

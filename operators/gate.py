@@ -10,7 +10,7 @@ from rest_framework import exceptions, status
 from audit.context import note_refusal
 from config.clientip import client_ip
 from config.errors import RateLimited
-from operators.authentication import HEADER, Operator
+from operators.identity import HEADER, Operator
 from operators.selectors import admin_api_enabled, admin_key_operator, operator_key_presented
 from ratelimits import counters
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from rest_framework.permissions import BasePermission
 
 from audit.context import note_refusal
-from operators.authentication import Operator
+from operators.identity import Operator
 from operators.roles import CAPABILITIES, roles_holding
 
 ATTRIBUTE = "required_capability"

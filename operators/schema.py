@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
-from operators.authentication import HEADER, OperatorKeyAuthentication
+from operators.authentication import OperatorKeyAuthentication
+from operators.identity import HEADER
 
 
 class OperatorKeySchema(OpenApiAuthenticationExtension):

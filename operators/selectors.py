@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission
 from django.db.models import Q
 
-from operators.authentication import Operator
+from operators.identity import Operator
 from operators.models import OperatorKey
 from operators.roles import APP_LABEL, EVERY_CAPABILITY
 

@@ -61,7 +61,7 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     actions = ["revoke_units", "release_seats"]
 
     def lookup_allowed(self, lookup, value, request=None):
-        # A customer's fleet, linked from its page (customers.admin), without a filter
+        # A customer's fleet, linked from its page (console.admin), without a filter
         # listing every customer.
         return lookup == "batch__customer__id__exact" or super().lookup_allowed(
             lookup, value, request
