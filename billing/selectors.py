@@ -19,7 +19,8 @@ from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
 from config import clock
-from config.errors import InvalidInput, NotFound
+from config.errors import NotFound
+from config.paging import id_page
 from licensing.models import Activation, ActivationDaily, Batch, License
 from licensing.selectors import filters_check
 
@@ -379,13 +380,7 @@ def invoices_page(
         documents = documents.filter(kind=kind)
     if issued_after is not None:
         documents = documents.filter(issued_at__gt=issued_after)
-    if cursor is not None:
-        if not cursor.isascii() or not cursor.isdigit() or len(cursor) > 19:
-            raise InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
-        documents = documents.filter(id__lt=int(cursor))
-    rows = list(documents[: limit + 1])
-    page = rows[:limit]
-    return InvoicePage(page, str(page[-1].id) if len(rows) > limit else None)
+    return InvoicePage(*id_page(documents, cursor=cursor, limit=limit))
 
 
 CONFLICT_PAGE_MAX = 1000
@@ -413,11 +408,7 @@ def usage_conflicts_page(
         conflicts = conflicts.filter(customer_id=customer_id)
     if license_id:
         conflicts = conflicts.filter(license_id=license_id)
-    if cursor is not None:
-        conflicts = conflicts.filter(id__lt=int(cursor))
-    rows = list(conflicts[: limit + 1])
-    page = rows[:limit]
-    return UsageConflictPage(page, str(page[-1].id) if len(rows) > limit else None)
+    return UsageConflictPage(*id_page(conflicts, cursor=cursor, limit=limit))
 
 
 def invoice_get(*, number: str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.errors import InvalidInput
+from config.paging import id_page
 from customers.selectors import customer_check
 from events.models import Event, Webhook
 
@@ -28,14 +28,7 @@ def events_page(
         events = events.filter(type=type)
     if customer_id:
         events = events.filter(customer_id=customer_id)
-    if cursor is not None:
-        if not cursor.isascii() or not cursor.isdigit():
-            raise InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
-        events = events.filter(id__lt=int(cursor))
-    rows = list(events[: limit + 1])
-    page = rows[:limit]
-    more = len(rows) > limit
-    return EventPage(page, str(page[-1].id) if more else None)
+    return EventPage(*id_page(events, cursor=cursor, limit=limit))
 
 
 def webhooks_list() -> list[Webhook]:

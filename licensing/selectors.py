@@ -15,14 +15,16 @@ from django.utils.crypto import salted_hmac
 
 from config import clock
 from config.errors import InvalidInput, NotFound
+from config.paging import keyset_page
 from customers.selectors import customer_check
 from devices import term
 from licensing.models import Activation, Batch, License, Sku
 from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
+from svccore.paging import FLEET_PAGE_MAX
 from svccore.timeunits import term_state_at
 
-FLEET_MAX = 1000
+FLEET_MAX = FLEET_PAGE_MAX
 # A fleet cursor is the position of a record in the fleet's total order (-activated_at,
 # -id), "<activated_at in Unix microseconds>:<activation id>", followed by a MAC of it
 # under SVC_SECRET_KEY, all unpadded base64url: opaque, and refused when edited.
@@ -210,12 +212,10 @@ def fleet_page(
         before=before,
         after=None if cursor is None else fleet_cursor_position(cursor),
     ).values_list(*FLEET_UNIT.values(), "id")
-    rows = list(records[: limit + 1])  # one more than asked: is there a next page?
-    units = [_unit(row) for row in rows[:limit]]
-    if len(rows) <= limit:
-        return FleetPage(units=units, next_cursor=None)
-    last = rows[limit - 1]
-    return FleetPage(units=units, next_cursor=_cursor_at(last[6], last[-1]))
+    rows, next_cursor = keyset_page(
+        records, limit=limit, cursor_of=lambda row: _cursor_at(row[6], row[-1])
+    )
+    return FleetPage(units=[_unit(row) for row in rows], next_cursor=next_cursor)
 
 
 def signing_keys_published() -> tuple[list[str], list[str]]:

@@ -363,3 +363,92 @@ def test_an_invoice_line_becomes_a_dict_in_one_place():
             if len(copied) >= 4:  # a presentation (the PDF's formatted row) copies fewer
                 written.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert written == []
+
+
+def test_the_fleet_page_maximum_is_one_number():
+    """svccore.paging.FLEET_PAGE_MAX: the fleet's selector, its query (admin and portal)
+    and svcctl's --limit all take it; no other module writes a fleet limit of its own."""
+    from licensing import selectors, serializers
+    from portal.serializers import CustomerFleetQuery
+    from svccore.paging import FLEET_PAGE_MAX
+    from svcctl.commands import base
+
+    assert selectors.FLEET_MAX is base.FLEET_LIMIT_MAX is FLEET_PAGE_MAX
+    for query in (serializers.FleetQuery, CustomerFleetQuery):
+        assert query().fields["limit"].max_value == FLEET_PAGE_MAX
+    written = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in [*_server_modules(), *(REPO / "portal").rglob("*.py")]
+        if "migrations" not in path.parts
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and any(_a_fleet_maximum(getattr(t, "id", "")) for t in node.targets)
+    ]
+    home = REPO / "svccore" / "paging.py"
+    assert written == [f"svccore/paging.py:{_line_of(home, 'FLEET_PAGE_MAX =')}"]
+
+
+def _a_fleet_maximum(name: str) -> bool:
+    # FLEET_MAX, FLEET_LIMIT_MAX, ...; not the cursor's length, nor a page a person reads
+    return "FLEET" in name and name.endswith("MAX") and "CURSOR" not in name
+
+
+def test_keyset_paging_is_written_once():
+    """config.paging reads every page: no other module slices ``[: limit + 1]`` or takes
+    an id cursor apart itself (the fleet, invoices, usage conflicts and events did, three
+    ways, and the events' and conflicts' selectors checked their cursor less)."""
+    written = []
+    for path in [*_server_modules(), *(REPO / "events").rglob("*.py")]:
+        if path.relative_to(REPO).as_posix() == "config/paging.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            upper = getattr(node, "upper", None) if isinstance(node, ast.Slice) else None
+            if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add):
+                if getattr(upper.left, "id", "") == "limit":
+                    written.append(f"{path.relative_to(REPO)}:{node.lineno} [: limit + 1]")
+            if isinstance(node, ast.keyword) and node.arg == "id__lt":
+                written.append(f"{path.relative_to(REPO)}:{node.lineno} id__lt")
+    assert written == []
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cursor", ["abc", "12345678901234567890", "٣", "-1"])
+def test_every_id_list_refuses_a_cursor_it_did_not_give_in_the_same_words(cursor):
+    from billing.selectors import invoices_page, usage_conflicts_page
+    from config.errors import InvalidInput
+    from events.selectors import events_page
+
+    for page in (invoices_page, usage_conflicts_page, events_page):
+        with pytest.raises(InvalidInput, match="cursor must be a next_cursor this API gave"):
+            page(cursor=cursor, limit=10)
+
+
+@pytest.mark.django_db
+def test_the_id_lists_and_the_fleet_page_on_without_a_gap(make_batch):
+    """A page of one, then the next from its cursor, reaches every row once; the id
+    lists' cursors are the row ids in decimal, as the API has always given them."""
+    from events.models import Event
+    from events.selectors import events_page
+    from licensing.selectors import fleet_page
+    from licensing.services import unit_activate
+
+    batch = make_batch(units=3)
+    for n in range(3):
+        unit_activate(batch_token=batch.license.token, device_id=f"cam-{n}")
+    for page_of, key in ((events_page, "events"), (fleet_page, "units")):
+        seen, cursor = [], None
+        while True:
+            page = page_of(cursor=cursor, limit=1)
+            rows = getattr(page, key)
+            seen.extend(rows)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        if key == "events":
+            assert [e.id for e in seen] == list(
+                Event.objects.order_by("-id").values_list("id", flat=True)
+            )
+            assert events_page(limit=1).next_cursor == str(seen[0].id)
+        else:
+            assert sorted(u["device_id"] for u in seen) == ["cam-0", "cam-1", "cam-2"]

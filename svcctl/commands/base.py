@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from svccore.paging import FLEET_PAGE_MAX
 from svcctl import EXIT_FAILED, EXIT_OK, OfflineError, certs, files, offline
 from svcctl.client import AdminClient
 
@@ -33,7 +34,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 CLOCK_SLACK = 1
 
 
-FLEET_LIMIT_MAX = 1000
+FLEET_LIMIT_MAX = FLEET_PAGE_MAX  # the service's, svccore.paging
 
 
 class UsageError(Exception):
