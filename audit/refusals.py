@@ -151,28 +151,6 @@ def record_refused_request(request, response) -> None:
         log.exception("could not record a refusal of %s", getattr(request, "path", "?"))
 
 
-def signed_key_name(token: Any) -> str:
-    """The licence (and batch) a camera's signed key or token names, for the log of its
-    refusal: only when the authority's signature verifies (a revoked signing key's
-    too), so a forged token names nothing; "" otherwise."""
-    from signing import keyring
-
-    if not isinstance(token, str) or not token:
-        return ""
-    try:
-        try:
-            claims = keyring.verify(token)
-        except Exception:
-            claims = keyring.verify_under_revoked_key(token)
-    except Exception:
-        return ""
-    license_id = str(claims.get("lic", ""))
-    batch = claims.get("batch")
-    if isinstance(batch, dict) and batch.get("id"):
-        return f"{license_id} (batch {batch['id']})"[:150]
-    return license_id[:150]
-
-
 def device_of(data: Any, name: str = "device_id") -> str:
     """The device id a camera's request body or query names, or "" (none, or not a
     valid one: a control or format character, too long, is never stored)."""
@@ -185,12 +163,14 @@ def device_of(data: Any, name: str = "device_id") -> str:
     return value
 
 
-def note_device(request, *, device: Callable[[], str], token: Callable[[], Any]) -> None:
+def note_device(request, *, device: Callable[[], str], key_name: Callable[[], str]) -> None:
     """Note a camera's request: its refusal names the device (actor kind ``device``) and
-    the licence its key or token is; both worked out only if it is refused."""
+    the licence its key or token is (``key_name``: :func:`signing.selectors.signed_key_name`
+    of it, the caller's, as audit sits below signing); both worked out only if it is
+    refused."""
     note_refusal(
         request,
         actor_name=lambda: device() or "unknown device",
         actor_kind="device",
-        key_name=lambda: signed_key_name(token()),
+        key_name=key_name,
     )

@@ -19,6 +19,7 @@ from config.fields import rendered, validated
 from config.renderers import PDFNegotiation
 from operators.permissions import requires
 from signing import keyring
+from signing.selectors import signed_key_name
 from svccore.claims import device_id_problem
 
 
@@ -53,7 +54,11 @@ class UsageUploadApi(DeviceApi):
     )
     def post(self, request):
         body = request.data
-        note_device(request, device=lambda: device_of(body), token=lambda: _bearer(request))
+        note_device(
+            request,
+            device=lambda: device_of(body),
+            key_name=lambda: signed_key_name(_bearer(request)),
+        )
         if not isinstance(body, dict):
             raise InvalidInput("body must be a JSON object {device_id, license_id, records, nonce}")
         device_id = body.get("device_id")

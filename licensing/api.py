@@ -26,6 +26,7 @@ from licensing import exports, revocations, selectors, serializers, services
 from licensing.throttling import ActivationRateThrottle
 from operators.permissions import requires
 from signing import keyring
+from signing.selectors import signed_key_name
 from svccore.rates import parse_rate
 from svccore.timeunits import unix
 
@@ -47,7 +48,7 @@ class ActivateApi(DeviceApi):
         note_device(
             request,
             device=lambda: device_of(request.data),
-            token=lambda: _body_field(request, "batch_token"),
+            key_name=lambda: signed_key_name(_body_field(request, "batch_token")),
         )
         super().initial(request, *args, **kwargs)
 
@@ -553,7 +554,7 @@ class LicenseRefreshApi(DeviceApi):
         note_device(
             request,
             device=lambda: device_of(request.query_params),
-            token=lambda: token.strip() if scheme.lower() == "bearer" else None,
+            key_name=lambda: signed_key_name(token.strip() if scheme.lower() == "bearer" else None),
         )
         result = services.license_refresh(
             token=token.strip() if scheme.lower() == "bearer" else None,

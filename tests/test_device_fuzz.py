@@ -71,7 +71,7 @@ from billing.models import UsageRecord
 from config import clock as server_clock
 from devices.engine import CLOCK_LEEWAY_SECONDS, PERIOD_SECONDS, QUOTA_BLOCK
 from devices.token import public_key_b64url
-from licensing.services import signing_key_install
+from signing.services import signing_key_install
 from svccore.authority import sign_certificate
 from tests.conftest import start_gunicorn, stop_gunicorn
 from tests.fuzz_support import (

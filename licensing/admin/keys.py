@@ -15,12 +15,9 @@ from licensing.admin.display import (
 )
 from licensing.admin.revoking import ReasonForm
 from licensing.models import License, Revocation
-from licensing.services import (
-    signing_key_retire,
-    signing_key_revoke,
-)
 from signing import keyring
 from signing.models import SigningKey
+from signing.services import signing_key_retire, signing_key_revoke
 
 
 def _of_license(field: str):

@@ -8,9 +8,10 @@ callers import from here (``from licensing.services import batch_issue``):
   licence, the billing event;
 - renewals (:mod:`.renewals`): ``license_renew``, ``license_refresh`` (a device's
   licence re-signed to its batch's new end);
-- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat);
-- signing keys (:mod:`.keys`): ``signing_key_install``, ``signing_key_retire``,
-  ``signing_key_revoke``.
+- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat).
+
+The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
+what a key's change does to the revocation list.
 
 Only writes (and what they return) are named here; the helpers they share stay in their
 modules. Reads are in :mod:`licensing.selectors`; the revocation list's documents in
@@ -18,7 +19,6 @@ modules. Reads are in :mod:`licensing.selectors`; the revocation list's document
 """
 
 from licensing.services.activation import ActivationResult, unit_activate
-from licensing.services.keys import signing_key_install, signing_key_retire, signing_key_revoke
 from licensing.services.licenses import (
     batch_issue,
     catalogue_seed,
@@ -50,8 +50,5 @@ __all__ = [
     "license_revoke",
     "renewal_quote",
     "seat_release",
-    "signing_key_install",
-    "signing_key_retire",
-    "signing_key_revoke",
     "unit_activate",
 ]

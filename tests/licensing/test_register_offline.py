@@ -13,8 +13,8 @@ from audit.models import AuditEntry
 from devices import token as codec
 from devices.documents import parse_revocation_page
 from licensing.models import License, token_digest
-from licensing.services import signing_key_install
 from signing import keyring
+from signing.services import signing_key_install
 from svccore import authority, ids
 from tests.licensing.key_support import certificate
 
@@ -126,7 +126,7 @@ def test_a_token_by_an_unregistered_key_is_403(admin_api, air_gap_key, customer)
 
 
 def test_a_token_by_a_revoked_key_is_403(admin_api, air_gap_key, customer):
-    from licensing.services import signing_key_revoke
+    from signing.services import signing_key_revoke
 
     token = minted(air_gap_key, customer.id)
     signing_key_revoke(kid=codec.key_id(air_gap_key.public_key()), reason="workstation lost")

@@ -22,10 +22,11 @@ from devices.errors import BadSignature
 from devices.keys import Keyring, parse_certificate, unverified_payload
 from licensing import revocations
 from licensing.models import License, Revocation
-from licensing.services import license_issue, signing_key_install
+from licensing.services import license_issue
 from licensing.services.activation import unit_activate
 from signing import keyring
 from signing.models import SigningKey
+from signing.services import signing_key_install
 from svccore import authority
 from svccore.authority import sign_document
 from svccore.keyfile import read_private_key

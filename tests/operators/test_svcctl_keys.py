@@ -541,7 +541,7 @@ def test_register_an_offline_license_with_the_live_service_then_revoke_it(
     is installed on the server (the service; its command is being built beside this),
     the licence minted offline is registered, a second time is 409, and the authority
     revokes it like any other licence."""
-    from licensing.services import signing_key_install
+    from signing.services import signing_key_install
 
     signing_key_install(certificate=certified.read_text(), roots=[root[1].read_text()])
     env = {"SVC_URL": live_service.url, "SVC_ADMIN_KEY": live_service.admin_key}

@@ -13,8 +13,8 @@ from config import clock
 from config.errors import ServiceError
 from devices import token as codec
 from devices.keys import KeyNotTrusted, parse_certificate
-from licensing.services import signing_key_install
 from signing.models import SigningKey
+from signing.services import signing_key_install
 from svccore.authority import sign_certificate
 from svccore.keyfile import read_private_key, write_private_key
 from svccore.timeunits import unix

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing.services import signing_key_install
 from signing import keyring
+from signing.services import signing_key_install
 
 
 class Command(BaseCommand):

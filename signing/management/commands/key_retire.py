@@ -4,9 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from audit.context import acting_from_cli
 from config.errors import ServiceError
-from licensing.services import signing_key_retire
 from signing import keyring
 from signing.management.commands._keys import warn_if_configured
+from signing.services import signing_key_retire
 
 
 class Command(BaseCommand):
