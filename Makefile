@@ -42,10 +42,11 @@ lint: install
 	SVC_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 
 # Everything: the quick tests on every core, then the slow ones (real servers, kill -9,
-# timing) one at a time, as they are written to run.
+# browsers) on every core too, each worker stealing the next test when it is done: no
+# test depends on a core being free (a window or an expiry is the server's clock's).
 test: lint
 	$(BIN)/pytest -q -m "not slow" -n auto
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -m slow -n auto --dist worksteal
 
 # The suite without the slow tests (real servers, fuzzing, scale, README), on every
 # core, for the edit-test loop (217 s in CI on a 2-core machine). `make test` runs
@@ -57,7 +58,7 @@ test-fast: install
 # touch no database ran in `make test` (tests/conftest.py, SVC_TEST_DATABASE_ONLY).
 test-pg: install
 	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m "not slow" -n auto
-	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m slow
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m slow -n auto --dist worksteal
 
 # docs/ as a site (MkDocs Material) in site/; --strict: a broken link or anchor fails.
 docs: install
