@@ -100,6 +100,18 @@ def _time_column(field: models.Field, empty: str | None = None):
     return admin.display(description=field.verbose_name, ordering=field.name)(show)
 
 
+def _grouped_column(field: models.Field):
+    """A list column of an integer field with its thousands grouped (140,000, not
+    140000: issue 41), sorted by the field and named like it (its CSS class stays)."""
+
+    def show(obj):
+        value = getattr(obj, field.name)
+        return None if value is None else f"{value:,}"
+
+    show.__name__ = field.name
+    return admin.display(description=field.verbose_name, ordering=field.name)(show)
+
+
 # --- lists at fleet scale (issue 15) ---------------------------------------------------
 
 # Rows a list counts exactly; past this many it shows the planner's estimate ("about").
@@ -308,6 +320,23 @@ class CapabilityAdmin(GuardedListMixin, admin.ModelAdmin):
     view_capability: str | None = "view_service"
     add_capability: str | None = None
     change_capability: str | None = None
+
+    def get_list_display(self, request):
+        """Counts and amounts held as integers read grouped in every list (Django groups
+        them only with USE_THOUSAND_SEPARATOR, which would group ids in forms too)."""
+        fields = {
+            f.name: f
+            for f in self.model._meta.concrete_fields
+            if isinstance(f, models.IntegerField)
+            and not f.primary_key
+            and f.name not in getattr(self, "unix_time_fields", ())  # shown as times
+        }
+        if not hasattr(self, "_grouped_columns"):
+            self._grouped_columns = {name: _grouped_column(f) for name, f in fields.items()}
+        return [
+            self._grouped_columns.get(n, n) if isinstance(n, str) else n
+            for n in super().get_list_display(request)
+        ]
 
     def has_module_permission(self, request):
         return may(request, self.view_capability)

@@ -16,7 +16,8 @@ from django.utils.safestring import mark_safe
 
 from config.adminbase import NoEditAdmin, ReadOnlyAdmin, require, service_form_view
 from config.display import TIME_KEYS, admin_url, pretty_json, utc_time
-from events import services
+from events import delivery, services
+from events.display import test_result
 from events.models import DeliveryAttempt, Event, Webhook
 
 ATTEMPTS_SHOWN = 20
@@ -95,10 +96,12 @@ class WebhookAdmin(NoEditAdmin):
         return format_html(
             '<a class="button" href="{}">Rotate secret</a> '
             '<a class="button" href="{}">Enable</a> '
-            '<a class="button" href="{}">Send again from an event</a>',
+            '<a class="button" href="{}">Send again from an event</a> '
+            '<a class="button" href="{}">Send a test event</a>',
             admin_url("events_webhook_rotate", hook.pk),
             admin_url("events_webhook_enable", hook.pk),
             admin_url("events_webhook_redeliver", hook.pk),
+            admin_url("events_webhook_test", hook.pk),
         )
 
     @admin.display(description=f"last {ATTEMPTS_SHOWN} attempts")
@@ -117,7 +120,7 @@ class WebhookAdmin(NoEditAdmin):
                     a.event.event_id,
                     a.attempt,
                     "ok" if a.ok else (a.status_code or "failed"),
-                    a.latency_ms,
+                    f"{a.latency_ms:,}",
                     (a.error or a.response_excerpt)[:120],
                 )
                 for a in attempts
@@ -131,7 +134,7 @@ class WebhookAdmin(NoEditAdmin):
 
     def get_urls(self):
         views = (("rotate", self.rotate_view), ("enable", self.enable_view),
-                 ("redeliver", self.redeliver_view))  # fmt: skip
+                 ("redeliver", self.redeliver_view), ("test", self.test_view))  # fmt: skip
         return [
             path(
                 f"<path:object_id>/{name}/",
@@ -193,6 +196,25 @@ class WebhookAdmin(NoEditAdmin):
             self, request, form_class=RedeliverForm, title=f"Send events to {object_id} again",
             perform=perform, submit_label="Send again",
             intro="The endpoint receives this event, then every later one it takes, in order.",
+        )  # fmt: skip
+
+    def test_view(self, request, object_id):
+        require(request, "manage_webhooks")
+        object_id = unquote(object_id)
+
+        def perform(data):
+            hook = services.webhook_get(object_id)
+            event, outcome = delivery.webhook_test_send(hook)
+            level, text = test_result(hook, event, outcome)
+            self.message_user(request, text, level)
+            return self._back(object_id)
+
+        return service_form_view(
+            self, request, form_class=forms.Form, title=f"Send a test event to {object_id}",
+            perform=perform, submit_label="Send a test event",
+            intro="A signed event of type webhook.test is sent now, as the worker sends every "
+            "event (signature, headers, time limit); the page then says what the endpoint "
+            "answered. It is not written to the event log and not retried.",
         )  # fmt: skip
 
     def _show_secret(self, request, hook: Webhook, what: str) -> None:

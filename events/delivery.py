@@ -44,6 +44,7 @@ from events import log as event_log
 from events import urlcheck
 from events.models import DeliveryAttempt, Event, Webhook
 from events.services import event_emit
+from svccore.ids import random_id
 
 log = logging.getLogger(__name__)
 
@@ -299,3 +300,24 @@ def backlog() -> int:
     filters are not applied)."""
     positions = Webhook.objects.filter(enabled=True).values_list("position_xid", "position")
     return sum(Event.objects.filter(event_log.past(position)).count() for position in positions)
+
+
+TEST_EVENT_TYPE = "webhook.test"
+
+
+def webhook_test_send(hook: Webhook) -> tuple[Event, Outcome]:
+    """Send ``hook`` a test event now, as the worker sends every event (the same URL
+    check, Standard Webhooks signature, headers and deadline: :func:`send`), and answer
+    what happened. The event is not written to the log and moves no position: a
+    receiver sees its ``type`` ``webhook.test``; a test is never retried."""
+    event = Event(
+        event_id=f"evt_test_{random_id(20)}",
+        type=TEST_EVENT_TYPE,
+        customer_id=hook.customer_id or "",
+        data={
+            "webhook_id": hook.pk,
+            "message": "A test event sent from the licensing service: nothing happened.",
+        },
+        created_at=clock.now(),
+    )
+    return event, send(hook, event)

@@ -88,7 +88,9 @@ class OperatorKeyAdmin(NoEditAdmin):
                 request,
                 format_html(
                     'Operator key {} ({}): <code id="operator-key">{}</code> — shown only '
-                    "now; use it as X-Admin-Key (svcctl: SVC_ADMIN_KEY).",
+                    "now; use it as X-Admin-Key (svcctl: SVC_ADMIN_KEY). "
+                    '<button type="button" class="button" data-copy="operator-key" hidden>'
+                    "Copy</button>",
                     row.name,
                     ", ".join(row.roles),
                     key,

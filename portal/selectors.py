@@ -8,7 +8,8 @@ import hashlib
 import hmac
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import F, Q, Sum
@@ -150,6 +151,11 @@ class Period:
     invoice: str  # the last invoice the period follows, or ""
     inferences: dict[str, int]  # by SKU
     allowance: dict[str, int]  # pooled included inferences by SKU (metered SKUs)
+    days: int = 1  # the days the allowance is pro-rated to (allowance_per_unit is 30 days')
+    # The overage charge each SKU over its allowance would bring if the period closed now
+    # (contract section 6: the same tiers and rounding as the invoice's lines), with its
+    # currency: {sku: (amount, currency)}.
+    overage_cost: dict[str, tuple[Decimal, str]] = field(default_factory=dict)
 
 
 def usage_this_period(customer: Customer) -> Period:
@@ -163,14 +169,38 @@ def usage_this_period(customer: Customer) -> Period:
     )
     units = billing_selectors.billable_units_by_sku(customer_id=customer.pk, start=since, end=now)
     days = max(1, math.ceil((now - since).total_seconds() / 86_400))
-    per_unit = dict(Sku.objects.values_list("code", "allowance_per_unit"))
-    allowance = {
-        sku: int(pricing.allowance(units=n, allowance_per_unit=per_unit[sku], period_days=days))
+    skus = {sku.code: sku for sku in Sku.objects.all()}
+    exact = {
+        sku: pricing.allowance(
+            units=n, allowance_per_unit=skus[sku].allowance_per_unit, period_days=days
+        )
         for sku, n in units.items()
-        if n and per_unit.get(sku)
+        if n and sku in skus and skus[sku].allowance_per_unit
     }
+    cost = {}
+    for sku, included in exact.items():
+        over = max(Decimal(0), Decimal(used.get(sku, 0)) - included)
+        if over:
+            tiers = pricing.overage_by_tier(over, skus[sku].overage_tiers)
+            currency = skus[sku].currency
+            amount = sum(
+                (
+                    pricing.line_amount(
+                        pricing.thousands(n), Decimal(str(t["price_per_1000"])), currency
+                    )
+                    for t, n in tiers
+                    if n
+                ),
+                Decimal(0),
+            )
+            cost[sku] = (amount, currency)
     return Period(
-        since=since, invoice=last.number if last else "", inferences=used, allowance=allowance
+        since=since,
+        invoice=last.number if last else "",
+        inferences=used,
+        allowance={sku: int(a) for sku, a in exact.items()},
+        days=days,
+        overage_cost=cost,
     )
 
 

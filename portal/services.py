@@ -23,7 +23,9 @@ from config import clock
 from config.errors import Conflict, InvalidInput, MailUnavailable, NotFound
 from customers.models import Customer
 from customers.services import customer_get
+from events import delivery
 from events import services as events_services
+from events.delivery import Outcome
 from events.models import Event, Webhook
 from licensing.models import Batch, License
 from licensing.services import renewals
@@ -479,3 +481,11 @@ def customer_webhook_delete(*, customer_id: str, webhook_id: str) -> None:
 def customer_webhook_rotate(*, customer_id: str, webhook_id: str) -> Webhook:
     customer_webhook(customer_id=customer_id, webhook_id=webhook_id)
     return events_services.webhook_rotate_secret(webhook_id=webhook_id)
+
+
+def customer_webhook_test(*, customer_id: str, webhook_id: str) -> tuple[Webhook, Event, Outcome]:
+    """Send one of ``customer_id``'s endpoints a signed test event now, through the
+    worker's own sending (:func:`events.delivery.webhook_test_send`)."""
+    hook = customer_webhook(customer_id=customer_id, webhook_id=webhook_id)
+    event, outcome = delivery.webhook_test_send(hook)
+    return hook, event, outcome

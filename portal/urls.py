@@ -28,4 +28,5 @@ urlpatterns = [
     path("webhooks/", views.webhooks, name="portal-webhooks"),
     path("webhooks/<id:webhook_id>/delete/", views.webhook_delete, name="portal-webhook-delete"),
     path("webhooks/<id:webhook_id>/rotate/", views.webhook_rotate, name="portal-webhook-rotate"),
+    path("webhooks/<id:webhook_id>/test/", views.webhook_test, name="portal-webhook-test"),
 ]

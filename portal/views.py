@@ -32,11 +32,12 @@ from django.views.decorators.http import require_POST
 from billing import documents
 from billing import selectors as billing_selectors
 from config import clock
-from config.display import money, utc_time
+from config.display import money, utc_time, utc_time_html
 from config.errors import ServiceError
 from console import charts
 from console.second_factor import Site
 from console.second_factor import second_factor as second_factor_flow
+from events.display import test_result
 from licensing import exports
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
@@ -203,6 +204,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
             )
             if period.allowance.get(sku)
             else "",
+            "cost": money(*period.overage_cost[sku]) if sku in period.overage_cost else "",
         }
         for sku in sorted(set(period.inferences) | set(period.allowance))
     ]
@@ -217,6 +219,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         usage=usage,
         usage_since=utc_time(period.since),
         usage_invoice=period.invoice,
+        usage_days=period.days,
         expiring=selectors.expiring_of(customer),
         expiring_days=selectors.EXPIRING_DAYS,
         grace=selectors.in_grace_of(customer),
@@ -254,7 +257,7 @@ def _units(units: list[dict]) -> list[dict]:
     """A page of the fleet as shown: activation time for people, each unit's state."""
     found = unit_states(u["license_id"] for u in units)
     return [
-        {**u, "activated": utc_time(u["activated_at"]), "state": found[u["license_id"]]}
+        {**u, "activated": utc_time_html(u["activated_at"]), "state": found[u["license_id"]]}
         for u in units
     ]
 
@@ -278,7 +281,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "batch_id": r.batch_id,
                 "sku": r.batch.sku,
                 "weak_binding": int(r.weak_binding),
-                "activated": utc_time(r.activated_at),
+                "activated": utc_time_html(r.activated_at),
                 "state": unit_state_of(r.license),
             }
             for r in rows
@@ -503,3 +506,14 @@ def webhook_rotate(request: HttpRequest, webhook_id: str) -> HttpResponse:
         hooks=request.customer.webhooks.order_by("created_at", "id"), rotated=True,
     )  # fmt: skip
     return TemplateResponse(request, "portal/webhooks.html", context)
+
+
+@require_POST
+@customer_page
+def webhook_test(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    """Send a signed test event to the endpoint now and say what it answered."""
+    hook, event, outcome = services.customer_webhook_test(
+        customer_id=request.customer.pk, webhook_id=webhook_id
+    )
+    messages.add_message(request, *test_result(hook, event, outcome))
+    return redirect("portal-webhooks")

@@ -91,6 +91,7 @@ SLOW_MODULES = frozenset(
         "tests/billing/test_rating_oracle.py",
         "tests/billing/test_document_pages.py",
         "tests/devices/test_device_crash.py",
+        "tests/test_browser_walk.py",
     }
 )
 SERVER_FIXTURES = frozenset({"live_service", "live_server", "private_redis"})
@@ -108,6 +109,7 @@ ONE_DATABASE_MODULES = frozenset(
         "tests/operators/test_enrolment_attacks.py",
         "tests/operators/test_second_factor.py",
         "tests/portal/test_portal_browser.py",
+        "tests/test_browser_walk.py",
         "tests/operators/test_svcctl.py",
         "tests/operators/test_svcctl_fleet.py",
         "tests/operators/test_svcctl_keys.py",

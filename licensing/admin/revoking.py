@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 
 from config.adminbase import confirm_page, may
-from config.display import counted, utc_time
+from config.display import counted, utc_time_html
 from config.errors import ServiceError
 from licensing.models import License
 
@@ -70,7 +70,7 @@ def details(license_ids: list[str]) -> list[dict[str, Any]]:
                 "device": "" if lic.device_id == "*" else lic.device_id,
                 "batch": lic.batch_id or "",
                 "sku": lic.sku,
-                "ends": utc_time(lic.expires_at) or "perpetual",
+                "ends": utc_time_html(lic.expires_at) or "perpetual",
                 "revoked": lic.revoked_at is not None,
             }
         )
@@ -139,5 +139,6 @@ def revoke_with_reason(
         rows=[(row, license_id_of(row)) for row in queryset],
         details=details(license_ids),
         verb=verb,
+        target=_counted(len(license_ids), what),
         **(explanation or {}),
     )

@@ -38,6 +38,7 @@ from django.db import IntegrityError, transaction
 
 from audit.services import audited
 from config import clock
+from config.display import utc_time
 from config.drafts import drafted
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices.errors import BadSignature
@@ -196,7 +197,7 @@ def _renew(
     if lic.revoked_at is not None:
         raise Conflict(
             f"{what} cannot be renewed: its licence {lic.id} was revoked at "
-            f"{unix(lic.revoked_at)} ({lic.revoke_reason or 'no reason given'})"
+            f"{utc_time(lic.revoked_at)} ({lic.revoke_reason or 'no reason given'})"
         )
     if lic.expires_at is None:
         raise InvalidInput(f"{what} is perpetual: it never ends, so there is nothing to renew")

@@ -309,7 +309,7 @@ def test_release_seats_from_the_fleet_asks_for_a_reason_and_marks_the_transfer(a
     url = reverse("admin:licensing_activation_changelist")
     selection = {"action": "release_seats", "_selected_action": [unit.pk]}
     confirm = admin_client.post(url, selection).content.decode()
-    assert "Release seats" in confirm and 'value="Release"' in confirm
+    assert "Release seats" in confirm and 'class="svc-danger" value="Release 1 seat"' in confirm
     assert "units, at least one, per 30 days" in confirm
 
     done = admin_client.post(url, {**selection, "apply": "1", "reason": "camera replaced"})

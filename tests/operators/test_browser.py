@@ -133,7 +133,7 @@ def test_operator_console_in_a_real_browser(live_service, transactional_db):
             page.select_option("select[name=action]", "revoke_licenses")
             page.click("button[name=index]")
             page.fill("#id_reason", "camera stolen from the lobby")
-            page.click("input[value=Revoke]")
+            page.click("input.svc-danger[value='Revoke 1 licence']")
             assert "Revoked 1 licence;" in page.inner_text(".messagelist")
 
             # The dashboard, linked from the admin index.

@@ -181,7 +181,7 @@ def test_operator_edit_customer_issue_batch_revoke_and_renew(live_service, trans
             context = page.inner_text("#revoke-rows")
             assert device in context and NAME in context and batch.pk in context
             page.fill("#id_reason", "camera stolen from the quay")
-            page.click("input[value=Revoke]")
+            page.click("input.svc-danger[value='Revoke 1 unit licence']")
             assert "Revoked 1 unit licence;" in page.inner_text(".messagelist")
 
             # Renew the batch: its new end and amount before anything is renewed.

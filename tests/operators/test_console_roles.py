@@ -34,6 +34,7 @@ FORMS = {
     "/admin/events/webhook/NOPE/rotate/": "manage_webhooks",
     "/admin/events/webhook/NOPE/enable/": "manage_webhooks",
     "/admin/events/webhook/NOPE/redeliver/": "manage_webhooks",
+    "/admin/events/webhook/NOPE/test/": "manage_webhooks",
     "/admin/operators/operatorkey/add/": "manage_operator_access",
 }
 # Every action of every model admin: (model, action) -> capability.

@@ -1,0 +1,303 @@
+"""The browser walk, a gate (issue 41): Debian's Chromium through Playwright against a
+live gunicorn with realistic data (the console layout test's seed: customers with long
+names, firmware device ids, a revoked and a released unit, an invoice and its credit note,
+a webhook with failed deliveries; and a portal user). It visits every console page an
+operator reaches and every portal page a customer reaches, found by following their links
+from the index and the dashboard (one page of each kind, bounded), and the confirmation
+pages behind the console's destructive actions; each at 1280 and then 1000 px wide (the
+same page, resized). It fails on:
+
+- horizontal overflow (the document wider than the window),
+- an empty main area,
+- a raw Unix time (10 digits, 1.5e9 to 2.2e9) or a number of 10,000 or more without
+  grouping in a table cell,
+- a broken image, a console error, a script error or a Content-Security-Policy violation.
+
+Full-page screenshots go to ``$SVC_SCREENSHOT_DIR/walk/<width>px/`` when it is set (CI
+keeps them as artifacts)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import deque
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import Error as PlaywrightError
+
+from audit.context import Actor, acting_as
+from customers.models import Customer
+from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _browser_or_skip
+from tests.operators.test_console_layout import _seed
+from tests.operators.test_csp_browser import SKIP, Watch, _kind, _violations_in_frames
+from tests.portal.conftest import PASSWORD as CUSTOMER_PASSWORD
+from tests.portal.conftest import account_for
+
+pytestmark = pytest.mark.live
+
+WIDTHS = (1280, 1000)
+HEIGHT = 900
+BUDGET_SECONDS = 150  # the whole walk; it takes about 60 s on 2 cores
+PAGE_TIMEOUT_MS = 15_000
+MAX_PAGES = 200  # per site: a bound, should a link multiply kinds
+
+# Run in the page: what is wrong with it as a user would see it (a list of strings).
+PROBLEMS_JS = r"""
+() => {
+  const problems = [];
+  const squash = (text) => (text || "").replace(/\s+/g, " ").trim();
+  const doc = document.documentElement;
+  if (doc.scrollWidth > window.innerWidth) {
+    // Name the widest element that sticks out, to say where to look.
+    let worst = null;
+    for (const el of document.body.querySelectorAll("*")) {
+      const box = el.getBoundingClientRect();
+      if (box.right > window.innerWidth + 1 && (!worst || box.right > worst.right)) {
+        const cls = typeof el.className === "string" ? el.className.trim() : "";
+        worst = {right: box.right, name: el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+          (cls ? "." + cls.split(/\s+/).join(".") : "")};
+      }
+    }
+    problems.push(`scrolls sideways: ${doc.scrollWidth}px in a ${window.innerWidth}px window` +
+      (worst ? ` (${worst.name} ends at ${Math.round(worst.right)}px)` : ""));
+  }
+  // A printable document is a page of its own: its body is its main area.
+  const main = document.querySelector("#content-main") || document.querySelector("#content") ||
+    document.querySelector("main") || document.body;
+  if (squash(main.innerText).length < 20 &&
+             !main.querySelector("table, img, svg, iframe, form")) {
+    problems.push(`empty main area: "${squash(main.innerText)}"`);
+  }
+  // Table cells: a Unix time shown raw, a large number without grouping.
+  const unix = /(?<![\w.,:\/-])(1[5-9]\d{8}|2[01]\d{8})(?![\w.,:\/-])/;
+  const ungrouped = /(?<![\w.,:\/+#-])(\d{5,})(?![\w,:\/-]|\.\d)/;
+  for (const cell of document.querySelectorAll("td, th")) {
+    if (cell.closest("pre, code, textarea, svg")) continue;
+    let text = "";
+    for (const node of cell.childNodes) {
+      // The cell's own text, not that of a code box or a hidden input inside it.
+      if (node.nodeType === Node.TEXT_NODE) text += node.textContent + " ";
+      else if (node.nodeType === Node.ELEMENT_NODE &&
+               !node.matches("pre, code, textarea, input, select, .svc-json")) {
+        text += node.innerText + " ";
+      }
+    }
+    text = squash(text);
+    let m = unix.exec(text);
+    if (m) { problems.push(`raw Unix time ${m[1]} in a cell: "${text.slice(0, 80)}"`); continue; }
+    m = ungrouped.exec(text);
+    if (m) problems.push(`number ${m[1]} without grouping in a cell: "${text.slice(0, 80)}"`);
+  }
+  for (const img of document.images) {
+    if (img.complete && img.naturalWidth === 0) problems.push(`broken image: ${img.src}`);
+  }
+  return problems;
+}
+"""
+
+
+def _screenshots() -> Path | None:
+    chosen = os.environ.get("SVC_SCREENSHOT_DIR")
+    return Path(chosen) / "walk" if chosen else None
+
+
+def _name(path: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", path.strip("/")) or "index"
+
+
+class Walker:
+    """One browser page of one site, its checks and what they found."""
+
+    def __init__(self, page, url: str, site: str, deadline: float) -> None:
+        self.page, self.url, self.site, self.deadline = page, url, site, deadline
+        self.watch = Watch()
+        self.watch.attach(page)
+        self.problems: dict[str, list[str]] = {}
+        self.visited: list[str] = []
+        self.shots = _screenshots()
+
+    def timeout(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            pytest.fail(f"the walk took more than {BUDGET_SECONDS} s")
+        return min(PAGE_TIMEOUT_MS, left * 1000)
+
+    def check(self, label: str) -> None:
+        """The page as loaded, at each width (the same page, resized)."""
+        page = self.page
+        for violation in _violations_in_frames(page):
+            self.watch.note(f"CSP: {violation}")
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": HEIGHT})
+            for problem in page.evaluate(PROBLEMS_JS):
+                self.problems.setdefault(f"{label} at {width}px", []).append(problem)
+            if self.shots is not None:
+                folder = self.shots / f"{width}px"
+                folder.mkdir(parents=True, exist_ok=True)
+                # JPEG: a full-page PNG of each page at each width costs the walk ~25 s.
+                shot = folder / f"{self.site}-{_name(label)}.jpg"
+                page.screenshot(path=str(shot), full_page=True, quality=80)
+        page.set_viewport_size({"width": WIDTHS[0], "height": HEIGHT})
+
+    def walk(self, starts: list[str], prefix: str) -> None:
+        """Visit each start and every page of ``prefix`` linked from the pages visited,
+        one per kind of page."""
+        seen: set[str] = set()
+        queue = deque(starts)
+        while queue and len(self.visited) < MAX_PAGES:
+            target = queue.popleft()
+            kind = _kind(urlsplit(target).path)
+            if kind in seen and target not in starts:
+                continue
+            seen.add(kind)
+            self.page.set_default_timeout(self.timeout())
+            self.watch.current = target
+            try:
+                response = self.page.goto(f"{self.url}{target}", wait_until="load")
+            except PlaywrightError as exc:  # a download (CSV, PDF) is not a page
+                if "Download is starting" in str(exc):
+                    continue
+                raise
+            if response is None or "text/html" not in response.headers.get("content-type", ""):
+                continue
+            if response.status != 200:
+                self.problems.setdefault(target, []).append(f"answered {response.status}")
+                continue
+            self.visited.append(target)
+            self.check(target)
+            for href in self.page.eval_on_selector_all("a[href]", "a => a.map(e => e.href)"):
+                parts = urlsplit(urljoin(self.page.url, href))
+                if f"{parts.scheme}://{parts.netloc}" != self.url:
+                    continue
+                if not parts.path.startswith(prefix) or SKIP.search(parts.path):
+                    continue
+                if parts.path.endswith("/history/"):  # the audit log, filtered: seen
+                    continue
+                if _kind(parts.path) not in seen:
+                    queue.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+
+    def action(self, label: str, changelist: str, action: str, rows: int = 1) -> None:
+        """A destructive action's confirmation page: rows selected on ``changelist``,
+        the action chosen, its page checked (nothing is confirmed)."""
+        page = self.page
+        page.set_default_timeout(self.timeout())
+        self.watch.current = label
+        page.goto(f"{self.url}{changelist}")
+        boxes = page.locator("#result_list input.action-select")
+        for n in range(min(rows, boxes.count())):
+            boxes.nth(n).check()
+        page.select_option("select[name=action]", action)
+        with page.expect_navigation():
+            page.click("button[name=index]")
+        assert page.locator("input[name=apply]").count() == 1, f"{label}: no confirmation page"
+        self.visited.append(label)
+        self.check(label)
+
+
+def test_every_page_of_the_console_and_the_portal_at_two_widths(
+    live_service, transactional_db, monkeypatch
+):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    sync_playwright = _browser_or_skip()
+    started = time.monotonic()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    url = live_service.url
+    with acting_as(Actor(name="jdoe", kind="cli")):
+        seeded = _seed(url)
+    # A portal user of the customer with an invoice, its credit note and a revoked batch,
+    # and one of the customer with most units (revoked, weakly bound, a webhook).
+    acme = Customer.objects.get(name="Acme Cameras International Ltd.")
+    nordlicht = Customer.objects.get(pk=seeded["customer"])
+    account_for(acme, "it@acme.example")
+    account_for(nordlicht, "lizenzen@nordlicht-sicherheitstechnik.example")
+    deadline = time.monotonic() + BUDGET_SECONDS
+    walkers: list[Walker] = []
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
+            console = Walker(context.new_page(), url, "console", deadline)
+            walkers.append(console)
+            page = console.page
+            page.set_default_timeout(PAGE_TIMEOUT_MS)
+            page.goto(f"{url}/admin/login/")
+            console.check("/admin/login/")
+            page.fill("#id_username", "operator")
+            page.fill("#id_password", PASSWORD)
+            page.click("input[type=submit]")
+            page.wait_for_selector("#svc-console-links")
+            # A reconciliation stored: the dashboard's ledger shows figures and their age.
+            page.goto(f"{url}/admin/dashboard/")
+            with page.expect_navigation():
+                page.click("#ledger-reconcile input[type=submit]")
+            assert "Not live" in page.inner_text("#ledger-as-of")
+            console.walk(
+                [
+                    "/admin/",
+                    "/admin/dashboard/",
+                    f"/admin/documents/{seeded['credit_note']}/",
+                    f"/admin/invoice-preview/?customer={seeded['customer']}&period_days=30",
+                ],
+                "/admin/",
+            )
+            # The confirmations of the destructive actions, three rows selected.
+            console.action("revoke licences", "/admin/licensing/license/", "revoke_licenses", 3)
+            console.action("revoke units", "/admin/licensing/activation/", "revoke_units", 3)
+            console.action("release seats", "/admin/licensing/activation/", "release_seats", 3)
+            console.action("revoke signing key", "/admin/signing/signingkey/", "revoke_keys")
+            console.action("renew licences", "/admin/licensing/license/", "renew_licenses", 3)
+            console.action("renew batches", "/admin/licensing/batch/", "renew_batches", 3)
+
+            for email in ("it@acme.example", "lizenzen@nordlicht-sicherheitstechnik.example"):
+                portal_context = browser.new_context(
+                    viewport={"width": WIDTHS[0], "height": HEIGHT}
+                )
+                portal = Walker(portal_context.new_page(), url, f"portal-{email[:4]}", deadline)
+                walkers.append(portal)
+                page = portal.page
+                page.set_default_timeout(PAGE_TIMEOUT_MS)
+                page.goto(f"{url}/portal/login/")
+                portal.check("/portal/login/")
+                page.fill("#id_username", email)
+                page.fill("#id_password", CUSTOMER_PASSWORD)
+                page.click("#login-submit")
+                page.wait_for_selector("#portal-nav")
+                portal.walk(["/portal/"], "/portal/")
+            # A secret shown once, and its Copy button (static/svc/console.js): shown only
+            # with script, it puts the key on the clipboard.
+            portal_context.grant_permissions(["clipboard-read", "clipboard-write"])
+            portal.watch.current = "API key: Copy"
+            page.goto(f"{url}/portal/api-keys/")
+            page.fill("#id_name", "fleet-sync")
+            with page.expect_navigation():
+                page.click("#key-submit")
+            key = page.inner_text("#new-key-value").strip()
+            page.click("#new-key-copy")
+            page.wait_for_selector("#new-key-copy:text('Copied')")
+            assert page.evaluate("navigator.clipboard.readText()") == key
+            portal.check("API key created")
+        finally:
+            browser.close()
+
+    took = time.monotonic() - started
+    report = []
+    for walker in walkers:
+        for where, found in walker.problems.items():
+            report.append(f"{walker.site} {where}:\n  " + "\n  ".join(found))
+        for where, found in walker.watch.problems.items():
+            report.append(f"{walker.site} {where}:\n  " + "\n  ".join(found))
+    counts = ", ".join(f"{w.site} {len(w.visited)}" for w in walkers)
+    print(f"\nwalked {counts} pages at {WIDTHS} px in {took:.0f} s")
+    assert not report, "\n".join(report)
+    console_pages, acme_pages, nordlicht_pages = (w.visited for w in walkers)
+    assert len(console_pages) >= 40, console_pages
+    for pages in (acme_pages, nordlicht_pages):
+        assert len(pages) >= 8, pages
+    assert any(re.match(r"/portal/invoices/[^/]+/$", p) for p in acme_pages), acme_pages
