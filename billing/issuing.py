@@ -1,20 +1,8 @@
-"""Issuing invoices and credit notes: contiguous periods per customer, gapless numbers,
-and the ledger (:mod:`billing.ledger`) deciding what each invoice bills.
-
-Periods
-    A customer's invoices cover contiguous, non-overlapping periods: each starts where
-    the customer's latest invoice that no credit note reverses ended; the first starts
-    ``period_days`` before its end. An end is 00:00 UTC of a day no later than today, so
-    a period is invoiced only once it is over. Without an explicit end (a scheduled
-    run) the period ends today and is issued only once it is ``period_days`` long, so a
-    daily job with ``--period-days 30`` issues every 30 days. Anything else is refused
-    naming the invoice it conflicts with. The customer's row lock serialises issuers of
-    one customer; the unique (customer, period_start, revision) constraint backs it.
-
-Credit notes
-    ``CN-<year>-<seq>`` reverses an invoice: negated lines and total, and its events go
-    back to waiting for the next invoice. When the credited invoice was the latest, the
-    next invoice starts where it started (a re-issue, ``revision`` + 1).
+"""Issuing invoices: the customer's next period (:mod:`billing.periods`), a gapless
+``INV-<year>-<seq>`` number, and the ledger (:mod:`billing.ledger`) deciding what the
+invoice bills; a draft of one (issued and rolled back); and the run that issues every
+customer's. Credit notes live in :mod:`billing.credit_notes`; what both share (numbers,
+the customer's lock, lines, the event) in :mod:`billing.document_writes`.
 """
 
 from __future__ import annotations
@@ -29,144 +17,42 @@ from django.db.models import Count, F, Min, Sum
 
 from audit.services import audited
 from billing import ledger, limits, rating
-from billing.limits import is_midnight, start_of_day
-from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, UsageDaily
+from billing.document_writes import (
+    SERIES,
+    document_as_drafted,
+    document_event,
+    locked_customer,
+    next_number,
+    store_lines,
+)
+from billing.limits import start_of_day
+from billing.models import Invoice, InvoiceUsage, UsageDaily
+from billing.periods import (
+    InvoiceAlreadyIssued,
+    InvoiceNotDue,
+    check_period_end,
+    day,
+    in_currency,
+    invoice_period,
+)
+from billing.periods import open_invoice as open_invoice  # console.admin, portal.selectors
 from config.drafts import drafted
-from config.errors import Conflict, InvalidInput, MisconfiguredService, NotFound, ServiceError
+from config.errors import Conflict, InvalidInput, MisconfiguredService, ServiceError
 from customers.models import Customer
 from customers.services import customer_get
 from events.models import Event
-from events.services import event_emit
 from licensing.models import Activation, License
 from svccore import money
-from svccore.timeunits import unix
 
 log = logging.getLogger(__name__)
-
-SERIES = {Invoice.Kind.INVOICE: "INV", Invoice.Kind.CREDIT_NOTE: "CN"}
-
-
-class InvoiceAlreadyIssued(Conflict):
-    """The period asked for is (partly) covered by an issued invoice: ``overlap`` when
-    its end lies inside an issued period, not when it is the end already invoiced to
-    (a re-run)."""
-
-    def __init__(self, detail: str, *, overlap: bool = False) -> None:
-        super().__init__(detail)
-        self.overlap = overlap
-
-
-class InvoiceNotDue(Conflict):
-    """A scheduled run found the customer's open period shorter than ``period_days``."""
-
-
-class PeriodNotOver(Conflict):
-    """The period would end after today: what happens later in it could not be billed."""
 
 
 class NothingToInvoice(InvalidInput):
     pass
 
 
-class AlreadyCredited(Conflict):
-    pass
-
-
 class TotalChanged(Conflict):
     """The invoice would not total what the operator confirmed (usage arrived since)."""
-
-
-def _day(moment: dt.datetime) -> str:
-    return f"{moment:%Y-%m-%d}"
-
-
-def _next_number(series: str, year: int) -> int:
-    """Take the next number of ``series`` in ``year`` under a row lock held until commit:
-    issues queue here, and a rolled-back issue gives its number back (gapless)."""
-    DocumentSequence.objects.bulk_create(
-        [DocumentSequence(series=series, year=year, last=0)], ignore_conflicts=True
-    )
-    sequence = DocumentSequence.objects.select_for_update().get(series=series, year=year)
-    sequence.last += 1
-    sequence.save(update_fields=["last"])
-    return sequence.last
-
-
-def _locked_customer(customer_id: str) -> Customer:
-    """The customer, row-locked until commit: issuing and crediting of one customer run
-    one at a time, each seeing what the previous one committed.
-
-    ``FOR NO KEY UPDATE``, not ``FOR UPDATE``: uploads check their rollups' foreign key
-    to the customer (``FOR KEY SHARE``) at commit, and must not wait for an issuer that
-    is itself waiting for their rollup rows (a deadlock)."""
-    customer = customer_get(customer_id=customer_id)
-    return Customer.objects.select_for_update(no_key=True).get(pk=customer.pk)
-
-
-def open_invoice(*, customer_id: str, currency: str | None = None) -> Invoice | None:
-    """The customer's latest invoice (in ``currency``, when given) that no credit note
-    reverses: the next period in that currency starts where it ends."""
-    invoices = Invoice.objects.filter(
-        customer_id=customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
-    )
-    if currency:
-        invoices = invoices.filter(currency=currency)
-    return invoices.order_by("-period_end", "-issued_at").first()
-
-
-def check_period_end(end: dt.datetime, *, now: dt.datetime) -> None:
-    """An invoice period ends at 00:00 UTC of a day no later than today."""
-    if end.tzinfo is None or not is_midnight(end):
-        raise InvalidInput(
-            f"an invoice period ends at 00:00 UTC of a day; {end.isoformat()} is not one"
-        )
-    today = start_of_day(now)
-    if end > today:
-        raise PeriodNotOver(
-            f"a period ending {_day(end)} is not over (today is {_day(today)} UTC); "
-            "usage and activations later in it could never be billed"
-        )
-
-
-def invoice_period(
-    *,
-    customer_id: str,
-    period_days: int,
-    end: dt.datetime | None,
-    now: dt.datetime,
-    currency: str | None = None,
-    named: bool = False,
-) -> tuple[dt.datetime, dt.datetime]:
-    """(start, end) of the customer's next invoice in ``currency``, or the reason there
-    is none. Each currency's invoices cover contiguous periods of their own; ``named``
-    puts the currency in the reasons (a customer buying in several)."""
-    scheduled = end is None
-    end = start_of_day(now) if end is None else end
-    check_period_end(end, now=now)
-    previous = open_invoice(customer_id=customer_id, currency=currency)
-    shown = _in(currency) if named else ""
-    if previous is None:
-        return end - dt.timedelta(days=period_days), end
-    start = previous.period_end
-    covered = (
-        f"{previous.number} covers {_day(previous.period_start)} to {_day(previous.period_end)}"
-    )
-    if end <= start:
-        raise InvoiceAlreadyIssued(
-            f"customer {customer_id} was already invoiced{shown} up to {_day(start)} 00:00 UTC "
-            f"({covered}); the next invoice starts there and must end after it",
-            overlap=end < start,
-        )
-    if scheduled and end - start < dt.timedelta(days=period_days):
-        raise InvoiceNotDue(
-            f"customer {customer_id}'s next {period_days}-day invoice{shown} is due on "
-            f"{_day(start + dt.timedelta(days=period_days))} ({covered})"
-        )
-    return start, end
-
-
-def _in(currency: str | None) -> str:
-    return f" in {currency}" if currency else ""
 
 
 def _plural(count: int, noun: str) -> str:
@@ -202,8 +88,8 @@ def _nothing_owed(
         .aggregate(n=Sum(F("records") - F("billed_records")), first=Min("day"))
     )
     reason = (
-        f"customer {customer_id} owes nothing{_in(currency)} for {_day(start)} to "
-        f"{_day(end)} UTC ({held})"
+        f"customer {customer_id} owes nothing{in_currency(currency)} for {day(start)} to "
+        f"{day(end)} UTC ({held})"
     )
     firsts = [
         start_of_day(moment) if isinstance(moment, dt.datetime) else limits.midnight(moment)
@@ -221,28 +107,9 @@ def _nothing_owed(
         ]
     )
     return (
-        f"{reason}; no invoice issued. Its {later} from {_day(end)} 00:00 UTC on fall after "
+        f"{reason}; no invoice issued. Its {later} from {day(end)} 00:00 UTC on fall after "
         f"this period: a period ends at 00:00 UTC of a day no later than today, so they can "
-        f"be invoiced from {_day(ready)}, in a period ending then or later"
-    )
-
-
-def _store_lines(invoice: Invoice, lines: list[dict[str, Any]]) -> None:
-    InvoiceLine.objects.bulk_create(
-        InvoiceLine(
-            invoice=invoice,
-            position=position,
-            kind=line["kind"],
-            sku=line["sku"],
-            batch_id=line.get("batch_id", ""),
-            license_id=line.get("license_id", ""),
-            description=line["description"][:300],
-            quantity=line["quantity"],
-            unit=line["unit"],
-            unit_price=line["unit_price"],
-            amount=line["amount"],
-        )
-        for position, line in enumerate(lines, start=1)
+        f"be invoiced from {day(ready)}, in a period ending then or later"
     )
 
 
@@ -273,7 +140,7 @@ def invoice_issue(
     """
     now = now or limits.now()
     period_days = rating.check_period_days(period_days)
-    customer = _locked_customer(customer_id)
+    customer = locked_customer(customer_id)
     entries = rating.catalogue_entries()
     currency = rating.billing_currency(customer.id, currency, entries)
     # Messages name the currency of a customer who buys in several.
@@ -290,7 +157,7 @@ def invoice_issue(
         customer=customer, kind=Invoice.Kind.INVOICE, period_start=start, currency=currency
     ).count()
     year = now.astimezone(dt.UTC).year
-    seq = _next_number(SERIES[Invoice.Kind.INVOICE], year)
+    seq = next_number(SERIES[Invoice.Kind.INVOICE], year)
     number = f"INV-{year}-{seq:06d}"
     _check_usage_skus(customer.id, end, entries)
     taken = ledger.take(
@@ -320,7 +187,7 @@ def invoice_issue(
         )
     if expected_total is not None and rated["total"] != expected_total:
         raise TotalChanged(
-            f"the invoice of {customer.id} for {_day(start)} to {_day(end)} now totals "
+            f"the invoice of {customer.id} for {day(start)} to {day(end)} now totals "
             f"{money.amount(rated['total'], currency)} {currency}, not the "
             f"{money.amount(expected_total, currency)} {currency} confirmed (usage or "
             "activations arrived since the preview); nothing was issued: review it again"
@@ -339,7 +206,7 @@ def invoice_issue(
         issued_at=now,
         revision=revision,
     )
-    _store_lines(invoice, rated["lines"])
+    store_lines(invoice, rated["lines"])
     InvoiceUsage.objects.bulk_create(
         InvoiceUsage(
             invoice=invoice,
@@ -353,7 +220,7 @@ def invoice_issue(
         )
         for meter in taken.meters.values()
     )
-    _document_event(Event.Type.INVOICE_ISSUED, invoice)
+    document_event(Event.Type.INVOICE_ISSUED, invoice)
     return invoice
 
 
@@ -393,36 +260,7 @@ def invoice_draft(
         lambda: invoice_issue(
             customer_id=customer_id, period_days=period_days, end=end, currency=currency
         ),
-        _document_as_drafted,
-    )
-
-
-def _document_as_drafted(document: Invoice) -> dict[str, Any]:
-    """An issued document as a draft shows it (Unix seconds, lines as
-    :meth:`InvoiceLine.as_dict <billing.models.InvoiceLine.as_dict>`)."""
-    return {
-        "customer_id": document.customer_id,
-        "period_start": unix(document.period_start),
-        "period_end": unix(document.period_end),
-        "period_days": document.period_days,
-        "currency": document.currency,
-        "total": document.total,
-        "lines": [line.as_dict() for line in document.lines.order_by("position")],
-    }
-
-
-def credit_note_draft(
-    *, number: str, reason: str = "draft", now: dt.datetime | None = None
-) -> dict[str, Any]:
-    """What :func:`credit_note_issue` would issue now for invoice ``number``: its lines
-    and total exactly (the "Credit of ..." descriptions, batch and licence ids included),
-    computed by issuing it and rolling back (:func:`config.drafts.drafted`: its number,
-    ledger reversal, event and audit entry go with it). Raises what issuing would.
-
-    The shape of :func:`invoice_draft`'s answer. ``reason`` is printed on the note but
-    changes no line, so a confirmation page may draft before one is typed."""
-    return drafted(
-        lambda: credit_note_issue(number=number, reason=reason, now=now), _document_as_drafted
+        document_as_drafted,
     )
 
 
@@ -430,24 +268,6 @@ def customer_currencies(*, customer_id: str) -> list[str]:
     """The currencies the customer buys in, sorted (one invoice each per period)."""
     customer = customer_get(customer_id=customer_id)
     return rating.currencies(customer.id, rating.catalogue_entries())
-
-
-def _document_event(type: str, document: Invoice) -> None:
-    """``invoice.issued`` / ``credit_note.issued``, in the issuing transaction."""
-    event_emit(
-        type,
-        customer_id=document.customer_id,
-        data={
-            "invoice_number": document.number,
-            "customer_id": document.customer_id,
-            "total": str(money.amount(document.total, document.currency)),
-            "currency": document.currency,
-            "period_start": unix(document.period_start),
-            "period_end": unix(document.period_end),
-        }
-        | ({"credits": document.credits.number} if document.credits_id else {})
-        | ({"reason": document.reason} if document.reason else {}),
-    )
 
 
 class IssueResult(NamedTuple):
@@ -547,71 +367,3 @@ def _issue_one(
         )
     total = money.amount(invoice.total, invoice.currency)
     return IssueResult(cid, invoice, f"{invoice.number}: {total} {invoice.currency}")
-
-
-@audited("invoice.credit")
-@transaction.atomic
-def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = None) -> Invoice:
-    """Reverse issued invoice ``number`` with a credit note ``CN-<year>-<seq>`` (its own
-    gapless series): the same lines with negated quantities and amounts, and every event
-    the invoice billed back to waiting for the customer's next invoice."""
-    reason = reason.strip() if isinstance(reason, str) else ""
-    if not reason:
-        raise InvalidInput("a credit note needs a reason (--reason), for the customer and audit")
-    invoice = Invoice.objects.filter(number=number).first()
-    if invoice is None:
-        raise NotFound(f"invoice {number} does not exist")
-    if invoice.kind != Invoice.Kind.INVOICE:
-        raise InvalidInput(f"{number} is a credit note; only invoices can be credited")
-    _locked_customer(invoice.customer_id)
-    existing = Invoice.objects.filter(credits=invoice).first()
-    if existing is not None:
-        raise AlreadyCredited(f"invoice {number} was already credited by {existing.number}")
-    now = now or limits.now()
-    year = now.astimezone(dt.UTC).year
-    seq = _next_number(SERIES[Invoice.Kind.CREDIT_NOTE], year)
-    note_number = f"CN-{year}-{seq:06d}"
-    ledger.reverse(credit_note=note_number, invoice=invoice.number)
-    note = Invoice.objects.create(
-        kind=Invoice.Kind.CREDIT_NOTE,
-        number=note_number,
-        year=year,
-        seq=seq,
-        customer_id=invoice.customer_id,
-        period_start=invoice.period_start,
-        period_end=invoice.period_end,
-        period_days=invoice.period_days,
-        currency=invoice.currency,
-        total=-invoice.total,
-        issued_at=now,
-        credits=invoice,
-        revision=invoice.revision,
-        reason=reason[:500],
-    )
-    _store_lines(
-        note,
-        [
-            {
-                **line.as_dict(),
-                "description": f"Credit of {invoice.number}: {line.description}",
-                "quantity": -line.quantity,
-                "amount": -line.amount,
-            }
-            for line in invoice.lines.order_by("position")
-        ],
-    )
-    InvoiceUsage.objects.bulk_create(
-        InvoiceUsage(
-            invoice=note,
-            sku=usage.sku,
-            units=usage.units,
-            allowance=usage.allowance,
-            inferences=-usage.inferences,
-            records=-usage.records,
-            late_inferences=-usage.late_inferences,
-            late_records=-usage.late_records,
-        )
-        for usage in invoice.usage.all()
-    )
-    _document_event(Event.Type.CREDIT_NOTE_ISSUED, note)
-    return note

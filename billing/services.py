@@ -4,7 +4,8 @@ management commands import from.
 
 * :mod:`billing.ingestion` - usage upload (``usage_ingest``, contract §7)
 * :mod:`billing.rating` - invoice lines of a window or of a ledger period (contract §6)
-* :mod:`billing.issuing` - invoices and credit notes over contiguous periods
+* :mod:`billing.issuing` - invoices over contiguous periods (:mod:`billing.periods`)
+* :mod:`billing.credit_notes` - credit notes reversing an invoice
 * :mod:`billing.ledger` - which issued invoice billed which event (exactly once)
 * :mod:`billing.partitions` - monthly partitions of usage records, pruning
 * :mod:`billing.reconciliation` - stored ledger checks (``ledger_check_run``)
@@ -13,21 +14,17 @@ management commands import from.
 
 from __future__ import annotations
 
+from billing.credit_notes import AlreadyCredited, credit_note_draft, credit_note_issue
 from billing.ingestion import usage_ingest
 from billing.issuing import (
-    AlreadyCredited,
-    InvoiceAlreadyIssued,
-    InvoiceNotDue,
     NothingToInvoice,
-    PeriodNotOver,
     TotalChanged,
-    credit_note_draft,
-    credit_note_issue,
     customer_currencies,
     invoice_draft,
     invoice_issue,
     invoice_issue_all,
 )
+from billing.periods import InvoiceAlreadyIssued, InvoiceNotDue, PeriodNotOver
 from billing.rating import invoice_rate
 from billing.reconciliation import ledger_check_run
 

@@ -13,9 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import F, Sum
 
-from billing.issuing import InvoiceAlreadyIssued, InvoiceNotDue, PeriodNotOver, invoice_issue
+from billing.issuing import invoice_issue
 from billing.limits import start_of_day
 from billing.models import Invoice, InvoiceUsage, LedgerEntry, UsageDaily
+from billing.periods import InvoiceAlreadyIssued, InvoiceNotDue, PeriodNotOver
 from config.errors import InvalidInput
 from tests.billing.conftest import hour, record
 

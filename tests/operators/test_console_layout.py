@@ -22,7 +22,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import sync_playwright
 
 from audit.context import Actor, acting_as
-from billing.issuing import credit_note_issue
+from billing.credit_notes import credit_note_issue
 from billing.limits import start_of_day
 from billing.services import invoice_issue
 from config.errors import ServiceError
