@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEntry
-from config.settings import _root_keys
+from config.settings_checks import root_keys
 from devices import token as codec
 from devices.keys import parse_certificate
 from licensing.models import License
@@ -96,7 +96,7 @@ def test_dev_setup_certifies_the_signing_key_with_a_development_root(settings, t
     assert "offline" in out.getvalue()
     key = read_private_key(settings.SVC_SIGNING_KEY_FILE)
     root = read_private_key(root_file)
-    (root_b64,) = _root_keys(str(public_file))
+    (root_b64,) = root_keys(str(public_file))
     assert root_b64 == codec.public_key_b64url(root.public_key())
     row = SigningKey.objects.get(pk=codec.key_id(key.public_key()))
     cert = parse_certificate(row.certificate, {codec.key_id(root.public_key()): root.public_key()})
@@ -187,8 +187,8 @@ def test_root_keys_are_files_or_raw_keys(tmp_path, root):
     pem.write_text(codec.public_key_pem(root.public_key()))
     b64 = tmp_path / "root.b64"
     b64.write_text(raw + "\n")
-    assert _root_keys(f"{pem}, {b64} ,{raw},") == [raw, raw, raw]
-    assert _root_keys("") == []
+    assert root_keys(f"{pem}, {b64} ,{raw},") == [raw, raw, raw]
+    assert root_keys("") == []
 
 
 @pytest.mark.parametrize("case", ["missing file", "private key", "garbage"])
@@ -203,7 +203,7 @@ def test_an_unusable_root_key_fails_naming_the_variable(tmp_path, case):
         "garbage": str(garbage),
     }[case]
     with pytest.raises(ImproperlyConfigured, match="SVC_ROOT_KEYS"):
-        _root_keys(value)
+        root_keys(value)
 
 
 def test_the_service_does_not_start_with_an_unusable_root_key(tmp_path):
