@@ -11,10 +11,10 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 
 from config.adminbase import NoEditAdmin, confirm_page, may, service_form_view
-from config.display import counted, customer_link
+from config.display import counted, customer_link, utc_time
 from config.errors import ServiceError
 from customers.models import Customer
-from licensing.admin.forms import renewal_quotes
+from licensing.admin.forms import ENDS_SHOWN, renewal_quotes
 from portal import services
 from portal.api import invitation_link_base
 from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
@@ -252,19 +252,23 @@ class RenewalRequestAdmin(NoEditAdmin):
     def approve(self, request, queryset):
         pending = list(queryset.filter(state=RenewalRequest.State.PENDING))
         if "apply" in request.POST:
-            done = 0
+            ends = []
             for row in pending:
                 try:
-                    services.renewal_request_approve(
+                    approved = services.renewal_request_approve(
                         request_id=row.pk, decided_by=request.user.get_username()
                     )
                 except ServiceError as exc:
                     self.message_user(request, f"{row.pk}: {exc.detail}", messages.ERROR)
                     continue
-                done += 1
-            if done:
+                ends.append(f"{row.target} now ends {utc_time(approved.new_expires_at)}")
+            if ends:
+                shown = ", ".join(ends[:ENDS_SHOWN])
+                more = f" and {len(ends) - ENDS_SHOWN:,} more" if len(ends) > ENDS_SHOWN else ""
                 self.message_user(
-                    request, f"Approved {counted(done, 'renewal request')}; billed once each."
+                    request,
+                    f"Approved {counted(len(ends), 'renewal request')} ({shown}{more}); billed "
+                    "once each.",
                 )
             return None
         asked = [
