@@ -5,8 +5,9 @@ page the same way: the rows after the previous page's last one, in the list's to
 order, one more than asked to know whether another page follows, and the next cursor
 made from the last row shown. A position, never an offset: rows written meanwhile
 neither repeat nor skip one. What a cursor holds is each list's own (the fleet's is an
-opaque, MAC'd (activated_at, id); the others are a row id in decimal, as the API has
-always given them); :func:`id_page` is the id lists' whole rule.
+opaque, MAC'd (activated_at, id); the id lists' a row id in decimal, as the API has
+always given them; the portal's batches and licences the id of the last row shown);
+:func:`id_page` is the id lists' whole rule, :func:`named_row_page` the portal's.
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ def id_cursor_position(cursor: str) -> int:
     :data:`ID_CURSOR_DIGITS`; anything else is refused (400) as a cursor the API did
     not give."""
     if not cursor.isascii() or not cursor.isdigit() or len(cursor) > ID_CURSOR_DIGITS:
-        raise InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
+        raise _not_given(cursor)
     return int(cursor)
+
+
+def _not_given(cursor: str) -> InvalidInput:
+    return InvalidInput(f"cursor must be a next_cursor this API gave, not {cursor[:40]!r}")
 
 
 def id_page(rows: Any, *, cursor: str | None, limit: int) -> tuple[list[Any], str | None]:
@@ -47,3 +52,18 @@ def id_page(rows: Any, *, cursor: str | None, limit: int) -> tuple[list[Any], st
     if cursor is not None:
         rows = rows.filter(id__lt=id_cursor_position(cursor))
     return keyset_page(rows, limit=limit, cursor_of=lambda row: str(row.id))
+
+
+def named_row_page(
+    rows: Any, *, cursor: str | None, limit: int, by: str
+) -> tuple[list[Any], str | None]:
+    """A page of ``rows`` newest first by (``by``, primary key): a queryset ordered by
+    ``-by, -pk`` whose ids are names (the portal's batches and licences), after the row
+    ``cursor`` names, and the next cursor: the id of the page's last row. A cursor naming
+    no row of ``rows`` is refused (400) as one the API did not give."""
+    if cursor is not None:
+        last = rows.filter(pk=cursor).values_list(by, flat=True).first()
+        if last is None:
+            raise _not_given(cursor)
+        rows = rows.filter(**{f"{by}__lte": last}).exclude(**{by: last, "pk__gte": cursor})
+    return keyset_page(rows, limit=limit, cursor_of=lambda row: str(row.pk))

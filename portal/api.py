@@ -16,8 +16,8 @@ from billing import documents
 from billing import selectors as billing_selectors
 from billing.serializers import InvoiceOut, InvoicePageOut
 from config import clock, schema
-from config.errors import InvalidInput
 from config.fields import rendered, validated
+from config.paging import named_row_page
 from config.renderers import PDFNegotiation
 from customers.services import customer_get
 from licensing import selectors as licensing_selectors
@@ -49,17 +49,6 @@ class CustomerApi(APIView):
 
     authentication_classes = (CustomerKeyAuthentication,)
     permission_classes = (IsCustomer,)
-
-
-def _page(rows, cursor: str | None, limit: int):
-    """``rows`` (newest first by issued_at, then id) after the row ``cursor`` names."""
-    if cursor is not None:
-        last = rows.filter(pk=cursor).values_list("issued_at", flat=True).first()
-        if last is None:
-            raise InvalidInput("cursor must be a next_cursor this API gave")
-        rows = rows.filter(issued_at__lte=last).exclude(issued_at=last, pk__gte=cursor)
-    found = list(rows[: limit + 1])
-    return found[:limit], (found[limit - 1].pk if len(found) > limit else None)
 
 
 class CustomerFleetApi(CustomerApi):
@@ -94,8 +83,11 @@ class CustomerBatchesApi(CustomerApi):
     )
     def get(self, request):
         query = validated(serializers.PageQuery, request.query_params.dict())
-        batches, cursor = _page(
-            selectors.batches_of(request.user.customer), query.get("cursor"), query["limit"]
+        batches, cursor = named_row_page(
+            selectors.batches_of(request.user.customer),
+            cursor=query.get("cursor"),
+            limit=query["limit"],
+            by="issued_at",
         )
         return Response(
             rendered(serializers.BatchPageOut, {"batches": batches, "next_cursor": cursor})
@@ -119,7 +111,9 @@ class CustomerUsageApi(CustomerApi):
         if query.get("license_id"):
             selectors.license_of(customer, query["license_id"])
             licenses = licenses.filter(pk=query["license_id"])
-        page, cursor = _page(licenses, query.get("cursor"), query["limit"])
+        page, cursor = named_row_page(
+            licenses, cursor=query.get("cursor"), limit=query["limit"], by="issued_at"
+        )
         usage = billing_selectors.license_usages(license_ids=[lic.pk for lic in page])
         return Response(
             rendered(serializers.UsagePageOut, {"licenses": usage, "next_cursor": cursor})

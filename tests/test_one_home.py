@@ -399,7 +399,7 @@ def test_keyset_paging_is_written_once():
     an id cursor apart itself (the fleet, invoices, usage conflicts and events did, three
     ways, and the events' and conflicts' selectors checked their cursor less)."""
     written = []
-    for path in [*_server_modules(), *(REPO / "events").rglob("*.py")]:
+    for path in [*_server_modules(), *(REPO / "events").rglob("*.py"), *_portal_modules()]:
         if path.relative_to(REPO).as_posix() == "config/paging.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -407,9 +407,45 @@ def test_keyset_paging_is_written_once():
             if isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add):
                 if getattr(upper.left, "id", "") == "limit":
                     written.append(f"{path.relative_to(REPO)}:{node.lineno} [: limit + 1]")
-            if isinstance(node, ast.keyword) and node.arg == "id__lt":
-                written.append(f"{path.relative_to(REPO)}:{node.lineno} id__lt")
+            if isinstance(node, ast.keyword) and node.arg in ("id__lt", "pk__gte"):
+                written.append(f"{path.relative_to(REPO)}:{node.lineno} {node.arg}")
     assert written == []
+
+
+def _portal_modules() -> list[Path]:
+    return [p for p in (REPO / "portal").rglob("*.py") if "migrations" not in p.parts]
+
+
+@pytest.mark.django_db
+def test_the_portal_pages_batches_and_licences_by_config_paging(make_batch, customer, server_clock):
+    """The customer API's batches and usage lists (portal.api, once with a ``_page`` of
+    its own) page through config.paging.named_row_page: newest first by issued_at then id,
+    rows issued in the same second included; the next cursor is the id of the last row
+    shown, as the portal always gave it; a cursor naming no row is refused in the id
+    lists' words."""
+    from config.errors import InvalidInput
+    from config.paging import named_row_page
+    from portal.selectors import batches_of, licenses_of
+
+    moment = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    with server_clock.at(moment):
+        make_batch(units=1)
+        make_batch(units=1)
+    with server_clock.at(moment + dt.timedelta(days=1)):
+        make_batch(units=1)
+    for rows in (batches_of(customer), licenses_of(customer)):
+        seen, cursor = [], None
+        while True:
+            page, cursor = named_row_page(rows, cursor=cursor, limit=1, by="issued_at")
+            seen.extend(page)
+            if cursor is None:
+                break
+            assert cursor == page[-1].pk
+        assert len(seen) >= 3
+        assert [row.pk for row in seen] == list(rows.values_list("pk", flat=True))
+    for cursor in ("nope", "b_0"):
+        with pytest.raises(InvalidInput, match="cursor must be a next_cursor this API gave"):
+            named_row_page(batches_of(customer), cursor=cursor, limit=10, by="issued_at")
 
 
 @pytest.mark.django_db
