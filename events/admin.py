@@ -113,7 +113,8 @@ class WebhookAdmin(NoEditAdmin):
         )
         rows = format_html_join(
             "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{}</td></tr>",
+            '<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="svc-nowrap">{} ms</td>'
+            "<td>{}</td></tr>",
             (
                 (
                     f"{a.at:%Y-%m-%d %H:%M:%S}",

@@ -37,6 +37,7 @@ WITH_IDS = {
     "portal-api-key-revoke": ("POST", "prefix"),
     "portal-webhook-delete": ("POST", "webhook_id"),
     "portal-webhook-rotate": ("POST", "webhook_id"),
+    "portal-webhook-test": ("POST", "webhook_id"),
 }
 # Pages without ids in their path (lists, forms, logging in): their own customer only.
 WITHOUT_IDS = {
