@@ -12,29 +12,25 @@ from config.fields import (
     IdField,
     InCurrency,
     MoneyField,
-    QueryIntegerField,
     ReportedTextField,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
     UnixField,
 )
-from licensing.models import Batch, License, Renewal
-from licensing.selectors import (
-    EXPIRING_DAYS_DEFAULT,
-    EXPIRING_DAYS_MAX,
-    FLEET_CURSOR_MAX,
-    FLEET_MAX,
-)
-from licensing.services.renewals import IDEMPOTENCY_KEY_MAX
+from licensing import fleet_serializers, renewal_serializers
+from licensing.models import Batch, License
 from svccore import money
-from svccore.claims import API_QUOTA_MAX, LAST_SECOND, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
+from svccore.claims import API_QUOTA_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
 # home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days
 # 0..TERM_DAYS_MAX (0: perpetual), api_quota 0..API_QUOTA_MAX (0: unmetered),
-# max_streams 1..MAX_STREAMS_MAX. Query parameters likewise: fleet ``before`` is Unix
-# seconds 0..LAST_SECOND (9999-12-31T23:59:59Z).
+# max_streams 1..MAX_STREAMS_MAX. Query parameters likewise (the fleet's ``before``:
+# Unix seconds 0..LAST_SECOND, 9999-12-31T23:59:59Z).
+#
+# The fleet's shapes live in licensing.fleet_serializers, the renewals' and the expiring
+# list's in licensing.renewal_serializers; they are named at the end of this module too.
 
 
 # --- what a device gets ----------------------------------------------------------------
@@ -354,220 +350,20 @@ class RevokeOut(serializers.ModelSerializer):
         return lic.revoked
 
 
-class FleetQuery(serializers.Serializer):
-    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
-    batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
-    weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
-    before = QueryIntegerField(
-        required=False,
-        min_value=0,
-        max_value=LAST_SECOND,
-        help_text="Units activated before this Unix second. Whole seconds: paging by the "
-        "last unit's activated_at skips the rest of its second; prefer cursor.",
-    )
-    cursor = serializers.RegexField(
-        r"^[A-Za-z0-9_-]+$",
-        required=False,
-        max_length=FLEET_CURSOR_MAX,
-        trim_whitespace=False,
-        help_text="The next_cursor of a previous answer, as given: the units after its last "
-        "one (order: activated_at, then activation id, newest first), none skipped or "
-        "repeated. Opaque; not with before.",
-    )
-    limit = QueryIntegerField(
-        required=False,
-        min_value=1,
-        max_value=FLEET_MAX,
-        help_text=f"Units per answer, 1..{FLEET_MAX} (default {FLEET_MAX}).",
-    )
-
-
-class FleetExportQuery(serializers.Serializer):
-    """The filters of ``GET /v1/admin/fleet.csv``: those of the fleet, without paging
-    (the export is every unit they select)."""
-
-    customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
-    batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
-    weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
-
-
-def _flag(help_text: str) -> serializers.IntegerField:
-    return serializers.IntegerField(min_value=0, max_value=1, help_text=help_text)
-
-
-class FleetUnitOut(serializers.Serializer):
-    """An activated unit as ``licensing.selectors.fleet_page`` reads it (its fields are
-    ``FLEET_UNIT``'s, in order: the CSV export's columns)."""
-
-    device_id = serializers.CharField()
-    license_id = serializers.CharField()
-    batch_id = serializers.CharField()
-    fingerprint_source = serializers.CharField(allow_blank=True)
-    weak_binding = _flag("1 when the device reported a weak hardware binding.")
-    sdk_version = serializers.CharField(allow_blank=True)
-    activated_at = serializers.IntegerField(help_text="Unix seconds.")
-    sku = serializers.CharField()
-    customer_id = serializers.CharField()
-    revoked = _flag("1 when the unit's licence is revoked.")
-    seat_released = _flag("1 when an operator released this unit's seat (its licence is revoked).")
-    transfer_of = serializers.CharField(
-        allow_null=True,
-        help_text="The released unit licence whose seat this activation took (a transfer, "
-        "not billed), or null.",
-    )
-
-
-class FleetOut(serializers.Serializer):
-    units = FleetUnitOut(
-        many=True, help_text="Most recent first (activated_at, then activation id), at most limit."
-    )
-    count = serializers.IntegerField(help_text="Units in this answer.")
-    next_cursor = serializers.CharField(
-        allow_null=True,
-        help_text="Pass as cursor for the next page; null: no unit after this answer's last.",
-    )
-    as_of = serializers.IntegerField(help_text="Unix seconds of the answer.")
-
-
-# --- renewals (issue 16) ---------------------------------------------------------------
-
-
-class RenewIn(BodyIn):
-    one_of = [{"required": ["batch_id"]}, {"required": ["license_id"]}]  # 400 otherwise
-    batch_id = IdField(required=False, help_text="The batch to renew (its units follow).")
-    license_id = IdField(
-        required=False, help_text="A direct licence to renew (a batch key: its batch)."
-    )
-    term_days = StrictIntegerField(
-        min_value=1,
-        max_value=TERM_DAYS_MAX,
-        required=False,
-        allow_null=True,
-        help_text="Days to add; null or absent: the SKU's term.",
-    )
-    idempotency_key = IdField(
-        required=False,
-        max_length=IDEMPOTENCY_KEY_MAX,
-        help_text="Unique per renewal you mean: a retry with the same key answers the first "
-        "renewal. Or send it as the Idempotency-Key header; one of the two is required.",
-    )
-
-
-class RenewalOut(serializers.Serializer):
-    renewal_id = serializers.IntegerField(source="renewal.id")
-    batch_id = serializers.CharField(source="renewal.batch_id", allow_null=True)
-    license_id = serializers.CharField(source="renewal.license_id")
-    customer_id = serializers.CharField(source="renewal.customer_id")
-    sku = serializers.CharField(source="renewal.sku")
-    term_days = serializers.IntegerField(source="renewal.term_days")
-    basis = serializers.CharField(
-        source="renewal.basis",
-        help_text="before_expiry or in_grace (the term runs from the old end), after_grace "
-        "(from the renewal).",
-    )
-    previous_expires_at = UnixField(source="renewal.previous_expires_at")
-    expires_at = UnixField(source="renewal.expires_at")
-    renewed_at = UnixField(source="renewal.renewed_at")
-    units = serializers.IntegerField(
-        source="renewal.units",
-        help_text="Billed: units activated on the batch when renewed (1 for a licence).",
-    )
-    unit_price = serializers.SerializerMethodField()
-    amount = serializers.SerializerMethodField()
-    currency = serializers.CharField(source="renewal.currency")
-    idempotency_key = serializers.CharField(source="renewal.idempotency_key")
-    replayed = serializers.BooleanField(
-        help_text="True: this key's earlier renewal, answered again (nothing renewed now)."
-    )
-
-    def get_unit_price(self, result) -> Decimal:
-        return money.amount(result.renewal.unit_price, result.renewal.currency)
-
-    def get_amount(self, result) -> Decimal:
-        renewal = result.renewal
-        return money.amount(renewal.unit_price * renewal.units, renewal.currency)
-
-
-class RenewQuoteIn(BodyIn):
-    one_of = RenewIn.one_of
-    batch_id = IdField(required=False, help_text="The batch whose renewal to quote.")
-    license_id = IdField(required=False, help_text="A direct licence whose renewal to quote.")
-    term_days = StrictIntegerField(
-        min_value=1,
-        max_value=TERM_DAYS_MAX,
-        required=False,
-        allow_null=True,
-        help_text="Days to add; null or absent: the SKU's term.",
-    )
-
-
-class RenewalQuoteOut(serializers.Serializer):
-    """What POST /v1/admin/renew would do now (nothing renewed, nothing billed)."""
-
-    batch_id = serializers.CharField(allow_null=True)
-    license_id = serializers.CharField()
-    customer_id = serializers.CharField()
-    customer_name = serializers.CharField()
-    sku = serializers.CharField()
-    term_days = serializers.IntegerField()
-    basis = serializers.SerializerMethodField(help_text="before_expiry, in_grace or after_grace.")
-    previous_expires_at = UnixField()
-    expires_at = UnixField(help_text="The new end, were it renewed now.")
-    units = serializers.IntegerField(help_text="Units that would be billed (1 for a licence).")
-    unit_price = serializers.SerializerMethodField()
-    amount = serializers.SerializerMethodField()
-    currency = serializers.CharField()
-
-    def get_basis(self, quote) -> str:
-        # The quote carries the basis in words (the console's confirmation page).
-        return {label: value for value, label in Renewal.Basis.choices}[quote.basis]
-
-    def get_unit_price(self, quote) -> Decimal:
-        return money.amount(quote.unit_price, quote.currency)
-
-    def get_amount(self, quote) -> Decimal:
-        return money.amount(quote.amount, quote.currency)
-
-
-class ExpiringQuery(serializers.Serializer):
-    days = QueryIntegerField(
-        min_value=1,
-        max_value=EXPIRING_DAYS_MAX,
-        required=False,
-        default=EXPIRING_DAYS_DEFAULT,
-        error_messages={
-            "min_value": "must be at least {min_value} day",
-            "max_value": "must be at most {max_value} days (ten years)",
-        },
-        help_text=f"Ending within this many days, 1..{EXPIRING_DAYS_MAX} (default "
-        f"{EXPIRING_DAYS_DEFAULT}); those in their grace period are listed too.",
-    )
-
-
-class ExpiringOut(serializers.Serializer):
-    kind = serializers.CharField(help_text="batch or license.")
-    batch_id = serializers.CharField(allow_null=True)
-    license_id = serializers.CharField()
-    customer_id = serializers.CharField()
-    customer_name = serializers.CharField()
-    sku = serializers.CharField()
-    expires_at = UnixField()
-    grace_ends_at = UnixField()
-    in_grace = serializers.BooleanField(help_text="Ended; still running in its grace period.")
-    units_activated = serializers.IntegerField()
-    units_purchased = serializers.IntegerField()
-
-
-# The view renders through this class, which is also its OpenAPI schema.
-class ExpiringListOut(serializers.Serializer):
-    """Batches and direct licences ending within the days asked, or in their grace."""
-
-    days = serializers.IntegerField()
-    as_of = serializers.IntegerField(help_text="Unix seconds of the listing.")
-    count = serializers.IntegerField()
-    items = ExpiringOut(many=True)
-
-
 class LicenseStatusQuery(serializers.Serializer):
     license_id = IdField(max_length=64, help_text="The licence the device holds.")
     device_id = DeviceIdField(help_text="The device asking (named in the signed status).")
+
+
+# Named here too, for the views that read every licensing shape from this module.
+FleetQuery = fleet_serializers.FleetQuery
+FleetExportQuery = fleet_serializers.FleetExportQuery
+FleetUnitOut = fleet_serializers.FleetUnitOut
+FleetOut = fleet_serializers.FleetOut
+RenewIn = renewal_serializers.RenewIn
+RenewalOut = renewal_serializers.RenewalOut
+RenewQuoteIn = renewal_serializers.RenewQuoteIn
+RenewalQuoteOut = renewal_serializers.RenewalQuoteOut
+ExpiringQuery = renewal_serializers.ExpiringQuery
+ExpiringOut = renewal_serializers.ExpiringOut
+ExpiringListOut = renewal_serializers.ExpiringListOut
