@@ -82,10 +82,11 @@ def load() -> list[str]:
 def signing_rates(hsm: dict[str, str]) -> dict[str, float]:
     """Signatures per second of each signer in this process, one thread."""
     from signing import signers
+    from signing.pkcs11_token import Pkcs11Config
 
     rates = {}
     file_signer = signers.FileSigner(os.environ["SVC_SIGNING_KEY_FILE"])
-    hsm_signer = signers.Pkcs11Signer(signers.Pkcs11Config(**_config(hsm)))
+    hsm_signer = signers.Pkcs11Signer(Pkcs11Config(**_config(hsm)))
     for name, signer in (("file", file_signer), ("pkcs11", hsm_signer)):
         message = b"SVC1." + b"x" * 400  # about a unit licence's signing input
         started = time.perf_counter()
@@ -106,9 +107,9 @@ def main() -> int:
             return 0
         _support.recreate_database(PG, DB_NAME)
         _support.configure_django(directory, PG, DB_NAME)
-        from signing import signers
+        from signing.pkcs11_token import Pkcs11Config, generate_key
 
-        signers.generate_key(signers.Pkcs11Config(**_config(hsm)))
+        generate_key(Pkcs11Config(**_config(hsm)))
         tokens = load()
         raw = signing_rates(hsm)
         from django.db import connection

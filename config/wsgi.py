@@ -1,10 +1,9 @@
 """WSGI entry point (gunicorn config.wsgi). Loads the signer at start-up so a missing or
 world-readable key file, or a PKCS#11 token that cannot sign (no such token within
-signers.CONNECT_SECONDS, no such key, a refused PIN), stops the server before it serves
-a single request. A key that loads but
-may not sign (revoked, retired, uncertified) is said at start-up: the node serves, fails
-/healthz and answers 503 wherever a signature is needed, until it is pointed at a usable
-key."""
+signing.pkcs11_token.CONNECT_SECONDS, no such key, a refused PIN), stops the server
+before it serves a single request. A key that loads but may not sign (revoked, retired,
+uncertified) is said at start-up: the node serves, fails /healthz and answers 503
+wherever a signature is needed, until it is pointed at a usable key."""
 
 from __future__ import annotations
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from django.urls import path
 
-from licensing import api
+from licensing.api import devices
 
 urlpatterns = [
-    path("activate", api.ActivateApi.as_view(), name="activate"),
-    path("revocations", api.RevocationListApi.as_view(), name="revocations"),
-    path("revocations/status", api.RevocationStatusApi.as_view(), name="revocations-status"),
-    path("license", api.LicenseRefreshApi.as_view(), name="license-refresh"),
+    path("activate", devices.ActivateApi.as_view(), name="activate"),
+    path("revocations", devices.RevocationListApi.as_view(), name="revocations"),
+    path("revocations/status", devices.RevocationStatusApi.as_view(), name="revocations-status"),
+    path("license", devices.LicenseRefreshApi.as_view(), name="license-refresh"),
 ]

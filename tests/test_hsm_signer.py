@@ -29,7 +29,7 @@ from config import clock
 from devices import token as codec
 from devices.documents import LIST_PREFIX, RECEIPT_PREFIX, verify_document
 from licensing.models import Activation, Batch, License
-from signing import keyring, signers
+from signing import keyring, pkcs11_token, signers
 from tests.conftest import REPO, start_gunicorn, stop_gunicorn, tool_missing
 from tests.licensing.key_support import certificate, install
 
@@ -143,8 +143,8 @@ def hsm(tmp_path_factory) -> Hsm:
     pin_file = root / "pin"
     pin_file.write_text(PIN + "\n")
     pin_file.chmod(0o600)
-    config = signers.Pkcs11Config(MODULE, TOKEN, KEY, str(pin_file), timeout=5, sessions=4)
-    public = signers.generate_key(config)
+    config = pkcs11_token.Pkcs11Config(MODULE, TOKEN, KEY, str(pin_file), timeout=5, sessions=4)
+    public = pkcs11_token.generate_key(config)
     yield Hsm(conf=conf, tokens=tokens, pin_file=pin_file, public=public)
     if old is None:
         os.environ.pop("SOFTHSM2_CONF", None)
@@ -200,14 +200,16 @@ def test_keygen_creates_a_non_extractable_key_in_the_token_and_prints_its_ids(in
     assert f"key id (kid): {codec.key_id(public)}" in text
     assert f"PKCS#11 token '{TOKEN}'" in text and "'svc-next'" in text
     assert "PRIVATE KEY" not in text and PIN not in text
-    config = signers.pkcs11_config(key_label="svc-next")
-    token = signers.find_token(signers.library(MODULE), config)
-    with signers.login(token, config, PIN) as session:
-        private = signers.private_key_of(session, config)
-        assert private[signers.Attribute.EXTRACTABLE] is False
-        assert private[signers.Attribute.SENSITIVE] is True
-        assert private[signers.Attribute.NEVER_EXTRACTABLE] is True
-        assert signers._raw(signers.public_key_of(session, config)) == codec.public_key_raw(public)
+    config = pkcs11_token.pkcs11_config(key_label="svc-next")
+    token = pkcs11_token.find_token(pkcs11_token.library(MODULE), config)
+    with pkcs11_token.login(token, config, PIN) as session:
+        private = pkcs11_token.private_key_of(session, config)
+        assert private[pkcs11_token.Attribute.EXTRACTABLE] is False
+        assert private[pkcs11_token.Attribute.SENSITIVE] is True
+        assert private[pkcs11_token.Attribute.NEVER_EXTRACTABLE] is True
+        assert pkcs11_token.raw_public(
+            pkcs11_token.public_key_of(session, config)
+        ) == codec.public_key_raw(public)
     with pytest.raises(CommandError, match="already holds a key labelled 'svc-next'"):
         call_command("keygen", "--label", "svc-next", stdout=io.StringIO())
     with pytest.raises(CommandError, match="use --label"):
@@ -373,7 +375,7 @@ def test_start_up_stops_on_a_token_key_that_is_not_there(hsm, signing_key_file):
 
 def test_a_worker_starting_while_the_token_is_out_of_view_waits_for_it(hsm, signing_key_file):
     """A gunicorn worker (re)started while the token is briefly not listed (unplugged,
-    or SoftHSM's files busy) waits for it, up to signers.CONNECT_SECONDS, instead of
+    or SoftHSM's files busy) waits for it, up to pkcs11_token.CONNECT_SECONDS, instead of
     failing to boot, which stops the whole server."""
     env = {
         **os.environ,

@@ -43,7 +43,7 @@ def tree(tmp_path_factory) -> Path:
 
 def _lint(tree: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", "--config", str(tree / "pyproject.toml")],
+        [str(LINT_IMPORTS), "--no-cache", str(tree / "pyproject.toml")],
         cwd=tree,  # lint-imports puts its working directory first on sys.path
         capture_output=True,
         text=True,

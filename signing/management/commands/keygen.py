@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import SignerUnavailable
 from devices import token as codec
-from signing import signers
+from signing import pkcs11_token, signers
 from svccore.keyfile import KeyFileError, write_private_key
 
 
@@ -38,9 +38,9 @@ class Command(BaseCommand):
         if settings.SVC_SIGNER == signers.PKCS11:
             if out:
                 raise CommandError("SVC_SIGNER=pkcs11: the key is made in the token; use --label")
-            config = signers.pkcs11_config(key_label=label)
+            config = pkcs11_token.pkcs11_config(key_label=label)
             try:
-                public = signers.generate_key(config, force=force)
+                public = pkcs11_token.generate_key(config, force=force)
             except SignerUnavailable as exc:
                 raise CommandError(exc.detail) from None
             self.stdout.write(
