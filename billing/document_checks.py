@@ -36,6 +36,7 @@ from typing import Any
 from django.db.models import F, Q, Sum
 
 from billing import ledger, pricing, rating, selectors
+from billing.line_builders import maintenance_lines
 from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, LedgerEntry
 from svccore import money
 from svccore.money import exact
@@ -314,7 +315,7 @@ def _rerated_problems(
             renewals=mine.renewals,
             units=units,
             maintenance=(
-                rating.maintenance_lines(invoice.customer_id, invoice.period_end, catalogue)
+                maintenance_lines(invoice.customer_id, invoice.period_end, catalogue)
                 if period_days >= 365
                 else []
             ),

@@ -52,8 +52,8 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, Q, Sum
 
+from billing.line_builders import ActivationRow, DirectRow, Meter, RenewalRow
 from billing.models import LedgerEntry, UsageDaily
-from billing.rating import ActivationRow, DirectRow, Meter, RenewalRow
 from config.errors import Conflict
 from licensing.models import Activation, Batch, License, Renewal
 

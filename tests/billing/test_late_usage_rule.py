@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from billing.rating import Meter, meter_lines
+from billing.line_builders import Meter, meter_lines
 from svccore import catalogue
 
 ENTRIES = {entry["sku"]: entry for entry in catalogue.load_entries()}
