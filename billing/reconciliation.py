@@ -12,7 +12,7 @@ inflated or forged rollup fails the daily check, naming the bucket with both fig
 (``bench/bench_reconcile.py``). ``deep=True`` adds the activation rollups against the
 activations, every invoice rated again, and every renewal against its own term, its
 audit entry and the document that billed it (a renewal moved under the maintenance
-bypass).
+bypass): :mod:`billing.deep_checks`.
 
 A problem is anything that breaks "every billable event on exactly one issued
 invoice": a bucket billed beyond its records, billed counters that disagree with the
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, Sum, Value, When
-from django.db.models.functions import Greatest, TruncDate
+from django.db.models.functions import Greatest
 
-from audit.models import AuditEntry
 from billing import limits
+from billing.deep_checks import deep_problems
 from billing.document_checks import EXAMPLES, document_problems, limited
 from billing.models import (
     LedgerCheck,
@@ -46,12 +46,8 @@ from billing.models import (
     UsageRecord,
 )
 from customers.models import Customer
-from licensing.models import Activation, ActivationDaily, License, Renewal
-from licensing.services.renewals import renewal_end
+from licensing.models import ActivationDaily, License, Renewal
 
-RENEW_ACTION = "license.renew"
-# A renewal's audit entry is written as the renewal commits: seconds apart, never more.
-RENEWAL_AUDIT_SECONDS = 300
 ROLLUP_CHECK_WORK_MEM = "64MB"  # per query, while the daily check runs (PostgreSQL)
 
 
@@ -325,122 +321,6 @@ def _rollup_problems(customer_id: str | None) -> list[str]:
     return limited(problems, "rollup differences")
 
 
-def _deep_problems(customer_id: str | None) -> list[str]:
-    """What the daily check leaves out: activation rollups against the activations,
-    and every renewal against its own term, its audit entry and the ledger."""
-    return limited(_activation_rollup_problems(customer_id), "activation rollup differences") + (
-        _renewal_term_problems(customer_id)
-    )
-
-
-def _renewal_audit_times(renewals: list[Renewal]) -> dict[str, dt.datetime]:
-    """The time of the first successful ``license.renew`` audit entry of each
-    renewal's idempotency key (the audit log is append-only on PostgreSQL)."""
-    targets = {r.batch_id or r.license_id for r in renewals}
-    times: dict[str, dt.datetime] = {}
-    entries = AuditEntry.objects.filter(
-        action=RENEW_ACTION, result=AuditEntry.Result.OK, target__in=targets
-    ).values_list("detail", "at")
-    for detail, at in entries:
-        key = detail.get("idempotency_key") if isinstance(detail, dict) else None
-        if isinstance(key, str):
-            key = key.strip()
-            times[key] = min(times.get(key, at), at)
-    return times
-
-
-def _renewal_term_problems(customer_id: str | None) -> list[str]:
-    """Every renewal against what it cannot be told apart from without the bypass
-    (issue 38 item 4: a renewal moved under ``billing.maintenance``): its end follows
-    from its previous end, term and time (``renewal_end``), its previous end is the end
-    its predecessor gave, its time is its audit entry's, and the document that billed
-    it covers its time."""
-    scope = Q(customer_id=customer_id) if customer_id else Q()
-    renewals = list(Renewal.objects.filter(scope).select_related("license").order_by("id"))
-    if not renewals:
-        return []
-    audited = _renewal_audit_times(renewals)
-    billed = {
-        renewal_id: (document, start, end, late)
-        for renewal_id, document, start, end, late in LedgerEntry.objects.filter(
-            kind=LedgerEntry.Kind.RENEWAL, quantity__gt=0, renewal__in=renewals
-        ).values_list(
-            "renewal_id", "document_id", "document__period_start", "document__period_end", "late"
-        )
-    }
-    problems = []
-    last_end: dict[str, dt.datetime] = {}
-    for r in renewals:
-        name = f"renewal {r.pk} of {r.batch_id or r.license_id}"
-        basis, end = renewal_end(
-            expires_at=r.previous_expires_at,
-            grace_days=r.license.grace_days,
-            term_days=r.term_days,
-            now=r.renewed_at,
-        )
-        if (basis, end) != (r.basis, r.expires_at):
-            problems.append(
-                f"{name}: ends {r.expires_at:%Y-%m-%d %H:%M:%S} ({r.basis}); renewed at "
-                f"{r.renewed_at:%Y-%m-%d %H:%M:%S} for {r.term_days} days from "
-                f"{r.previous_expires_at:%Y-%m-%d %H:%M:%S} it ends {end:%Y-%m-%d %H:%M:%S} "
-                f"({basis})"
-            )
-        before = last_end.get(r.license_id)
-        if before is not None and before != r.previous_expires_at:
-            problems.append(
-                f"{name}: continues from {r.previous_expires_at:%Y-%m-%d %H:%M:%S}, the "
-                f"renewal before it ended the term at {before:%Y-%m-%d %H:%M:%S}"
-            )
-        last_end[r.license_id] = r.expires_at
-        at = audited.get(r.idempotency_key)
-        if at is not None and abs((at - r.renewed_at).total_seconds()) > RENEWAL_AUDIT_SECONDS:
-            problems.append(
-                f"{name}: renewed at {r.renewed_at:%Y-%m-%d %H:%M:%S}, its audit entry "
-                f"({RENEW_ACTION}) was written at {at:%Y-%m-%d %H:%M:%S}"
-            )
-        if r.pk in billed:
-            document, start, stop, late = billed[r.pk]
-            if r.renewed_at >= stop or (not late and r.renewed_at < start):
-                problems.append(
-                    f"{name}: renewed at {r.renewed_at:%Y-%m-%d %H:%M:%S}, billed "
-                    f"{'late ' if late else ''}on {document} for {start:%Y-%m-%d} to "
-                    f"{stop:%Y-%m-%d}"
-                )
-    return limited(problems, "renewal differences")
-
-
-def _activation_rollups(queryset, billable, transfers) -> dict:
-    rows = (
-        queryset.values_list("batch_id", "day")
-        .annotate(billable=billable, transfers=transfers)
-        .order_by()
-    )
-    return {(batch_id, day): (int(b or 0), int(t or 0)) for batch_id, day, b, t in rows}
-
-
-def _activation_rollup_problems(customer_id: str | None) -> list[str]:
-    """Daily activation rollups against the activations they count (a full read)."""
-    scope = Q(batch__customer_id=customer_id) if customer_id else Q()
-    counted = _activation_rollups(
-        Activation.objects.filter(scope).annotate(day=TruncDate("activated_at", tzinfo=dt.UTC)),
-        Count("id", filter=Q(transfer_of__isnull=True)),
-        Count("id", filter=Q(transfer_of__isnull=False)),
-    )
-    rolled = _activation_rollups(
-        ActivationDaily.objects.filter(scope), Sum("activations"), Sum("transfers")
-    )
-    problems = []
-    for batch_id, day in sorted(set(counted) | set(rolled)):
-        have = rolled.get((batch_id, day), (0, 0))
-        real = counted.get((batch_id, day), (0, 0))
-        if have != real:
-            problems.append(
-                f"activation rollup of {batch_id} on {day} counts {have[0]} billable / "
-                f"{have[1]} transfers, the activations hold {real[0]} / {real[1]}"
-            )
-    return problems
-
-
 def ledger_reconcile(
     *, customer_id: str | None = None, today: dt.date | None = None, deep: bool = False
 ) -> Reconciliation:
@@ -461,7 +341,7 @@ def ledger_reconcile(
         + _event_problems(scope)
         + _rollup_problems(customer_id)
         + document_problems(customer_id=customer_id, deep=deep)
-        + (_deep_problems(customer_id) if deep else [])
+        + (deep_problems(customer_id) if deep else [])
     )
     return result
 
