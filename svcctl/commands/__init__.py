@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from svcctl.commands import batches, billing, customers, fleet, keys, licenses, webhooks
+from svcctl.commands import batches, billing, customers, fleet, keys, licenses, minting, webhooks
 from svcctl.commands.base import Command
 
 ORDER = (
@@ -37,7 +37,7 @@ ORDER = (
     "certify",
     "register",
 )
-MODULES = (customers, batches, licenses, fleet, billing, webhooks, keys)
+MODULES = (customers, batches, licenses, fleet, billing, webhooks, minting, keys)
 
 
 def ordered() -> list[Command]:
