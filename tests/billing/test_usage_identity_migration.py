@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from billing.ingestion import _store_portable, _store_postgresql
 from billing.models import UsageRecord
+from billing.usage_store import store_portable, store_postgresql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,7 +48,7 @@ def test_every_record_survives_the_new_identity(customer, direct):
     held = sorted(UsageRecord.objects.values_list("device_id", "period_start", "inferences"))
     assert held == sorted((f"cam-{n % 3}", FIRST + n * HOUR, n) for n in range(50))
     # The same camera and hour under another licence is a record of its own now.
-    store = _store_postgresql if connection.vendor == "postgresql" else _store_portable
+    store = store_postgresql if connection.vendor == "postgresql" else store_portable
     row = (FIRST, FIRST + HOUR, 7, 0, 0, 0)
     arguments = {"customer_id": customer.id, "sku": "API-METERED", "rows": [row]}
     assert store(license_id=two.id, device_id="cam-0", **arguments) == 1
