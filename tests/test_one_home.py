@@ -417,7 +417,7 @@ def _portal_modules() -> list[Path]:
 
 
 @pytest.mark.django_db
-def test_the_portal_pages_batches_and_licences_by_config_paging(make_batch, customer, server_clock):
+def test_the_portal_pages_batches_and_licenses_by_config_paging(make_batch, customer, server_clock):
     """The customer API's batches and usage lists (portal.api, once with a ``_page`` of
     its own) page through config.paging.named_row_page: newest first by issued_at then id,
     rows issued in the same second included; the next cursor is the id of the last row
