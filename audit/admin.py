@@ -12,8 +12,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from audit.models import AuditEntry
-from config.adminbase import ReadOnlyAdmin
-from config.display import pretty_json
+from config.admin.base import ReadOnlyAdmin
+from config.admin.display import pretty_json
 
 SUMMARY_CHARS = 100  # of the message, and of the arguments, in the list
 ACTOR_KINDS = {

@@ -45,7 +45,7 @@ REASONS = {401: "unauthenticated", 402: "payment_required", 403: "forbidden", 42
 # needs only the view one.
 CONSOLE_VIEWS = {"changelist": "view", "add": "add", "change": "change", "delete": "delete",
                  "history": "view"}  # fmt: skip
-# How config.adminbase.require names the capability a console user lacks.
+# How config.admin.base.require names the capability a console user lacks.
 CAPABILITY_SAID = re.compile(r"lack the permission '([a-z_]+)'")
 NOTE_EXCEPTION = "_audit_permission_denied"
 # The capability of what no role may do (a model admin's capability None).
@@ -62,7 +62,7 @@ def surface_of(path: str) -> str:
 
 def console_capability(request) -> str:
     """The capability (``operators.roles.CAPABILITIES``) a refused console page needed:
-    the one its refusal named (``config.adminbase.require``), else the one its model
+    the one its refusal named (``config.admin.base.require``), else the one its model
     admin asks for that page (``view_capability``, ``add_capability``,
     ``change_capability``); "" when neither says."""
     said = CAPABILITY_SAID.search(getattr(request, NOTE_EXCEPTION, "") or "")

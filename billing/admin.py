@@ -22,14 +22,14 @@ from billing.models import (
     UsageRecord,
 )
 from config import clock
-from config.adminbase import (
+from config.admin.base import (
     IndexedSearchMixin,
     ReadOnlyAdmin,
     ReadOnlyInline,
     choices_filter,
     may,
 )
-from config.display import customer_link, money
+from config.admin.display import customer_link, money
 from licensing.selectors import catalogue_list
 
 

@@ -12,11 +12,12 @@ from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
 from billing import documents, selectors, serializers, services
-from config import metrics, schema
-from config.api import DeviceApi
+from config import metrics
+from config.api import schema
+from config.api.fields import rendered, validated
+from config.api.renderers import PDFNegotiation
+from config.api.views import DeviceApi
 from config.errors import InvalidInput
-from config.fields import rendered, validated
-from config.renderers import PDFNegotiation
 from operators.permissions import requires
 from signing import keyring
 from signing.selectors import signed_key_name

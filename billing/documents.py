@@ -4,7 +4,7 @@
 
 The seller block comes from settings (``SVC_SELLER_*``), the buyer block from the
 customer (name, billing address, tax id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
-Numbers go through :mod:`config.display`, as everywhere in the console: money with the
+Numbers go through :mod:`config.admin.display`, as everywhere in the console: money with the
 currency's decimals and thousands separators, quantities grouped.
 """
 
@@ -18,7 +18,7 @@ from django.http import HttpResponse
 from django.template.loader import render_to_string
 
 from billing.models import Invoice, InvoiceLine
-from config.display import amount, money, quantity
+from config.admin.display import amount, money, quantity
 
 _KINDS = dict(InvoiceLine.Kind.choices)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from billing import pricing, selectors
 from billing.models import InvoiceLine
-from config.display import counted
+from config.admin.display import counted
 from config.errors import MisconfiguredService
 from svccore import money
 

@@ -19,8 +19,8 @@ from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
 from config import clock
+from config.api.paging import id_page
 from config.errors import NotFound
-from config.paging import id_page
 from licensing.models import Activation, ActivationDaily, Batch, License
 from licensing.selectors import filters_check
 

@@ -13,7 +13,7 @@ from billing.documents import due_date
 from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
 from billing.models import Invoice, InvoiceLine
 from billing.selectors import CONFLICT_PAGE_MAX, INVOICE_PAGE_MAX
-from config.fields import (
+from config.api.fields import (
     BodyIn,
     DeviceIdField,
     ExactDecimalField,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from billing import api, device_urls
-from config import converters  # noqa: F401 - registers <id:...>
+from config.api import converters  # noqa: F401 - registers <id:...>
 
 urlpatterns = [
     *device_urls.urlpatterns,  # the usage upload; the device application serves it alone

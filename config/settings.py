@@ -202,10 +202,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["operators.permissions.IsOperator"],
     "UNAUTHENTICATED_USER": None,
     # DRF's JSON renderer writing each Decimal as its exact JSON number: money goes out
-    # with its currency's decimals (630.00), never through a float (config.renderers).
-    "DEFAULT_RENDERER_CLASSES": ["config.renderers.ExactJSONRenderer"],
-    # DRF's JSON parser behind a nesting limit (config.parsers.JSON_MAX_DEPTH, 32).
-    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
+    # with its currency's decimals (630.00), never through a float (config.api.renderers).
+    "DEFAULT_RENDERER_CLASSES": ["config.api.renderers.ExactJSONRenderer"],
+    # DRF's JSON parser behind a nesting limit (config.api.parsers.JSON_MAX_DEPTH, 32).
+    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "config.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Money is a JSON number (spec §2.7), not a string.
@@ -223,11 +223,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # The views state their bodies and answers (extend_schema); config.schema adds the
+    # The views state their bodies and answers (extend_schema); config.api.schema adds the
     # string rules they reference and the X-Admin-Key / Bearer security schemes.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "config.schema.add_components",
+        "config.api.schema.add_components",
     ],
     "ENUM_NAME_OVERRIDES": {
         "CustomerKindEnum": "customers.serializers.CUSTOMER_KINDS",

@@ -4,11 +4,9 @@ from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from config import (
-    converters,  # noqa: F401 - registers <id:...>
-    views,
-)
-from config.adminbase import guard_every_admin
+from config import views
+from config.admin.base import guard_every_admin
+from config.api import converters  # noqa: F401 - registers <id:...>
 from console import metrics, second_factor
 from console import views as console_views
 from licensing import health

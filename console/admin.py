@@ -25,8 +25,8 @@ from django.utils.html import format_html, format_html_join
 from billing import issuing
 from billing import selectors as billing_selectors
 from config import clock
-from config.adminbase import NoEditAdmin, may, service_form_view
-from config.display import admin_url, money, utc_time
+from config.admin.base import NoEditAdmin, may, service_form_view
+from config.admin.display import admin_url, money, utc_time
 from config.errors import ServiceError
 from customers.models import Customer
 from customers.services import customer_create, customer_update

@@ -24,8 +24,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
+from config.api.renderers import MetricsNegotiation
 from config.clientip import client_ip, ip_in
-from config.renderers import MetricsNegotiation
 from events.delivery import backlog
 from events.models import DeliveryAttempt
 from licensing.models import RevocationHead

@@ -24,8 +24,8 @@ from billing import services as billing_services
 from billing.exports import preview_csv
 from billing.models import Invoice, InvoiceLine
 from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_check_result
-from config.adminbase import may, require
-from config.display import admin_url, amount, counted, money, quantity, utc_time
+from config.admin.base import may, require
+from config.admin.display import admin_url, amount, counted, money, quantity, utc_time
 from config.errors import ServiceError
 from console import charts, selectors
 from customers.models import Customer
@@ -140,7 +140,7 @@ def _window(rated: dict) -> str:
 def _lines_shown(rated: dict) -> list[dict]:
     """Rated or issued lines as the console's tables show them: the kind's name,
     quantities grouped without trailing zeros, prices and amounts with the currency's
-    decimals and separators (config.display, the one formatting home)."""
+    decimals and separators (config.admin.display, the one formatting home)."""
     kinds = dict(InvoiceLine.Kind.choices)
     currency = rated["currency"]
     return [

@@ -5,8 +5,8 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import schema
-from config.fields import rendered, validated
+from config.api import schema
+from config.api.fields import rendered, validated
 from customers.serializers import CustomerIn, CustomerOut, CustomerPatchIn
 from customers.services import customer_create, customer_get, customer_update
 from operators.permissions import requires

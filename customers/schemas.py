@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 
-from config.schema import TRIMMED, surrounded_by_space
+from config.api.schema import TRIMMED, surrounded_by_space
 
 # The ids customers.services.customer_create accepts (whitespace trimmed, upper-cased).
 CUSTOMER_ID = "(?:[Cc][Uu][Ss][Tt]-)?[A-Za-z0-9_-]{1,59}"

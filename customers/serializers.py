@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import BodyIn, PatternCharField, StrictCharField
+from config.api.fields import BodyIn, PatternCharField, StrictCharField
 from customers.models import Customer
 from customers.services import CHOSEN_ID
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from config import converters  # noqa: F401 - registers <id:...>
+from config.api import converters  # noqa: F401 - registers <id:...>
 from customers import api
 
 urlpatterns = [

@@ -14,8 +14,8 @@ from django.urls import path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from config.adminbase import NoEditAdmin, ReadOnlyAdmin, require, service_form_view
-from config.display import TIME_KEYS, admin_url, pretty_json, utc_time
+from config.admin.base import NoEditAdmin, ReadOnlyAdmin, require, service_form_view
+from config.admin.display import TIME_KEYS, admin_url, pretty_json, utc_time
 from events import delivery, services
 from events.display import test_result
 from events.models import DeliveryAttempt, Event, Webhook

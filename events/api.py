@@ -9,8 +9,8 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import schema
-from config.fields import rendered, validated
+from config.api import schema
+from config.api.fields import rendered, validated
 from events import selectors, serializers, services
 from operators.permissions import requires
 

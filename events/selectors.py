@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.paging import id_page
+from config.api.paging import id_page
 from customers.selectors import customer_check
 from events.models import Event, Webhook
 

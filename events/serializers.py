@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField, UrlField
+from config.api.fields import (
+    BodyIn,
+    IdField,
+    QueryIntegerField,
+    StrictCharField,
+    UnixField,
+    UrlField,
+)
 from events.models import Event
 
 EVENT_PAGE_MAX = 500

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.fields import IdField, QueryIntegerField
+from config.api.fields import IdField, QueryIntegerField
 from licensing.selectors import FLEET_CURSOR_MAX, FLEET_MAX
 from svccore.claims import LAST_SECOND
 

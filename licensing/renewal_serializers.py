@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
-from config.fields import BodyIn, IdField, QueryIntegerField, StrictIntegerField, UnixField
+from config.api.fields import BodyIn, IdField, QueryIntegerField, StrictIntegerField, UnixField
 from licensing.models import Renewal
 from licensing.selectors import EXPIRING_DAYS_DEFAULT, EXPIRING_DAYS_MAX
 from licensing.services.renewals import IDEMPOTENCY_KEY_MAX

@@ -14,8 +14,8 @@ from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils.crypto import salted_hmac
 
 from config import clock
+from config.api.paging import keyset_page
 from config.errors import InvalidInput, NotFound
-from config.paging import keyset_page
 from customers.selectors import customer_check
 from devices import term
 from licensing.models import Activation, Batch, License, Sku

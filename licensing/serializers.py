@@ -5,7 +5,7 @@ from decimal import Decimal
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-from config.fields import (
+from config.api.fields import (
     BodyIn,
     DeviceIdField,
     ExactDecimalField,

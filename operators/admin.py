@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from config import clock
-from config.adminbase import GuardedListMixin, NoEditAdmin, may, service_form_view
+from config.admin.base import GuardedListMixin, NoEditAdmin, may, service_form_view
 from config.errors import ServiceError
 from operators.models import OperatorKey
 from operators.roles import ROLES

@@ -4,7 +4,7 @@ It is the default authentication class of every DRF view (``REST_FRAMEWORK`` in
 settings), with :class:`operators.permissions.IsOperator` as the default permission, so
 a view is an operator's unless it says otherwise: the device endpoints declare
 ``authentication_classes = ()`` and ``AllowAny`` in plain sight
-(``config.api.DeviceApi``).
+(``config.api.views.DeviceApi``).
 
 The checks themselves (:func:`operators.gate.authenticate_operator`): missing key 401,
 wrong key 403, no key configured 503; compared in constant time. The key itself is never

@@ -2,7 +2,7 @@
 
 One table for every surface. An admin API method names the capability it needs with
 :func:`operators.permissions.requires`. A console view or action asks
-``config.adminbase.may(request, capability)``, and ``svcctl`` calls the API. Roles are Django
+``config.admin.base.may(request, capability)``, and ``svcctl`` calls the API. Roles are Django
 groups of the same names, holding these capabilities as permissions
 (``operators.Capability``). Migration 0002 created them, and
 ``tests/operators/test_roles.py`` checks that the database still matches this table.

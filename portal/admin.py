@@ -10,8 +10,8 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
-from config.adminbase import NoEditAdmin, confirm_page, may, service_form_view
-from config.display import counted, customer_link, utc_time
+from config.admin.base import NoEditAdmin, confirm_page, may, service_form_view
+from config.admin.display import counted, customer_link, utc_time
 from config.errors import ServiceError
 from customers.models import Customer
 from licensing.admin.forms import ENDS_SHOWN, renewal_quotes

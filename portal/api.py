@@ -15,10 +15,11 @@ from rest_framework.views import APIView
 from billing import documents
 from billing import selectors as billing_selectors
 from billing.serializers import InvoiceOut, InvoicePageOut
-from config import clock, schema
-from config.fields import rendered, validated
-from config.paging import named_row_page
-from config.renderers import PDFNegotiation
+from config import clock
+from config.api import schema
+from config.api.fields import rendered, validated
+from config.api.paging import named_row_page
+from config.api.renderers import PDFNegotiation
 from customers.services import customer_get
 from licensing import selectors as licensing_selectors
 from licensing.serializers import FleetOut

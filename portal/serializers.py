@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from billing.serializers import InvoiceListQuery, LicenseUsageOut
-from config.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField
+from config.api.fields import BodyIn, IdField, QueryIntegerField, StrictCharField, UnixField
 from licensing.serializers import BatchStatusOut, FleetQuery
 from portal.services import EMAIL
 

@@ -32,7 +32,7 @@ from django.views.decorators.http import require_POST
 from billing import documents
 from billing import selectors as billing_selectors
 from config import clock
-from config.display import money, utc_time, utc_time_html
+from config.admin.display import money, utc_time, utc_time_html
 from config.errors import ServiceError
 from console import charts
 from console.second_factor import Site

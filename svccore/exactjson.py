@@ -1,5 +1,5 @@
 """JSON with every ``Decimal`` written as the exact number it holds (``630.00``,
-``0.0125``), never through a float: the API's renderer (``config.renderers``) and
+``0.0125``), never through a float: the API's renderer (``config.api.renderers``) and
 ``svcctl --json`` write money with it. Standard library only.
 
 Python's ``json`` cannot write a raw number, so :func:`encode` is a small encoder of the

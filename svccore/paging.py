@@ -3,7 +3,7 @@
 ``FLEET_PAGE_MAX``: the most activated units one call of the fleet (``GET
 /v1/admin/fleet``, the portal's fleet API, ``svcctl fleet --limit``) answers, and the
 page the CSV export streams by. The service refuses a larger ``limit``; ``svcctl``
-refuses it before asking. (How pages follow each other is :mod:`config.paging`'s.)
+refuses it before asking. (How pages follow each other is :mod:`config.api.paging`'s.)
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from django.db import DataError, InterfaceError, OperationalError
 from audit.models import AuditEntry
 from billing.limits import MAX_COUNTER
 from billing.models import Invoice, UsageRecord
+from config.api.parsers import JSON_MAX_DEPTH
 from config.errors import DB_RETRY_AFTER_SECONDS, api_exception_handler
-from config.parsers import JSON_MAX_DEPTH
 from customers.models import Customer
 from licensing.models import Activation, Batch, License
 from licensing.services.activation import unit_activate

@@ -46,7 +46,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from billing.issuing import invoice_issue
 from billing.limits import start_of_day
-from config.schema import PRINTABLE
+from config.api.schema import PRINTABLE
 from customers.services import customer_create
 from events.models import Event
 from events.services import webhook_create
@@ -306,7 +306,7 @@ def seeded(transactional_db, tmp_path, settings):
         assert target.mistakes == {"rejected-valid": [], "accepted-invalid": []}
 
 
-# Ids are documented with the format "printable" (config.schema): str.isprintable, that
+# Ids are documented with the format "printable" (config.api.schema): str.isprintable, that
 # is no character of the Unicode categories C (control, format, surrogate, private use,
 # unassigned) or Z (separators) but the space; and not only spaces.
 schemathesis.openapi.format(

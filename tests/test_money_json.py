@@ -17,7 +17,7 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.renderers import JSONRenderer
 
-from config.renderers import ExactJSONRenderer
+from config.api.renderers import ExactJSONRenderer
 from licensing.models import Sku
 from licensing.services import license_issue
 from licensing.services.activation import unit_activate

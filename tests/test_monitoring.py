@@ -83,7 +83,7 @@ def test_unknown_v1_route_and_wrong_method_answer_json(client, settings):
     assert wrong.status_code == 405
     assert wrong.json() == {"detail": 'Method "GET" not allowed.'}
     # An unsafe method too: not Django's HTML CSRF page (a path with a non-printable id
-    # is no route either, see config.converters).
+    # is no route either, see config.api.converters).
     for path in ("/v1/licences/whatever", "/v1/admin/invoices/INV%00/credit-note"):
         posted = Client(enforce_csrf_checks=True).post(
             path, HTTP_X_ADMIN_KEY=settings.SVC_ADMIN_KEY

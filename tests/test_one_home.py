@@ -319,7 +319,7 @@ def test_the_credit_note_preview_shows_the_lines_the_credit_note_is_issued_with(
     from audit.models import AuditEntry
     from billing.models import DocumentSequence, Invoice
     from billing.services import credit_note_draft
-    from config.display import money
+    from config.admin.display import money
     from console.views import _lines_shown
 
     url = f"/admin/documents/{invoiced.number}/credit-note/"
@@ -395,12 +395,12 @@ def _a_fleet_maximum(name: str) -> bool:
 
 
 def test_keyset_paging_is_written_once():
-    """config.paging reads every page: no other module slices ``[: limit + 1]`` or takes
+    """config.api.paging reads every page: no other module slices ``[: limit + 1]`` or takes
     an id cursor apart itself (the fleet, invoices, usage conflicts and events did, three
     ways, and the events' and conflicts' selectors checked their cursor less)."""
     written = []
     for path in [*_server_modules(), *(REPO / "events").rglob("*.py"), *_portal_modules()]:
-        if path.relative_to(REPO).as_posix() == "config/paging.py":
+        if path.relative_to(REPO).as_posix() == "config/api/paging.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             upper = getattr(node, "upper", None) if isinstance(node, ast.Slice) else None
@@ -419,12 +419,12 @@ def _portal_modules() -> list[Path]:
 @pytest.mark.django_db
 def test_the_portal_pages_batches_and_licenses_by_config_paging(make_batch, customer, server_clock):
     """The customer API's batches and usage lists (portal.api, once with a ``_page`` of
-    its own) page through config.paging.named_row_page: newest first by issued_at then id,
+    its own) page through config.api.paging.named_row_page: newest first by issued_at then id,
     rows issued in the same second included; the next cursor is the id of the last row
     shown, as the portal always gave it; a cursor naming no row is refused in the id
     lists' words."""
+    from config.api.paging import named_row_page
     from config.errors import InvalidInput
-    from config.paging import named_row_page
     from portal.selectors import batches_of, licenses_of
 
     moment = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)

@@ -7,11 +7,11 @@ from django.db.models import F
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
-from config.adminbase import (
+from config.admin.base import (
     NoEditAdmin,
     service_form_view,
 )
-from config.display import admin_url, counted, customer_link, money, pretty_json, utc_time
+from config.admin.display import admin_url, counted, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
 from licensing.admin.display import (
     admin_link,

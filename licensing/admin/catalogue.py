@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from config.adminbase import CapabilityAdmin
-from config.display import money
+from config.admin.base import CapabilityAdmin
+from config.admin.display import money
 from licensing.models import (
     Sku,
 )

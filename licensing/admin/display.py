@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from config import clock
-from config.display import admin_url, utc_time
+from config.admin.display import admin_url, utc_time
 from devices import term
 from licensing.models import (
     License,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.html import format_html
 
-from config.adminbase import (
+from config.admin.base import (
     ReadOnlyAdmin,
     choices_filter,
 )
-from config.display import customer_link, money
+from config.admin.display import customer_link, money
 from devices.hardware import SOURCES
 from licensing.admin.display import (
     admin_link,

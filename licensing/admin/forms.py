@@ -7,10 +7,10 @@ import uuid
 from django import forms
 from django.contrib import messages
 
-from config.adminbase import (
+from config.admin.base import (
     confirm_page,
 )
-from config.display import counted, money, utc_time
+from config.admin.display import counted, money, utc_time
 from config.errors import ServiceError
 from customers.models import Customer
 from licensing.models import (

@@ -7,8 +7,8 @@ from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, Subquery
 from django.utils.html import format_html
 
-from config.adminbase import ReadOnlyAdmin, confirm_page, may
-from config.display import admin_url, counted, utc_time
+from config.admin.base import ReadOnlyAdmin, confirm_page, may
+from config.admin.display import admin_url, counted, utc_time
 from config.errors import ServiceError
 from licensing.admin.display import (
     copyable,

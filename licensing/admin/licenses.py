@@ -6,12 +6,12 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
-from config.adminbase import (
+from config.admin.base import (
     NoEditAdmin,
     choices_filter,
     service_form_view,
 )
-from config.display import admin_url, customer_link, money, pretty_json, utc_time
+from config.admin.display import admin_url, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
 from licensing.admin.display import (
     admin_link,

@@ -10,8 +10,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 
-from config.adminbase import confirm_page, may
-from config.display import counted, utc_time_html
+from config.admin.base import confirm_page, may
+from config.admin.display import counted, utc_time_html
 from config.errors import ServiceError
 from licensing.models import License
 

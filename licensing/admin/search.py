@@ -2,7 +2,7 @@
 search was by a device id's start, so ``8E305A87`` found nothing inside a MAC-derived
 id, while the portal's matched any part.
 
-First what the term names whole, as :class:`config.adminbase.IndexedSearchMixin` does
+First what the term names whole, as :class:`config.admin.base.IndexedSearchMixin` does
 (a licence or batch id, a customer's id or part of its name). Otherwise every row whose
 ``search_contains`` columns (device id, licence id) hold the term anywhere, any case:
 Django's ``icontains``, ``UPPER(col::text) LIKE UPPER('%term%')`` on PostgreSQL, which
@@ -16,7 +16,7 @@ from __future__ import annotations
 from django.contrib.admin.views.main import ORDER_VAR
 from django.db.models import Q
 
-from config.adminbase import IndexedSearchMixin, byte_order
+from config.admin.base import IndexedSearchMixin, byte_order
 
 
 class AnyPartSearchMixin(IndexedSearchMixin):

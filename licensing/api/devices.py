@@ -16,11 +16,12 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.response import Response
 
 from audit.refusals import device_of, note_device
-from config import metrics, schema
-from config.api import DeviceApi
+from config import metrics
+from config.api import schema
+from config.api.fields import rendered, validated
+from config.api.views import DeviceApi
 from config.clientip import client_ip
 from config.errors import InvalidInput, RateLimited, ServiceError
-from config.fields import rendered, validated
 from licensing import revocations, serializers, services
 from licensing.throttling import ActivationRateThrottle
 from signing import keyring

@@ -10,8 +10,9 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import clock, schema
-from config.fields import rendered, validated
+from config import clock
+from config.api import schema
+from config.api.fields import rendered, validated
 from licensing import exports, selectors, serializers
 from operators.permissions import requires
 from svccore.timeunits import unix

@@ -9,9 +9,9 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config import schema
+from config.api import schema
+from config.api.fields import rendered, validated
 from config.errors import InvalidInput
-from config.fields import rendered, validated
 from licensing import serializers, services
 from operators.permissions import requires
 

@@ -82,7 +82,7 @@ BACKFILL = {
 
 # Device ids by prefix, in device-id order (the console's search, issue 15): an index in
 # the "C" collation serves both LIKE 'cam-1%' and ORDER BY, whatever the database's
-# collation (config.adminbase.IndexedSearchMixin queries device_id COLLATE "C"). Not in
+# collation (config.admin.base.IndexedSearchMixin queries device_id COLLATE "C"). Not in
 # the models' Meta: the collation's name is the database's (SQLite's is BINARY, its
 # default, so a plain index there).
 DEVICE_INDEXES = {

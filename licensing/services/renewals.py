@@ -38,7 +38,7 @@ from django.db import IntegrityError, transaction
 
 from audit.services import audited
 from config import clock
-from config.display import utc_time
+from config.admin.display import utc_time
 from config.drafts import drafted
 from config.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
 from devices.errors import BadSignature

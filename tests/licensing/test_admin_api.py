@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import DeviceApi
+from config.api.views import DeviceApi
 from devices.token import verify_token
 from licensing.models import Batch, License
 from licensing.services.activation import unit_activate

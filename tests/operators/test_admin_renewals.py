@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from config.display import utc_time
+from config.admin.display import utc_time
 from licensing.models import Batch, License, Renewal
 from licensing.services import license_issue
 from licensing.services.activation import unit_activate

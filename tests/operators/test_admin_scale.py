@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from billing.reconciliation import ledger_check_run
 from billing.services import invoice_rate
-from config import adminbase
+from config.admin import base as adminbase
 from licensing.models import Activation
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate

@@ -12,7 +12,7 @@ from django.db.backends import utils as backend_utils
 from django.test import Client
 from django.urls import reverse
 
-from config.adminbase import GuardedListMixin
+from config.admin.base import GuardedListMixin
 from operators.services import operator_key_create
 
 pytestmark = pytest.mark.django_db

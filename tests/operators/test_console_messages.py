@@ -9,7 +9,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from config.display import utc_time
+from config.admin.display import utc_time
 from devices import token as codec
 from licensing.models import Activation, Batch, License
 from licensing.services import license_issue, license_revoke, unit_activate

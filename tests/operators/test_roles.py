@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
 from config import clock
-from config.api import DeviceApi
+from config.api.views import DeviceApi
 from operators.models import OperatorKey
 from operators.permissions import IsOperator, handler_of, required_capability
 from operators.roles import CAPABILITIES, ROLES, capabilities_of

@@ -18,7 +18,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from billing.services import invoice_issue
-from config.display import money
+from config.admin.display import money
 from customers.services import customer_create
 from licensing.models import Batch
 from licensing.services import batch_issue, license_issue

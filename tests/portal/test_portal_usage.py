@@ -12,7 +12,7 @@ import pytest
 
 from billing.ingestion import usage_ingest
 from billing.services import invoice_issue
-from config.display import money
+from config.admin.display import money
 from licensing.services import license_issue
 from portal import selectors
 from tests.factories import CustomerFactory

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.messages import get_messages
 
-from config.display import utc_time
+from config.admin.display import utc_time
 from licensing.models import Batch
 
 pytestmark = pytest.mark.django_db

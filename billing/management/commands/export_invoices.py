@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing import exports
 from billing.models import Invoice
-from config.display import counted
+from config.admin.display import counted
 
 
 class Command(BaseCommand):

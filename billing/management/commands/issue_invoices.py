@@ -7,7 +7,7 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 
 from billing import services
-from config.display import counted
+from config.admin.display import counted
 from config.errors import ServiceError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.partitions import is_partitioned, usage_prune
-from config.display import counted
+from config.admin.display import counted
 from config.errors import ServiceError
 
 

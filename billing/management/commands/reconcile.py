@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing.reconciliation import ledger_check_result, ledger_reconcile
 from billing.services import ledger_check_run
-from config.display import counted
+from config.admin.display import counted
 from customers.models import Customer
 
 _COLUMNS = (

@@ -17,7 +17,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections, connection, connections
 
-from config.display import counted
+from config.admin.display import counted
 from events import delivery
 from events.alerts import alerts_send
 from events.scan import events_scan

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand
 
-from config.display import utc_time
+from config.admin.display import utc_time
 from signing import keyring
 from signing.selectors import signing_keys_list
 

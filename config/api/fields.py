@@ -2,7 +2,7 @@
 true is not an integer), and :func:`validated`, which checks a body against a serializer
 without building its fields anew for every request. Out: Unix seconds, and exact numbers
 (money with its currency's decimals, contract §6) that the renderer writes digit for
-digit (``config.renderers``)."""
+digit (``config.api.renderers``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from config.schema import url_pattern
+from config.api.schema import url_pattern
 from svccore import money
 from svccore.claims import control_character_problem, device_id_problem
 from svccore.timeunits import unix
@@ -164,7 +164,7 @@ class IdField(StrictCharField):
 class PatternCharField(StrictCharField):
     """A string the service checks against a pattern (``content``, a regular expression
     of the trimmed string, as the service's own rule writes it): the schema states it
-    (``config.schema.PatternCharFieldExtension``); the service refuses what does not
+    (``config.api.schema.PatternCharFieldExtension``); the service refuses what does not
     match, with its own words."""
 
     def __init__(self, *, content: str, **kwargs) -> None:
@@ -173,7 +173,7 @@ class PatternCharField(StrictCharField):
 
 
 class UrlField(StrictCharField):
-    """An absolute http(s) URL (:func:`config.schema.url_pattern`, which the schema
+    """An absolute http(s) URL (:func:`config.api.schema.url_pattern`, which the schema
     states): white space around it is refused, not trimmed, and so is a URL that
     ``urlsplit`` would misread or fail on (a bracketed host that is no IPv6 address, a
     port that is no number, user info). Where it may point is the service's check."""
@@ -234,7 +234,7 @@ class DeviceIdField(StrictCharField):
 
 class UnixField(serializers.Field):
     """Aware datetime out as Unix seconds; None (perpetual) as 0. Its schema is an
-    integer (``config.schema.UnixFieldExtension``)."""
+    integer (``config.api.schema.UnixFieldExtension``)."""
 
     def get_attribute(self, instance):
         # DRF renders None without calling to_representation; perpetual must be 0.

@@ -41,9 +41,9 @@ SECURITY_SCHEMES = {
 
 
 class UnixFieldExtension(OpenApiSerializerFieldExtension):
-    """``config.fields.UnixField``: an integer."""
+    """``config.api.fields.UnixField``: an integer."""
 
-    target_class = "config.fields.UnixField"
+    target_class = "config.api.fields.UnixField"
 
     def map_serializer_field(self, auto_schema, direction):
         description = self.target.help_text or "Unix seconds; 0: never."
@@ -98,7 +98,7 @@ def retry_after(*statuses: int) -> OpenApiParameter:
 
 
 def id_path(name: str, description: str) -> OpenApiParameter:
-    """An id in a path (``config.converters``): printable, else no route (404)."""
+    """An id in a path (``config.api.converters``): printable, else no route (404)."""
     return OpenApiParameter(
         name, ID_SCHEMA, OpenApiParameter.PATH, required=True, description=description
     )
@@ -200,7 +200,7 @@ _PORT = "(?:0*(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2
 
 @functools.cache
 def url_pattern() -> str:
-    """An absolute http(s) URL (``config.fields.UrlField``): the scheme in any case, a
+    """An absolute http(s) URL (``config.api.fields.UrlField``): the scheme in any case, a
     host (no white space, control or format character, nor any of ``/?#@:[]``, or an
     IPv6 address in brackets), an optional port 0-65535, then an optional path, query or
     fragment without control or format characters; nothing around it. What
@@ -269,12 +269,12 @@ def add_components(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 class BodyInExtension(OpenApiSerializerExtension):
-    """An operator's request body (``config.fields.BodyIn``) takes no field it does not
+    """An operator's request body (``config.api.fields.BodyIn``) takes no field it does not
     name: ``additionalProperties: false``, as the service answers (400 naming them). A
     body whose service takes one of several sets of fields states them as ``one_of``
     (JSON Schema ``oneOf`` branches, e.g. ``{"required": [...]}``)."""
 
-    target_class = "config.fields.BodyIn"
+    target_class = "config.api.fields.BodyIn"
     match_subclasses = True
 
     def map_serializer(self, auto_schema, direction):
@@ -293,7 +293,7 @@ class StrictCharFieldExtension(OpenApiSerializerFieldExtension):
     """A string field of a request: DRF refuses NUL in it, and trims it before it checks
     that it is not blank and not too long (:func:`trimmed_pattern`)."""
 
-    target_class = "config.fields.StrictCharField"
+    target_class = "config.api.fields.StrictCharField"
     match_subclasses = True
     priority = 0
 
@@ -312,7 +312,7 @@ class ReportedTextFieldExtension(OpenApiSerializerFieldExtension):
     """Text a device reports: trimmed like any string, and after trimming no control or
     format character (the device id's rule)."""
 
-    target_class = "config.fields.ReportedTextField"
+    target_class = "config.api.fields.ReportedTextField"
     match_subclasses = True
     priority = 1
 
@@ -327,7 +327,7 @@ class ReportedTextFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class IdFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.IdField"
+    target_class = "config.api.fields.IdField"
     match_subclasses = True
     priority = 1
 
@@ -346,10 +346,10 @@ class IdFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class PatternCharFieldExtension(OpenApiSerializerFieldExtension):
-    """``config.fields.PatternCharField``: the pattern the service checks the trimmed
+    """``config.api.fields.PatternCharField``: the pattern the service checks the trimmed
     string against, with the white space DRF trims around it."""
 
-    target_class = "config.fields.PatternCharField"
+    target_class = "config.api.fields.PatternCharField"
     match_subclasses = True
     priority = 1
 
@@ -363,7 +363,7 @@ class PatternCharFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class UrlFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.UrlField"
+    target_class = "config.api.fields.UrlField"
     match_subclasses = True
     priority = 1
 
@@ -375,7 +375,7 @@ class UrlFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class DeviceIdFieldExtension(OpenApiSerializerFieldExtension):
-    target_class = "config.fields.DeviceIdField"
+    target_class = "config.api.fields.DeviceIdField"
     match_subclasses = True
     priority = 1
 

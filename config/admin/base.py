@@ -1,5 +1,5 @@
 """Base classes for the operator console's model admins (how values are shown:
-:mod:`config.display`).
+:mod:`config.admin.display`).
 
 Rows that carry business rules (batches, licences, activations, invoices, the audit log)
 are created by services and never edited or deleted in place from the admin.
@@ -35,7 +35,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.functional import cached_property
 
-from config.display import utc_time_html
+from config.admin.display import utc_time_html
 from config.errors import ServiceError
 
 # The admin's navigation sidebar takes 300 px from every list, which then no longer fits

@@ -1,0 +1,2 @@
+"""The operator console's shared admin base (:mod:`.base`) and how the console and the
+invoice documents show values (:mod:`.display`)."""
