@@ -487,8 +487,10 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch, serv
 
 
 def test_license_list_shows_each_license_state(admin_client, admin_user, customer, server_clock):
-    """The state column is devices.license_state in the console's words, at the spec §3
-    boundaries: active up to exp, grace up to exp + grace_days, then expired."""
+    """The state column is the portal's component (licensing.unit_states, issue 41: one
+    vocabulary, the same words and CSS class) at the spec §3 boundaries: active up to exp,
+    in grace up to exp + grace_days, then expired; a perpetual term is "(no end)" beside
+    its state, a revocation its reason."""
     term = license_issue(
         customer_id=customer.id, sku="API-METERED", device_id="cam-term", term_days=1
     )  # grace 7 days
@@ -508,17 +510,21 @@ def test_license_list_shows_each_license_state(admin_client, admin_user, custome
         for lic in (term, perpetual, revoked):
             row = next(row for row in body.split("<tr") if f">{lic.id}</a>" in row)
             cell = re.search(r'<td class="field-state">(.*?)</td>', row, re.S)[1]
-            found[lic.id] = re.sub(r"<[^>]+>", "", cell)
+            code = re.search(r'class="svc-state svc-state-(\w+)"', cell)[1]
+            found[lic.id] = (code, " ".join(re.sub(r"<[^>]+>", " ", cell).split()))
         return found
 
-    always = {perpetual.id: "active (perpetual)", revoked.id: "revoked"}
+    always = {
+        perpetual.id: ("active", "active (no end)"),
+        revoked.id: ("revoked", "revoked stolen"),
+    }
     # The server clock runs on while a page renders: each moment is aimed half a second
     # inside the state it tests (the boundary seconds themselves: tests/test_one_home.py).
     half = dt.timedelta(seconds=0.5)
     for moment, state in [
-        (exp - half, "active"),
-        (exp + dt.timedelta(seconds=1), "grace"),
-        (exp + dt.timedelta(days=7) - half, "grace"),
-        (exp + dt.timedelta(days=7, seconds=1), "expired"),
+        (exp - half, ("active", "active")),
+        (exp + dt.timedelta(seconds=1), ("grace", "in grace")),
+        (exp + dt.timedelta(days=7) - half, ("grace", "in grace")),
+        (exp + dt.timedelta(days=7, seconds=1), ("expired", "expired")),
     ]:
         assert states_at(moment) == {term.id: state, **always}, moment
