@@ -82,6 +82,38 @@ def test_search_and_filters_narrow_the_list(admin_client, fleet, name, query, sh
     assert shown in body and hidden not in body
 
 
+def test_the_fleet_says_the_binding_in_words_and_filters_every_reported_source(admin_client, fleet):
+    """A hardware-bound device is "hardware-bound", a weak one "weak: <source>" in red:
+    not Django's boolean icons, where weak showed a green tick and bound a red cross
+    (issue 45). The source filter offers every source a device reports, "explicit" (an
+    id its caller gave, devices.client) among them."""
+    batch, _direct = fleet
+    unit_activate(
+        batch_token=batch.license.token, device_id="cam-given", fingerprint_source="explicit"
+    )
+    url = reverse("admin:licensing_activation_changelist")
+    body = admin_client.get(url).content.decode()
+    cells = {}
+    for row in re.findall(r"<tr>.*?</tr>", body, re.S):
+        device = re.search(r'class="field-device_id">(?:<a [^>]*>)?([^<]+)<', row)
+        binding = re.search(r'<td class="field-binding">(.*?)</td>', row, re.S)
+        if device and binding:
+            cells[device[1]] = " ".join(re.sub(r"<[^>]+>", " ", binding[1]).split())
+    assert cells == {
+        "cam-strong": "hardware-bound",
+        "aa:bb:cc:dd:ee:ff": "weak: mac",
+        "cam-given": "hardware-bound",
+    }
+    assert "icon-yes.svg" not in body and "icon-no.svg" not in body
+    for source in ("env", "devicetree", "dmi", "machine-id", "macos", "mac", "explicit"):
+        assert f"?fingerprint_source={source}" in body, source
+    only = admin_client.get(url, {"fingerprint_source": "explicit"}).content.decode()
+    assert "cam-given" in only and "cam-strong" not in only
+    weak = Activation.objects.get(device_id="aa:bb:cc:dd:ee:ff")
+    page = admin_client.get(reverse("admin:licensing_activation_change", args=[weak.pk]))
+    assert "weak: mac" in page.content.decode() and "icon-yes.svg" not in page.content.decode()
+
+
 def test_detail_pages_render(admin_client, fleet, customer):
     batch, direct = fleet
     unit = Activation.objects.first()
