@@ -31,7 +31,7 @@ from . import jsonsafe, status
 from ._version import __version__
 from .bounds import path_argument, shown
 from .errors import BadSignature, Code, InvalidArgument, LicenseError
-from .hardware import MAX_DEVICE_ID, fingerprint
+from .hardware import EXPLICIT, MAX_DEVICE_ID, fingerprint
 from .state import (
     KEYS_FILE,
     STATE_FILE,
@@ -221,7 +221,7 @@ def activate(
             f"{shown(device_id)}"
         )
     else:
-        source, weak = "explicit", False
+        source, weak = EXPLICIT, False
     url = endpoint(base_url, "/v1/activate", allow_http=allow_http)
     _check_writable(directory)
     status, payload, _ = call(

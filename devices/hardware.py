@@ -28,6 +28,10 @@ MAX_DEVICE_ID = 128  # the service refuses longer ids (spec §8)
 IOREG_TIMEOUT_SECONDS = 5
 
 SOURCES = ("env", "devicetree", "dmi", "machine-id", "macos", "mac")
+# What activate() reports for a device id its caller gave: no fingerprint read.
+EXPLICIT = "explicit"
+# Every source an activation can report (the console filters on these).
+REPORTED_SOURCES = (*SOURCES, EXPLICIT)
 
 # Values firmware vendors leave in place of a real identity.
 _PLACEHOLDER = re.compile(r"\A[0\-:]*\Z|\A[fF\-:]*\Z")

@@ -19,6 +19,7 @@ from config.errors import InvalidInput, NotFound
 from customers.selectors import customer_check
 from devices import term
 from licensing.models import Activation, Batch, License, Sku
+from licensing.unit_states import UnitState
 from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
 from svccore.paging import FLEET_PAGE_MAX
@@ -255,6 +256,12 @@ class Expiring:
     in_grace: bool
     units_activated: int
     units_purchased: int
+
+    @property
+    def state(self) -> UnitState:
+        """Its state in the one component (templates/_unit_state.html): not revoked, so
+        in grace or still active."""
+        return UnitState("grace" if self.in_grace else "active")
 
 
 def expiring_list(

@@ -150,6 +150,17 @@ class ConsoleUserAdmin(UserAdmin):
         allowed = super().has_delete_permission(request, obj)
         return allowed and (obj is None or user_holds_all_of(request.user, obj))
 
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        # Viewing only (a key administrator): no password field, whose "Reset password"
+        # link opens a form that answers 403 (the browser walk, issue 41).
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "password"]})
+            for name, options in fieldsets
+        ]
+
     def get_readonly_fields(self, request, obj=None):
         fields = list(super().get_readonly_fields(request, obj))
         if not request.user.is_superuser:

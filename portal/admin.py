@@ -110,7 +110,9 @@ class CustomerUserAdmin(NoEditAdmin):
     list_display = ["username", "customer_shown", "name", "active", "created_at", "invited_by"]
     list_filter = ["created_at"]
     search_fields = ["user__username", "customer__id", "customer__name", "name"]
-    fields = ["user", "customer", "name", "invited_by", "created_at"]
+    # The e-mail as text: the user row's own page (django.contrib.auth's) answers 403 to
+    # every role but a superuser, so it is not linked (the browser walk, issue 41).
+    fields = ["username", "customer", "name", "invited_by", "created_at"]
     readonly_fields = fields
     actions = ["deactivate"]
 

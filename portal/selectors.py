@@ -223,6 +223,7 @@ def in_grace_of(customer: Customer, *, limit: int = 50) -> list[License]:
     rows = (
         License.objects.filter(customer=customer, revoked_at__isnull=True, expires_at__lte=now)
         .filter(~Q(grace_days=0))
+        .select_related("seat_release")  # its state (licensing.unit_states), no query a row
         .order_by("expires_at")[:1000]
     )
     return [lic for lic in rows if lic.expires_at + dt.timedelta(days=lic.grace_days) > now][:limit]

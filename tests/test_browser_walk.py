@@ -5,7 +5,12 @@ a webhook with failed deliveries; and a portal user). It visits every console pa
 operator reaches and every portal page a customer reaches, found by following their links
 from the index and the dashboard (one page of each kind, bounded), and the confirmation
 pages behind the console's destructive actions; each at 1280 and then 1000 px wide (the
-same page, resized). It fails on:
+same page, resized). The console is walked by a superuser and by one operator of each
+role of operators.roles (at 1280 px, one page per kind, to stay inside the budget): every
+page a role reaches passes the same checks, and a link on its pages that answers a refusal
+(403) or sends it back to the login is a failure. The server runs as production does, with
+SVC_REQUIRE_2FA on: every console and portal user enrols an authenticator and gives its
+code after the password. It fails on:
 
 - horizontal overflow (the document wider than the window),
 - an empty main area,
@@ -18,6 +23,7 @@ keeps them as artifacts)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import time
@@ -27,10 +33,15 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django_otp.oath import totp
 from playwright.sync_api import Error as PlaywrightError
 
 from audit.context import Actor, acting_as
 from customers.models import Customer
+from operators.roles import ROLES
+from operators.services import roles_ensure
+from tests.conftest import start_gunicorn, stop_gunicorn
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _browser_or_skip
 from tests.operators.test_console_layout import _seed
 from tests.operators.test_csp_browser import SKIP, Watch, _kind, _violations_in_frames
@@ -40,8 +51,9 @@ from tests.portal.conftest import account_for
 pytestmark = pytest.mark.live
 
 WIDTHS = (1280, 1000)
+ROLE_WIDTHS = (1280,)  # a restricted role's pages: the superuser's walk tried both widths
 HEIGHT = 900
-BUDGET_SECONDS = 150  # the whole walk; it takes about 60 s on 2 cores
+BUDGET_SECONDS = 120  # the whole walk, every role's; it takes about 80 s on 2 cores
 PAGE_TIMEOUT_MS = 15_000
 MAX_PAGES = 200  # per site: a bound, should a link multiply kinds
 
@@ -112,8 +124,11 @@ def _name(path: str) -> str:
 class Walker:
     """One browser page of one site, its checks and what they found."""
 
-    def __init__(self, page, url: str, site: str, deadline: float) -> None:
+    def __init__(
+        self, page, url: str, site: str, deadline: float, widths: tuple[int, ...] = WIDTHS
+    ) -> None:
         self.page, self.url, self.site, self.deadline = page, url, site, deadline
+        self.widths = widths
         self.watch = Watch()
         self.watch.attach(page)
         self.problems: dict[str, list[str]] = {}
@@ -131,7 +146,7 @@ class Walker:
         page = self.page
         for violation in _violations_in_frames(page):
             self.watch.note(f"CSP: {violation}")
-        for width in WIDTHS:
+        for width in self.widths:
             page.set_viewport_size({"width": width, "height": HEIGHT})
             for problem in page.evaluate(PROBLEMS_JS):
                 self.problems.setdefault(f"{label} at {width}px", []).append(problem)
@@ -167,6 +182,11 @@ class Walker:
             if response.status != 200:
                 self.problems.setdefault(target, []).append(f"answered {response.status}")
                 continue
+            landed = urlsplit(self.page.url).path
+            if landed != urlsplit(target).path and re.search(r"/(login|second-factor)/$", landed):
+                # A page this user may not see, linked all the same.
+                self.problems.setdefault(target, []).append(f"sent to {landed}")
+                continue
             self.visited.append(target)
             self.check(target)
             for href in self.page.eval_on_selector_all("a[href]", "a => a.map(e => e.href)"):
@@ -197,15 +217,61 @@ class Walker:
         self.visited.append(label)
         self.check(label)
 
+    def log_in(self, login: str, username: str, password: str, *, check: bool) -> None:
+        """The login page, the password, then the second factor as production asks it:
+        an authenticator enrolled (its secret read off the page, as an app scans the QR
+        code), its first code, the recovery codes kept. ``check``: each of those pages
+        is checked too."""
+        page = self.page
+        page.set_default_timeout(self.timeout())
+        self.watch.current = login
+        page.goto(f"{self.url}{login}")
+        if check:
+            self.check(login)
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        page.click("input[type=submit], #login-submit")
+        page.wait_for_selector("#enrol-secret")
+        self.watch.current = urlsplit(page.url).path
+        if check:
+            self.check(f"{self.watch.current} (enrol)")
+        secret = page.inner_text("#enrol-secret").replace(" ", "")
+        key = base64.b32decode(secret + "=" * (-len(secret) % 8))
+        page.fill("#id_code", f"{totp(key):06d}")
+        page.click("#second-factor-submit")
+        page.wait_for_selector("#recovery-codes")
+        if check:
+            self.check(f"{self.watch.current} (recovery codes)")
+        with page.expect_navigation():
+            page.click("#codes-continue")
+
+
+@pytest.fixture
+def production_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path):
+    """gunicorn on the test database with SVC_REQUIRE_2FA on, as in production."""
+    service = start_gunicorn(tmp_path, SVC_REQUIRE_2FA="1")
+    try:
+        yield service
+    finally:
+        stop_gunicorn(service)
+
 
 def test_every_page_of_the_console_and_the_portal_at_two_widths(
-    live_service, transactional_db, monkeypatch
+    production_service, transactional_db, monkeypatch
 ):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     sync_playwright = _browser_or_skip()
     started = time.monotonic()
     get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
-    url = live_service.url
+    # One operator of each restricted role (operators.roles), as a console user gets it:
+    # staff, in the role's group, no permission of its own.
+    roles_ensure()
+    for role in ROLES:
+        user = get_user_model().objects.create_user(
+            f"{role}.operator", f"{role}@ops.example", PASSWORD, is_staff=True
+        )
+        user.groups.add(Group.objects.get(name=role))
+    url = production_service.url
     with acting_as(Actor(name="jdoe", kind="cli")):
         seeded = _seed(url)
     # A portal user of the customer with an invoice, its credit note and a revoked batch,
@@ -216,6 +282,8 @@ def test_every_page_of_the_console_and_the_portal_at_two_widths(
     account_for(nordlicht, "lizenzen@nordlicht-sicherheitstechnik.example")
     deadline = time.monotonic() + BUDGET_SECONDS
     walkers: list[Walker] = []
+    roles: dict[str, Walker] = {}
+    portals: list[Walker] = []
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
@@ -226,12 +294,7 @@ def test_every_page_of_the_console_and_the_portal_at_two_widths(
             console = Walker(context.new_page(), url, "console", deadline)
             walkers.append(console)
             page = console.page
-            page.set_default_timeout(PAGE_TIMEOUT_MS)
-            page.goto(f"{url}/admin/login/")
-            console.check("/admin/login/")
-            page.fill("#id_username", "operator")
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
+            console.log_in("/admin/login/", "operator", PASSWORD, check=True)
             page.wait_for_selector("#svc-console-links")
             # A reconciliation stored: the dashboard's ledger shows figures and their age.
             page.goto(f"{url}/admin/dashboard/")
@@ -255,19 +318,27 @@ def test_every_page_of_the_console_and_the_portal_at_two_widths(
             console.action("renew licences", "/admin/licensing/license/", "renew_licenses", 3)
             console.action("renew batches", "/admin/licensing/batch/", "renew_batches", 3)
 
+            # Each restricted role: what its index and dashboard link to, followed.
+            for role in ROLES:
+                role_context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
+                walker = Walker(
+                    role_context.new_page(), url, f"console-{role}", deadline, ROLE_WIDTHS
+                )
+                walkers.append(walker)
+                roles[role] = walker
+                walker.log_in("/admin/login/", f"{role}.operator", PASSWORD, check=False)
+                walker.walk(["/admin/", "/admin/dashboard/"], "/admin/")
+                role_context.close()
+
             for email in ("it@acme.example", "lizenzen@nordlicht-sicherheitstechnik.example"):
                 portal_context = browser.new_context(
                     viewport={"width": WIDTHS[0], "height": HEIGHT}
                 )
                 portal = Walker(portal_context.new_page(), url, f"portal-{email[:4]}", deadline)
                 walkers.append(portal)
+                portals.append(portal)
                 page = portal.page
-                page.set_default_timeout(PAGE_TIMEOUT_MS)
-                page.goto(f"{url}/portal/login/")
-                portal.check("/portal/login/")
-                page.fill("#id_username", email)
-                page.fill("#id_password", CUSTOMER_PASSWORD)
-                page.click("#login-submit")
+                portal.log_in("/portal/login/", email, CUSTOMER_PASSWORD, check=not portals[:-1])
                 page.wait_for_selector("#portal-nav")
                 portal.walk(["/portal/"], "/portal/")
             # A secret shown once, and its Copy button (static/svc/console.js): shown only
@@ -294,10 +365,14 @@ def test_every_page_of_the_console_and_the_portal_at_two_widths(
         for where, found in walker.watch.problems.items():
             report.append(f"{walker.site} {where}:\n  " + "\n  ".join(found))
     counts = ", ".join(f"{w.site} {len(w.visited)}" for w in walkers)
-    print(f"\nwalked {counts} pages at {WIDTHS} px in {took:.0f} s")
+    print(f"\nwalked {counts} pages in {took:.0f} s")
     assert not report, "\n".join(report)
-    console_pages, acme_pages, nordlicht_pages = (w.visited for w in walkers)
-    assert len(console_pages) >= 40, console_pages
+    assert len(console.visited) >= 40, console.visited
+    # Each role reaches its own pages; the viewer no more than the superuser.
+    for role, walker in roles.items():
+        assert len(walker.visited) >= 10, (role, walker.visited)
+        assert len(walker.visited) <= len(console.visited), (role, walker.visited)
+    acme_pages, nordlicht_pages = (w.visited for w in portals)
     for pages in (acme_pages, nordlicht_pages):
         assert len(pages) >= 8, pages
     assert any(re.match(r"/portal/invoices/[^/]+/$", p) for p in acme_pages), acme_pages

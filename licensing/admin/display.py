@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
-from config import clock
 from config.admin.display import admin_url, utc_time
-from devices import term
 from licensing.models import (
     License,
     is_near_exhaustion,
@@ -62,26 +58,6 @@ def revoked_or_valid(lic: License, *, full: bool = False):
     return format_html(
         '<span class="svc-red" title="{}">revoked</span>{}', why, f" {why}" if full else ""
     )
-
-
-# What the console calls each state of devices.license_state.
-LICENSE_STATE_WORDS = {
-    term.NOT_YET_VALID: "not yet valid",
-    term.ACTIVE: "active",
-    term.GRACE: "grace",
-    term.EXPIRED: "expired",
-    term.REVOKED: "revoked",
-}
-
-
-def license_state(lic: License, now: dt.datetime | None = None) -> str:
-    """The licence's state as a device would see it (spec §3, from its signed claims),
-    or revoked; "active (perpetual)" for an ``exp`` of 0."""
-    moment = (now or clock.now()).timestamp()
-    state = term.license_state(lic.claims, moment, revoked=lic.revoked_at is not None)
-    if state == term.ACTIVE and not lic.claims["exp"]:
-        return "active (perpetual)"
-    return LICENSE_STATE_WORDS[state]
 
 
 def admin_link(obj, label: str | None = None):

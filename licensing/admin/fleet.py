@@ -10,7 +10,7 @@ from config.admin.base import (
     choices_filter,
 )
 from config.admin.display import customer_link, money
-from devices.hardware import SOURCES
+from devices.hardware import REPORTED_SOURCES
 from licensing.admin.display import (
     admin_link,
     unit_state_badge,
@@ -28,9 +28,10 @@ from licensing.services import (
 from licensing.services.seats import ReleasePolicy, seat_release
 from licensing.unit_states import unit_state_of
 
-# The fingerprint sources a device reports (devices.hardware), not a SELECT DISTINCT.
+# Every fingerprint source a device reports (devices.hardware, "explicit" for an id its
+# caller gave), not a SELECT DISTINCT.
 FingerprintSourceFilter = choices_filter(
-    "fingerprint_source", "fingerprint source", lambda: [(s, s) for s in SOURCES]
+    "fingerprint_source", "fingerprint source", lambda: [(s, s) for s in REPORTED_SOURCES]
 )
 
 
@@ -44,7 +45,7 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
         "device_id",
         "batch_link",
         "customer",
-        "weak_binding",
+        "binding",
         "activated_at",
         "revoked",
     ]
@@ -78,6 +79,21 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     @admin.display(description="customer", ordering="batch__customer__name")
     def customer(self, record: Activation):
         return customer_link(record.batch.customer)
+
+    def get_fields(self, request, obj=None):
+        # The activation's page says the binding in words too, not the boolean's icon.
+        fields = super().get_fields(request, obj)
+        return ["binding" if name == "weak_binding" else name for name in fields]
+
+    @admin.display(description="binding", ordering="weak_binding")
+    def binding(self, record: Activation):
+        # Words, not the boolean icon: a green tick beside "weak" read as good (issue 45).
+        if not record.weak_binding:
+            return "hardware-bound"
+        return format_html(
+            '<span class="svc-red svc-nowrap">weak: {}</span>',
+            record.fingerprint_source or "source not reported",
+        )
 
     @admin.display(description="SKU", ordering="batch__sku")
     def sku(self, record: Activation) -> str:

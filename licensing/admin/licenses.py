@@ -16,7 +16,7 @@ from config.drafts import drafted
 from licensing.admin.display import (
     admin_link,
     copyable,
-    license_state,
+    unit_state_badge,
 )
 from licensing.admin.forms import (
     LicenseIssueForm,
@@ -32,6 +32,7 @@ from licensing.services import (
     license_issue,
     license_revoke,
 )
+from licensing.unit_states import unit_state_of
 
 
 class RevokedFilter(admin.SimpleListFilter):
@@ -91,7 +92,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
     search_exact = ("id", "batch_id")
     search_related = {"customer": ("=id", "name")}
     search_contains = ("device_id", "id")
-    list_select_related = ["customer", "batch"]
+    list_select_related = ["customer", "batch", "seat_release"]
     fields = [
         "id",
         "kind",
@@ -123,8 +124,12 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
 
     @admin.display(description="state")
     def state(self, lic: License):
-        state = license_state(lic)
-        return format_html('<span class="svc-red">{}</span>', state) if lic.revoked_at else state
+        # The portal's words and colours (licensing.unit_states); a perpetual term is the
+        # term's end beside the state, not a state of its own.
+        badge = unit_state_badge(unit_state_of(lic))
+        if lic.expires_at is None and lic.revoked_at is None:
+            return format_html('{} <span class="svc-nowrap">(no end)</span>', badge)
+        return badge
 
     @admin.display(description="unit price", ordering="unit_price")
     def unit_price_shown(self, lic: License) -> str | None:

@@ -13,7 +13,7 @@ import pytest
 
 from config import clock
 from licensing.models import License
-from licensing.services import batch_issue, license_revoke, unit_activate
+from licensing.services import batch_issue, license_issue, license_revoke, unit_activate
 from licensing.services.seats import seat_release
 from licensing.unit_states import UnitState, unit_state_of, unit_states
 from tests.factories import CustomerFactory
@@ -98,3 +98,42 @@ def _console_states(html: str) -> dict[str, tuple[str, str, str]]:
         if device and state:
             found[device[1].split("-")[2]] = (state[1], state[2], state[3] or "")
     return found
+
+
+def _section_states(html: str, start: str, end: str, ids) -> dict[str, tuple[str, str]]:
+    """{batch or licence id: (CSS code, words)} of the rows of one section of a page."""
+    section = html.split(start, 1)[1].split(end, 1)[0]
+    found = {}
+    for row in re.findall(r"<tr>.*?</tr>", section, re.S):
+        badge = re.search(BADGE, row)
+        for ident in ids:
+            if f">{ident}<" in row:
+                found[ident] = (badge[1], badge[2]) if badge else None
+    return found
+
+
+def test_terms_ending_and_cameras_in_grace_show_the_one_component(
+    client, admin_client, server_clock
+):
+    """The portal's "terms ending" and "cameras in grace" tables, the console dashboard's
+    and the customer page's terms ending: each row's state in the shared component, the
+    words and classes of the fleet (issue 41), not a table's own "in grace"."""
+    customer = CustomerFactory(name="Nordlicht Sicherheitstechnik und Videoanalyse GmbH")
+    ending = batch_issue(customer_id=customer.pk, sku="VISION-PRO", units=7, term_days=10)
+    with server_clock.at(clock.now() - dt.timedelta(days=370)):  # 5 days past its end
+        lapsed = license_issue(
+            customer_id=customer.pk, sku="DETECT-STD", device_id="nl-ham-lapsed-axis-q1656"
+        )
+    assert lapsed.grace_days > 5
+    expected = {ending.pk: ("active", "active"), lapsed.pk: ("grace", "in grace")}
+    account = account_for(customer, "it@nordlicht.example")
+    client.force_login(account.user)
+    portal = client.get("/portal/").content.decode()
+    assert _section_states(portal, 'id="expiring"', 'id="grace"', expected) == expected
+    grace = portal.split('id="grace"', 1)[1].split('id="weak"', 1)[0]
+    assert re.findall(BADGE, grace) == [("grace", "in grace", "")]
+    assert lapsed.pk in grace
+    dashboard = admin_client.get("/admin/dashboard/").content.decode()
+    assert _section_states(dashboard, 'id="expiring"', "</table>", expected) == expected
+    page = admin_client.get(f"/admin/customers/customer/{customer.pk}/change/").content.decode()
+    assert _section_states(page, 'id="customer-expiring"', "</table>", expected) == expected

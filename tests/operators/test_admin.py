@@ -82,6 +82,38 @@ def test_search_and_filters_narrow_the_list(admin_client, fleet, name, query, sh
     assert shown in body and hidden not in body
 
 
+def test_the_fleet_says_the_binding_in_words_and_filters_every_reported_source(admin_client, fleet):
+    """A hardware-bound device is "hardware-bound", a weak one "weak: <source>" in red:
+    not Django's boolean icons, where weak showed a green tick and bound a red cross
+    (issue 45). The source filter offers every source a device reports, "explicit" (an
+    id its caller gave, devices.client) among them."""
+    batch, _direct = fleet
+    unit_activate(
+        batch_token=batch.license.token, device_id="cam-given", fingerprint_source="explicit"
+    )
+    url = reverse("admin:licensing_activation_changelist")
+    body = admin_client.get(url).content.decode()
+    cells = {}
+    for row in re.findall(r"<tr>.*?</tr>", body, re.S):
+        device = re.search(r'class="field-device_id">(?:<a [^>]*>)?([^<]+)<', row)
+        binding = re.search(r'<td class="field-binding">(.*?)</td>', row, re.S)
+        if device and binding:
+            cells[device[1]] = " ".join(re.sub(r"<[^>]+>", " ", binding[1]).split())
+    assert cells == {
+        "cam-strong": "hardware-bound",
+        "aa:bb:cc:dd:ee:ff": "weak: mac",
+        "cam-given": "hardware-bound",
+    }
+    assert "icon-yes.svg" not in body and "icon-no.svg" not in body
+    for source in ("env", "devicetree", "dmi", "machine-id", "macos", "mac", "explicit"):
+        assert f"?fingerprint_source={source}" in body, source
+    only = admin_client.get(url, {"fingerprint_source": "explicit"}).content.decode()
+    assert "cam-given" in only and "cam-strong" not in only
+    weak = Activation.objects.get(device_id="aa:bb:cc:dd:ee:ff")
+    page = admin_client.get(reverse("admin:licensing_activation_change", args=[weak.pk]))
+    assert "weak: mac" in page.content.decode() and "icon-yes.svg" not in page.content.decode()
+
+
 def test_detail_pages_render(admin_client, fleet, customer):
     batch, direct = fleet
     unit = Activation.objects.first()
@@ -487,8 +519,10 @@ def test_invoice_issue_from_the_preview(admin_client, customer, make_batch, serv
 
 
 def test_license_list_shows_each_license_state(admin_client, admin_user, customer, server_clock):
-    """The state column is devices.license_state in the console's words, at the spec §3
-    boundaries: active up to exp, grace up to exp + grace_days, then expired."""
+    """The state column is the portal's component (licensing.unit_states, issue 41: one
+    vocabulary, the same words and CSS class) at the spec §3 boundaries: active up to exp,
+    in grace up to exp + grace_days, then expired; a perpetual term is "(no end)" beside
+    its state, a revocation its reason."""
     term = license_issue(
         customer_id=customer.id, sku="API-METERED", device_id="cam-term", term_days=1
     )  # grace 7 days
@@ -508,17 +542,21 @@ def test_license_list_shows_each_license_state(admin_client, admin_user, custome
         for lic in (term, perpetual, revoked):
             row = next(row for row in body.split("<tr") if f">{lic.id}</a>" in row)
             cell = re.search(r'<td class="field-state">(.*?)</td>', row, re.S)[1]
-            found[lic.id] = re.sub(r"<[^>]+>", "", cell)
+            code = re.search(r'class="svc-state svc-state-(\w+)"', cell)[1]
+            found[lic.id] = (code, " ".join(re.sub(r"<[^>]+>", " ", cell).split()))
         return found
 
-    always = {perpetual.id: "active (perpetual)", revoked.id: "revoked"}
+    always = {
+        perpetual.id: ("active", "active (no end)"),
+        revoked.id: ("revoked", "revoked stolen"),
+    }
     # The server clock runs on while a page renders: each moment is aimed half a second
     # inside the state it tests (the boundary seconds themselves: tests/test_one_home.py).
     half = dt.timedelta(seconds=0.5)
     for moment, state in [
-        (exp - half, "active"),
-        (exp + dt.timedelta(seconds=1), "grace"),
-        (exp + dt.timedelta(days=7) - half, "grace"),
-        (exp + dt.timedelta(days=7, seconds=1), "expired"),
+        (exp - half, ("active", "active")),
+        (exp + dt.timedelta(seconds=1), ("grace", "in grace")),
+        (exp + dt.timedelta(days=7) - half, ("grace", "in grace")),
+        (exp + dt.timedelta(days=7, seconds=1), ("expired", "expired")),
     ]:
         assert states_at(moment) == {term.id: state, **always}, moment

@@ -100,7 +100,9 @@ def test_dashboard_lists_what_ends_soon_with_customer_and_units(
     admin_client.force_login(admin_user)
     panel = admin_client.get(reverse("console-dashboard")).content.decode()
     panel = panel.split('id="expiring"', 1)[1].split("</table>", 1)[0]
-    assert "in grace until" in panel
+    # The state in the one component (licensing.unit_states), the grace's end beside it.
+    assert '<span class="svc-state svc-state-grace">in grace</span>' in panel
+    assert "grace until" in panel
     assert Batch.objects.count() == 2
 
 
