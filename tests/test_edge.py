@@ -815,7 +815,7 @@ def test_events_of_traffic_through_the_edge_reach_every_endpoint_in_order(
     attempts are cut at the time-out and never overlap."""
     from events.models import DeliveryAttempt, Event
     from events.services import webhook_create
-    from tests.events.processes import manage, worker
+    from tests.events.processes import manage, stop_all, worker
     from tests.events.receiver import Receiver
     from tests.events.test_slow_receiver import Trickler
 
@@ -869,12 +869,11 @@ def test_events_of_traffic_through_the_edge_reach_every_endpoint_in_order(
         ):
             time.sleep(0.1)
     finally:
-        for process in workers:
-            process.send_signal(signal.SIGTERM)
-        for process in workers:
-            process.wait(30)
-        receiver.stop()
-        trickler.stop()
+        try:
+            stop_all(workers)
+        finally:
+            receiver.stop()
+            trickler.stop()
     assert answers == {200: 40}, answers
     assert Event.objects.filter(type="batch.threshold").count() == 8 * 3, scans
     for name in endpoints:

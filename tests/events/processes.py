@@ -5,6 +5,7 @@ with webhooks to loopback over http allowed, as the test receivers are."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,12 +28,35 @@ def manage(log: Path, *arguments: str, webhook_timeout: float = 2) -> subprocess
         "SVC_WEBHOOK_ALLOW_PRIVATE": "1",
         "SVC_WEBHOOK_TIMEOUT": f"{webhook_timeout:g}",
         "SVC_LOG_LEVEL": "WARNING",
+        # SIGABRT writes every thread's stack to the log: what a worker that will not stop
+        # is doing (stop_all).
+        "PYTHONFAULTHANDLER": "1",
     }
     with open(log, "ab") as out:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "manage.py", *arguments], cwd=conftest.REPO, env=environment,
             stdout=out, stderr=out,
         )  # fmt: skip
+    process.log = log
+    return process
+
+
+def stop_all(processes: list[subprocess.Popen], within: float = 30) -> None:
+    """SIGTERM each of ``processes`` still running, as a supervisor stops them, and wait
+    ``within`` seconds for each. One still running then fails the test with its threads'
+    stacks (SIGABRT, PYTHONFAULTHANDLER) and the end of its log."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        process.send_signal(signal.SIGTERM)
+    stuck = []
+    for process in running:
+        try:
+            process.wait(within)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            process.wait(10)
+            stuck.append(f"{' '.join(process.args[2:])}:\n{process.log.read_text()[-6000:]}")
+    assert not stuck, f"not stopped {within:g} s after SIGTERM:\n" + "\n".join(stuck)
 
 
 def worker(log: Path, *, webhook_timeout: float = 2) -> subprocess.Popen:

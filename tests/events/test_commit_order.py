@@ -21,7 +21,7 @@ from events.alerts import alerts_send
 from events.models import Event, Webhook
 from events.services import event_emit, webhook_create
 from licensing.services.activation import unit_activate
-from tests.events.processes import manage, worker
+from tests.events.processes import manage, stop_all, worker
 from tests.events.test_delete_race import Runner
 
 on_postgresql = pytest.mark.skipif(
@@ -222,10 +222,7 @@ def test_concurrent_writers_scans_and_workers_deliver_every_event_in_order(
         expected = _expected()
         _caught_up(receiver, 120, expected)
     finally:
-        for process in workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(10)
+        stop_all(workers)
     logs = "".join(path.read_text() for path in tmp_path.glob("*.log"))
     assert "Traceback" not in logs, logs[-3000:]
     thresholds = Event.objects.filter(type="batch.threshold").count()

@@ -4,7 +4,6 @@ lasts, the worker sends the other endpoints their events."""
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 import time
@@ -14,7 +13,7 @@ import pytest
 from events import delivery
 from events.models import DeliveryAttempt, Event
 from events.services import event_emit, webhook_create
-from tests.events.processes import worker
+from tests.events.processes import stop_all, worker
 
 TRICKLE_FOR = 30.0  # seconds a trickled answer would take; far past every deadline here
 
@@ -125,10 +124,7 @@ def test_a_trickling_endpoint_holds_no_other_and_is_never_sent_to_twice(
             assert time.monotonic() < deadline + 30, "the cut attempt was never recorded"
             time.sleep(0.05)
     finally:
-        for process in workers:
-            process.send_signal(signal.SIGTERM)
-        for process in workers:
-            process.wait(30)
+        stop_all(workers)
     logs = "".join(path.read_text() for path in tmp_path.glob("*.log"))
     assert "Traceback" not in logs, logs[-3000:]
     (attempt,) = DeliveryAttempt.objects.filter(webhook=slow)

@@ -311,3 +311,42 @@ def test_the_worker_waits_out_a_database_outage(monkeypatch):
     err = io.StringIO()
     call_command("deliver_events", "--once", "--scan-every", "0", stdout=io.StringIO(), stderr=err)
     assert calls and "database unavailable (OperationalError); retrying" in err.getvalue()
+
+
+def test_a_stop_signal_takes_no_lock_the_worker_may_hold():
+    """SIGTERM runs its handler on the worker's main thread between two of its
+    instructions, maybe while that thread holds the lock of the event its senders wait
+    on: a handler that took the lock would wait for itself for ever (a worker that
+    never stops). Here another thread holds that lock while the handler runs: it must
+    return without it, and the worker's loop must then stop."""
+    import io
+    import signal
+    import threading
+
+    from django.core.management import call_command
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        call_command("deliver_events", "--once", "--scan-every", "0", stdout=io.StringIO())
+        handler = signal.getsignal(signal.SIGTERM)
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
+    command = handler.__self__
+    command.stopping.clear()
+    held, returned = threading.Event(), threading.Event()
+    outcome = {}
+
+    def hold_the_lock():
+        with command.stopping._cond:  # the lock Event.wait and Event.set take
+            held.set()
+            outcome["waited_in_vain"] = not returned.wait(10)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    held.wait(10)
+    handler(signal.SIGTERM, None)
+    returned.set()
+    holder.join()
+    assert outcome == {"waited_in_vain": False}
+    assert command.asked_to_stop

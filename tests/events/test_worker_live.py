@@ -13,7 +13,7 @@ import pytest
 from events.models import Webhook
 from events.services import webhook_create
 from licensing.services.activation import unit_activate
-from tests.events.processes import manage, worker
+from tests.events.processes import manage, stop_all, worker
 
 pytestmark = pytest.mark.live
 
@@ -58,10 +58,7 @@ def test_two_workers_and_a_kill_deliver_everything_in_order(
                     break
             time.sleep(0.1)
     finally:
-        for process in (first, second):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                process.wait(10)
+        stop_all([first, second])
     logs = "".join(path.read_text() for path in tmp_path.glob("*.log"))
     assert "Traceback" not in logs, logs[-3000:]
     for n in range(ENDPOINTS):

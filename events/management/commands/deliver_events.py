@@ -62,15 +62,12 @@ class Command(BaseCommand):
                **options):  # fmt: skip
         if not 1 <= concurrency <= 64:
             raise CommandError(f"--concurrency must be from 1 to 64, not {concurrency}")
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # set by this thread when asked to stop
+        self.asked_to_stop = False
         self.counts = {"delivered": 0, "failed": 0}
         self.counts_lock = threading.Lock()
-
-        def stop(signum, frame):
-            self.stopping.set()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, self._ask_to_stop)
+        signal.signal(signal.SIGINT, self._ask_to_stop)
         self._guarded(lambda: self._scan(scan_every), once, poll)
         senders = [
             threading.Thread(target=self._send, args=(once, poll), name=f"sender-{n}")
@@ -79,14 +76,23 @@ class Command(BaseCommand):
         for sender in senders:
             sender.start()
         last_scan = time.monotonic()
-        while not once and not self.stopping.wait(min(poll, 1.0)):
+        while not once and not self.asked_to_stop:
+            time.sleep(min(poll, 1.0))
             if scan_every and time.monotonic() - last_scan >= scan_every:
                 self._guarded(lambda: self._scan(scan_every), once, poll)
                 last_scan = time.monotonic()
+        self.stopping.set()
         for sender in senders:
             sender.join()
         delivered, failed = self.counts["delivered"], self.counts["failed"]
         self.stdout.write(f"deliver_events: {delivered} delivered, {failed} failed attempts")
+
+    def _ask_to_stop(self, signum, frame) -> None:
+        """SIGTERM, SIGINT: a flag, read by the main loop within ``--poll`` (1 s at most).
+        A signal handler runs on the main thread between two of its instructions, maybe
+        while it holds a lock (Event.set would take the lock its Event.wait holds, and
+        wait for itself for ever), so it takes none."""
+        self.asked_to_stop = True
 
     def _guarded(self, work, once: bool, poll: float):
         """``work()`` on this thread's connection; AWAY when the database was away
