@@ -204,6 +204,11 @@ def _isolation(request, settings):
     otherwise; the cache (throttle counters) starts empty; and any test that touches the
     database sees the seeded catalogue, even after a transactional test flushed it."""
     settings.SVC_ACTIVATION_ALLOWLIST = ["127.0.0.0/8", "::1/128"]
+    if not is_slow(request.node):
+        # A quick test hashes a password in one step, as Django's testing guide advises:
+        # production's PBKDF2 (0.2 s a hash) was half the time of the console's tests.
+        # The slow tests (a real server, production settings) hash as production does.
+        settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     revocations.answers_forget()  # the shared cache too
     marker = request.node.get_closest_marker("django_db")
     names = set(request.fixturenames)
