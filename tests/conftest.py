@@ -105,7 +105,6 @@ ONE_DATABASE_MODULES = frozenset(
         "tests/operators/test_browser.py",
         "tests/operators/test_browser_flows.py",
         "tests/operators/test_console_layout.py",
-        "tests/operators/test_csp_browser.py",
         "tests/operators/test_enrolment_attacks.py",
         "tests/operators/test_second_factor.py",
         "tests/portal/test_portal_browser.py",

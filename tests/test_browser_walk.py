@@ -1,22 +1,31 @@
-"""The browser walk, a gate (issue 41): Debian's Chromium through Playwright against a
-live gunicorn with realistic data (the console layout test's seed: customers with long
-names, firmware device ids, a revoked and a released unit, an invoice and its credit note,
-a webhook with failed deliveries; and a portal user). It visits every console page an
-operator reaches and every portal page a customer reaches, found by following their links
-from the index and the dashboard (one page of each kind, bounded), and the confirmation
-pages behind the console's destructive actions; each at 1280 and then 1000 px wide (the
-same page, resized). The console is walked by a superuser and by one operator of each
-role of operators.roles (at 1280 px, one page per kind, to stay inside the budget): every
-page a role reaches passes the same checks, and a link on its pages that answers a refusal
-(403) or sends it back to the login is a failure. The server runs as production does, with
-SVC_REQUIRE_2FA on: every console and portal user enrols an authenticator and gives its
-code after the password. It fails on:
+"""The browser walk, a gate (issues 39 and 41): Debian's Chromium through Playwright
+against a live gunicorn with realistic data (the console layout test's seed: customers
+with long names, firmware device ids, a revoked and a released unit, an invoice and its
+credit note, a webhook with failed deliveries; and portal users). It visits every console
+page an operator reaches and every portal page a customer reaches, found by following
+their links from the index and the dashboard (one page of each kind, bounded), and the
+confirmation pages behind the console's destructive actions; each at 1280 and then 1000 px
+wide (the same page, resized). The console is walked by a superuser and by one operator of
+each role of operators.roles (at 1280 px, one page per kind): every page a role reaches
+passes the same checks, and a link on its pages that answers a refusal (403) or sends it
+back to the login is a failure. The server runs as production does, with SVC_REQUIRE_2FA
+on: every console and portal user enrols an authenticator and gives its code after the
+password. Three tests (the superuser's console, the roles', the portal), so that the slow
+run's workers share them. A page fails on:
 
 - horizontal overflow (the document wider than the window),
 - an empty main area,
 - a raw Unix time (10 digits, 1.5e9 to 2.2e9) or a number of 10,000 or more without
   grouping in a table cell,
-- a broken image, a console error, a script error or a Content-Security-Policy violation.
+- a broken image, a console error or a script error,
+- a Content-Security-Policy violation (the page's securitypolicyviolation events and
+  Chromium's console reports), or a policy header without frame-ancestors 'none' and
+  script-src 'self', or with 'unsafe-inline'.
+
+A control proves the watch sees what the policy refuses (a style attribute set by the test
+itself is reported), and the pages still work under the policy: the stylesheets apply, the
+Copy buttons (static/svc/console.js) copy, Django admin's select-all (actions.js) selects,
+and forms submit (a search, a batch order checked, a portal API key created).
 
 Full-page screenshots go to ``$SVC_SCREENSHOT_DIR/walk/<width>px/`` when it is set (CI
 keeps them as artifacts)."""
@@ -41,10 +50,10 @@ from audit.context import Actor, acting_as
 from customers.models import Customer
 from operators.roles import ROLES
 from operators.services import roles_ensure
+from tests.browser import SKIP, Watch, kind, violations_in_frames
 from tests.conftest import start_gunicorn, stop_gunicorn
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _browser_or_skip
 from tests.operators.test_console_layout import _seed
-from tests.operators.test_csp_browser import SKIP, Watch, _kind, _violations_in_frames
 from tests.portal.conftest import PASSWORD as CUSTOMER_PASSWORD
 from tests.portal.conftest import account_for
 
@@ -53,9 +62,9 @@ pytestmark = pytest.mark.live
 WIDTHS = (1280, 1000)
 ROLE_WIDTHS = (1280,)  # a restricted role's pages: the superuser's walk tried both widths
 HEIGHT = 900
-# A guard against a walk that never ends, not a speed target: the walk is bounded by
-# its pages (one of each kind), and a busy machine (the slow tests share the cores) may
-# take several times its quiet 80-100 s.
+# A guard against a walk that never ends, not a speed target: a walk is bounded by its
+# pages (one of each kind), and a busy machine (the slow tests share the cores) may take
+# several times its quiet time.
 BUDGET_SECONDS = 900
 PAGE_TIMEOUT_MS = 15_000
 MAX_PAGES = 200  # per site: a bound, should a link multiply kinds
@@ -136,6 +145,7 @@ class Walker:
         self.watch.attach(page)
         self.problems: dict[str, list[str]] = {}
         self.visited: list[str] = []
+        self.policies: dict[str, str] = {}  # page: its Content-Security-Policy header
         self.shots = _screenshots()
 
     def timeout(self) -> float:
@@ -147,7 +157,7 @@ class Walker:
     def check(self, label: str) -> None:
         """The page as loaded, at each width (the same page, resized)."""
         page = self.page
-        for violation in _violations_in_frames(page):
+        for violation in violations_in_frames(page):
             self.watch.note(f"CSP: {violation}")
         for width in self.widths:
             page.set_viewport_size({"width": width, "height": HEIGHT})
@@ -168,10 +178,10 @@ class Walker:
         queue = deque(starts)
         while queue and len(self.visited) < MAX_PAGES:
             target = queue.popleft()
-            kind = _kind(urlsplit(target).path)
-            if kind in seen and target not in starts:
+            page_kind = kind(urlsplit(target).path)
+            if page_kind in seen and target not in starts:
                 continue
-            seen.add(kind)
+            seen.add(page_kind)
             self.page.set_default_timeout(self.timeout())
             self.watch.current = target
             try:
@@ -191,6 +201,7 @@ class Walker:
                 self.problems.setdefault(target, []).append(f"sent to {landed}")
                 continue
             self.visited.append(target)
+            self.policies[target] = response.headers.get("content-security-policy", "")
             self.check(target)
             for href in self.page.eval_on_selector_all("a[href]", "a => a.map(e => e.href)"):
                 parts = urlsplit(urljoin(self.page.url, href))
@@ -200,7 +211,7 @@ class Walker:
                     continue
                 if parts.path.endswith("/history/"):  # the audit log, filtered: seen
                     continue
-                if _kind(parts.path) not in seen:
+                if kind(parts.path) not in seen:
                     queue.append(parts.path + (f"?{parts.query}" if parts.query else ""))
 
     def action(self, label: str, changelist: str, action: str, rows: int = 1) -> None:
@@ -250,131 +261,205 @@ class Walker:
 
 
 @pytest.fixture
-def production_service(django_db_setup, django_db_blocker, signing_key_file, tmp_path):
-    """gunicorn on the test database with SVC_REQUIRE_2FA on, as in production."""
+def site(django_db_setup, django_db_blocker, signing_key_file, tmp_path, transactional_db,
+         monkeypatch):  # fmt: skip
+    """gunicorn on the test database with SVC_REQUIRE_2FA on, as in production, and the
+    console layout test's data in it, seeded by a superuser ``operator``. Yields
+    (url, the seed's ids)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     service = start_gunicorn(tmp_path, SVC_REQUIRE_2FA="1")
     try:
-        yield service
+        get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+        with acting_as(Actor(name="jdoe", kind="cli")):
+            seeded = _seed(service.url)
+        yield service.url, seeded
     finally:
         stop_gunicorn(service)
 
 
-def test_every_page_of_the_console_and_the_portal_at_two_widths(
-    production_service, transactional_db, monkeypatch
-):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+@pytest.fixture
+def browser():
     sync_playwright = _browser_or_skip()
-    started = time.monotonic()
-    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
-    # One operator of each restricted role (operators.roles), as a console user gets it:
-    # staff, in the role's group, no permission of its own.
-    roles_ensure()
-    for role in ROLES:
-        user = get_user_model().objects.create_user(
-            f"{role}.operator", f"{role}@ops.example", PASSWORD, is_staff=True
-        )
-        user.groups.add(Group.objects.get(name=role))
-    url = production_service.url
-    with acting_as(Actor(name="jdoe", kind="cli")):
-        seeded = _seed(url)
-    # A portal user of the customer with an invoice, its credit note and a revoked batch,
-    # and one of the customer with most units (revoked, weakly bound, a webhook).
-    acme = Customer.objects.get(name="Acme Cameras International Ltd.")
-    nordlicht = Customer.objects.get(pk=seeded["customer"])
-    account_for(acme, "it@acme.example")
-    account_for(nordlicht, "lizenzen@nordlicht-sicherheitstechnik.example")
-    deadline = time.monotonic() + BUDGET_SECONDS
-    walkers: list[Walker] = []
-    roles: dict[str, Walker] = {}
-    portals: list[Walker] = []
-
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
+        launched = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
         try:
-            context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
-            console = Walker(context.new_page(), url, "console", deadline)
-            walkers.append(console)
-            page = console.page
-            console.log_in("/admin/login/", "operator", PASSWORD, check=True)
-            page.wait_for_selector("#svc-console-links")
-            # A reconciliation stored: the dashboard's ledger shows figures and their age.
-            page.goto(f"{url}/admin/dashboard/")
-            with page.expect_navigation():
-                page.click("#ledger-reconcile input[type=submit]")
-            assert "Not live" in page.inner_text("#ledger-as-of")
-            console.walk(
-                [
-                    "/admin/",
-                    "/admin/dashboard/",
-                    f"/admin/documents/{seeded['credit_note']}/",
-                    f"/admin/invoice-preview/?customer={seeded['customer']}&period_days=30",
-                ],
-                "/admin/",
-            )
-            # The confirmations of the destructive actions, three rows selected.
-            console.action("revoke licences", "/admin/licensing/license/", "revoke_licenses", 3)
-            console.action("revoke units", "/admin/licensing/activation/", "revoke_units", 3)
-            console.action("release seats", "/admin/licensing/activation/", "release_seats", 3)
-            console.action("revoke signing key", "/admin/signing/signingkey/", "revoke_keys")
-            console.action("renew licences", "/admin/licensing/license/", "renew_licenses", 3)
-            console.action("renew batches", "/admin/licensing/batch/", "renew_batches", 3)
-
-            # Each restricted role: what its index and dashboard link to, followed.
-            for role in ROLES:
-                role_context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
-                walker = Walker(
-                    role_context.new_page(), url, f"console-{role}", deadline, ROLE_WIDTHS
-                )
-                walkers.append(walker)
-                roles[role] = walker
-                walker.log_in("/admin/login/", f"{role}.operator", PASSWORD, check=False)
-                walker.walk(["/admin/", "/admin/dashboard/"], "/admin/")
-                role_context.close()
-
-            for email in ("it@acme.example", "lizenzen@nordlicht-sicherheitstechnik.example"):
-                portal_context = browser.new_context(
-                    viewport={"width": WIDTHS[0], "height": HEIGHT}
-                )
-                portal = Walker(portal_context.new_page(), url, f"portal-{email[:4]}", deadline)
-                walkers.append(portal)
-                portals.append(portal)
-                page = portal.page
-                portal.log_in("/portal/login/", email, CUSTOMER_PASSWORD, check=not portals[:-1])
-                page.wait_for_selector("#portal-nav")
-                portal.walk(["/portal/"], "/portal/")
-            # A secret shown once, and its Copy button (static/svc/console.js): shown only
-            # with script, it puts the key on the clipboard.
-            portal_context.grant_permissions(["clipboard-read", "clipboard-write"])
-            portal.watch.current = "API key: Copy"
-            page.goto(f"{url}/portal/api-keys/")
-            page.fill("#id_name", "fleet-sync")
-            with page.expect_navigation():
-                page.click("#key-submit")
-            key = page.inner_text("#new-key-value").strip()
-            page.click("#new-key-copy")
-            page.wait_for_selector("#new-key-copy:text('Copied')")
-            assert page.evaluate("navigator.clipboard.readText()") == key
-            portal.check("API key created")
+            yield launched
         finally:
-            browser.close()
+            launched.close()
 
-    took = time.monotonic() - started
+
+def _walker(browser, url: str, name: str, widths: tuple[int, ...] = WIDTHS) -> Walker:
+    context = browser.new_context(viewport={"width": WIDTHS[0], "height": HEIGHT})
+    return Walker(context.new_page(), url, name, time.monotonic() + BUDGET_SECONDS, widths)
+
+
+def _passed(walkers: list[Walker], started: float) -> None:
+    """Nothing found on any page any walker visited, and each page's policy as strict as
+    production's."""
     report = []
     for walker in walkers:
         for where, found in walker.problems.items():
             report.append(f"{walker.site} {where}:\n  " + "\n  ".join(found))
         for where, found in walker.watch.problems.items():
             report.append(f"{walker.site} {where}:\n  " + "\n  ".join(found))
+        for path, policy in walker.policies.items():
+            if "frame-ancestors 'none'" not in policy or "script-src 'self'" not in policy:
+                report.append(f"{walker.site} {path}: policy {policy!r}")
+            if "unsafe-inline" in policy:
+                report.append(f"{walker.site} {path}: policy allows unsafe-inline")
     counts = ", ".join(f"{w.site} {len(w.visited)}" for w in walkers)
-    print(f"\nwalked {counts} pages in {took:.0f} s")
+    print(f"\nwalked {counts} pages in {time.monotonic() - started:.0f} s")
     assert not report, "\n".join(report)
+
+
+def test_every_console_page_as_a_superuser_at_two_widths(site, browser):
+    started = time.monotonic()
+    url, seeded = site
+    console = _walker(browser, url, "console")
+    page = console.page
+    # The control: a style attribute set by script is refused, and the watch sees it.
+    console.watch.current = "(control)"
+    page.goto(f"{url}/admin/login/")
+    page.evaluate("() => document.body.setAttribute('style', 'color: red')")
+    page.wait_for_function("() => window.__cspViolations.length > 0")
+    assert any("style-src" in v for v in violations_in_frames(page))
+    assert console.watch.problems.pop("(control)")
+
+    console.log_in("/admin/login/", "operator", PASSWORD, check=True)
+    page.wait_for_selector("#svc-console-links")
+    # A reconciliation stored: the dashboard's ledger shows figures and their age.
+    page.goto(f"{url}/admin/dashboard/")
+    assert page.eval_on_selector(
+        ".svc-dashboard .svc-stat", "e => getComputedStyle(e).fontWeight"
+    ) in ("700", "bold")  # static/svc/console.css applies
+    with page.expect_navigation():
+        page.click("#ledger-reconcile input[type=submit]")
+    assert "Not live" in page.inner_text("#ledger-as-of")
+    console.walk(
+        [
+            "/admin/",
+            "/admin/dashboard/",
+            f"/admin/documents/{seeded['credit_note']}/",
+            f"/admin/invoice-preview/?customer={seeded['customer']}&period_days=30",
+        ],
+        "/admin/",
+    )
+    # The confirmations of the destructive actions, three rows selected.
+    console.action("revoke licences", "/admin/licensing/license/", "revoke_licenses", 3)
+    console.action("revoke units", "/admin/licensing/activation/", "revoke_units", 3)
+    console.action("release seats", "/admin/licensing/activation/", "release_seats", 3)
+    console.action("revoke signing key", "/admin/signing/signingkey/", "revoke_keys")
+    console.action("renew licences", "/admin/licensing/license/", "renew_licenses", 3)
+    console.action("renew batches", "/admin/licensing/batch/", "renew_batches", 3)
+
+    # Scripts and forms under the policy. The batch key's Copy button (console.js):
+    console.watch.current = "batch page: Copy"
+    page.goto(f"{url}/admin/licensing/batch/{seeded['batch']}/change/")
+    page.click("button[data-copy=batch-key]")
+    page.wait_for_selector("button[data-copy=batch-key]:text('Copied')")
+    # Django admin's own script: select every row of a list.
+    console.watch.current = "licence list: select all"
+    page.goto(f"{url}/admin/licensing/license/")
+    page.check("#action-toggle")
+    rows = page.locator("#result_list tbody tr").count()
+    assert page.inner_text(".action-counter").startswith(f"{rows} of {rows} selected")
+    # A search (GET) and a batch order checked (POST).
+    console.watch.current = "licence list: search"
+    page.fill("#searchbar", "nl-ham")
+    with page.expect_navigation():
+        page.click("#changelist-search input[type=submit]")
+    assert "q=nl-ham" in page.url
+    console.watch.current = "batch order: check"
+    page.goto(f"{url}/admin/licensing/batch/add/?customer={seeded['customer']}")
+    page.select_option("#id_sku", "VISION-PRO")
+    page.fill("#id_units", "10")
+    page.click("input[name=_submit]")
+    assert "EUR" in page.inner_text("#confirmation")
+    console.check("batch order: check")
+
+    _passed([console], started)
     assert len(console.visited) >= 40, console.visited
-    # Each role reaches its own pages; the viewer no more than the superuser.
-    for role, walker in roles.items():
-        assert len(walker.visited) >= 10, (role, walker.visited)
-        assert len(walker.visited) <= len(console.visited), (role, walker.visited)
+    assert any("/print/" in path for path in console.visited), console.visited
+    visited = {kind(urlsplit(path).path) for path in console.visited}
+    for each in (
+        "/admin/licensing/batch/*/change/",
+        "/admin/licensing/license/*/change/",
+        "/admin/customers/customer/*/change/",
+        "/admin/billing/invoice/*/change/",
+        "/admin/documents/*/",
+        "/admin/events/webhook/*/change/",
+        "/admin/audit/auditentry/*/change/",
+        "/admin/audit/auditentry/",
+        "/admin/licensing/renewal/",
+        "/admin/signing/signingkey/",
+        "/admin/billing/usagerecord/",
+    ):
+        assert each in visited, (each, sorted(visited))
+
+
+def test_every_console_page_each_role_reaches(site, browser):
+    """One operator of each restricted role (operators.roles), as a console user gets
+    it: staff, in the role's group, no permission of its own. What its index and
+    dashboard link to, followed."""
+    started = time.monotonic()
+    url, _ = site
+    roles_ensure()
+    for role in ROLES:
+        user = get_user_model().objects.create_user(
+            f"{role}.operator", f"{role}@ops.example", PASSWORD, is_staff=True
+        )
+        user.groups.add(Group.objects.get(name=role))
+    walkers = {}
+    for role in ROLES:
+        walker = walkers[role] = _walker(browser, url, f"console-{role}", ROLE_WIDTHS)
+        walker.log_in("/admin/login/", f"{role}.operator", PASSWORD, check=False)
+        walker.walk(["/admin/", "/admin/dashboard/"], "/admin/")
+        walker.page.context.close()
+    _passed(list(walkers.values()), started)
+    reached = {role: len(walker.visited) for role, walker in walkers.items()}
+    assert all(count >= 10 for count in reached.values()), reached
+
+
+def test_every_portal_page_of_two_customers_at_two_widths(site, browser):
+    """A portal user of the customer with an invoice, its credit note and a revoked
+    batch, and one of the customer with most units (revoked, weakly bound, a webhook)."""
+    started = time.monotonic()
+    url, seeded = site
+    acme = Customer.objects.get(name="Acme Cameras International Ltd.")
+    nordlicht = Customer.objects.get(pk=seeded["customer"])
+    portals = []
+    for email, customer in (
+        ("it@acme.example", acme),
+        ("lizenzen@nordlicht-sicherheitstechnik.example", nordlicht),
+    ):
+        account_for(customer, email)
+        portal = _walker(browser, url, f"portal-{email[:4]}")
+        portals.append(portal)
+        portal.log_in("/portal/login/", email, CUSTOMER_PASSWORD, check=len(portals) == 1)
+        portal.page.wait_for_selector("#portal-nav")
+        assert (
+            portal.page.eval_on_selector("#portal-nav", "e => getComputedStyle(e).display")
+            == "flex"
+        )  # static/svc/portal.css applies
+        portal.walk(["/portal/"], "/portal/")
+    # A secret shown once, and its Copy button (static/svc/console.js): shown only with
+    # script, it puts the key on the clipboard.
+    page = portal.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    portal.watch.current = "API key: Copy"
+    page.goto(f"{url}/portal/api-keys/")
+    page.fill("#id_name", "fleet-sync")
+    with page.expect_navigation():
+        page.click("#key-submit")
+    key = page.inner_text("#new-key-value").strip()
+    page.click("#new-key-copy")
+    page.wait_for_selector("#new-key-copy:text('Copied')")
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    portal.check("API key created")
+
+    _passed(portals, started)
     acme_pages, nordlicht_pages = (w.visited for w in portals)
     for pages in (acme_pages, nordlicht_pages):
         assert len(pages) >= 8, pages

@@ -1,7 +1,7 @@
 """The Content-Security-Policy (issue 39 item 7; django-csp, config.settings): on every
 console and portal page, not on the API's JSON, CSV, PDF or metrics answers. The pages
 themselves hold no inline script, event handler or style attribute (the browser test,
-tests/operators/test_csp_browser.py, finds no violation on any of them); the one inline
+tests/test_browser_walk.py, finds no violation on any of them); the one inline
 style allowed is the invoice document's, by its hash."""
 
 from __future__ import annotations

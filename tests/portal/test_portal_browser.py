@@ -23,6 +23,7 @@ from customers.services import customer_create
 from licensing.models import Batch
 from licensing.services import batch_issue, license_issue
 from portal.models import CustomerUser, Invitation
+from tests.browser import is_favicon
 from tests.operators.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -31,7 +32,6 @@ from tests.operators.test_browser import (
     _camera,
 )
 from tests.operators.test_console_layout import LAYOUT_PROBLEMS_JS, _screenshot_dir
-from tests.operators.test_csp_browser import _is_favicon
 from tests.operators.test_svcctl import svcctl
 from tests.portal.conftest import PASSWORD as ACCOUNT_PASSWORD
 from tests.portal.conftest import account_for
@@ -213,7 +213,7 @@ def test_invoice_page_shows_the_document_and_its_total(
             errors: list[str] = []
             page.on(
                 "console",
-                lambda m: m.type == "error" and not _is_favicon(m) and errors.append(m.text),
+                lambda m: m.type == "error" and not is_favicon(m) and errors.append(m.text),
             )
             page.goto(f"{url}/portal/login/")
             page.fill("#id_username", "ana.ruiz@nordlicht-videoanalyse.example")
