@@ -41,12 +41,15 @@ lint: install
 	$(BIN)/lint-imports --no-cache
 	SVC_DEBUG=1 $(PY) manage.py makemigrations --check --dry-run
 
-# Everything in one run on every core: the slow tests (real servers, kill -9, browsers)
-# first, and a worker that is done steals the quick tests from the end of another's
-# queue (tests/conftest.py). No test depends on a core being free (a window or an expiry
-# is the server's clock's).
+# Everything: the quick tests on every core, then the slow ones (real servers, kill -9,
+# browsers) on every core too, the longest first (tests/conftest.py LONGEST_FIRST), each
+# worker stealing from another's queue when it is done. Two runs, two processes: a slow
+# test that cuts the database under a live server leaves no state behind for a quick
+# one. No test depends on a core being free (a window or an expiry is the server's
+# clock's).
 test: lint
-	$(BIN)/pytest -q -n auto --dist worksteal
+	$(BIN)/pytest -q -m "not slow" -n auto
+	$(BIN)/pytest -q -m slow -n auto --dist worksteal
 
 # The suite without the slow tests (real servers, fuzzing, scale, README), on every
 # core, for the edit-test loop (264 s in CI on a 2-core machine, 2026-11-28). `make test` runs
@@ -57,7 +60,8 @@ test-fast: install
 # The suite's database tests on PostgreSQL (the production database); the tests that
 # touch no database ran in `make test` (tests/conftest.py, SVC_TEST_DATABASE_ONLY).
 test-pg: install
-	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -n auto --dist worksteal
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m "not slow" -n auto
+	DATABASE_URL=$(PG_URL) SVC_TEST_DATABASE_ONLY=1 $(BIN)/pytest -q -m slow -n auto --dist worksteal
 
 # docs/ as a site (MkDocs Material) in site/; --strict: a broken link or anchor fails.
 docs: install

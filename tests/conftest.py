@@ -162,9 +162,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``make run``) cannot behave differently on another database, and the SQLite run has
     just run them.
 
-    The slow tests run first: in one run of every test on several workers (``make
-    test``), a worker that is done steals the quick tests from the end of another's
-    queue, so that no core idles while the last long test runs."""
+    The slow tests run first, the longest of them first: on several workers
+    (``--dist worksteal``), a worker that is done steals the short ones from the end of
+    another's queue, so that no core idles while the last long test runs."""
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
