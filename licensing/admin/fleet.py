@@ -42,12 +42,16 @@ class NotSeenFilter(admin.SimpleListFilter):
     """Units not seen for more than a number of days (issue 42), never-seen ones
     included; the parameter is the API's (``not_seen_days``)."""
 
-    title = "not seen for more than"
+    title = "last seen"  # Django shows "By last seen"
     parameter_name = "not_seen_days"
     DAYS = (1, 7, 30, 90)
 
     def lookups(self, request, model_admin):
-        return [(str(days), f"{days} day{'s' if days > 1 else ''}") for days in self.DAYS]
+        # "never" units are in every choice: they were not seen in those days either.
+        return [
+            (str(days), f"more than {days} day{'s' if days > 1 else ''} ago, or never")
+            for days in self.DAYS
+        ]
 
     def queryset(self, request, queryset):
         value = self.value()
@@ -97,9 +101,11 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     def lookup_allowed(self, lookup, value, request=None):
         # A customer's fleet, linked from its page (console.admin), without a filter
         # listing every customer.
-        return lookup == "batch__customer__id__exact" or super().lookup_allowed(
-            lookup, value, request
-        )
+        # The dashboard's silent units: those not revoked (NotSeenFilter with it).
+        return lookup in (
+            "batch__customer__id__exact",
+            "license__revoked_at__isnull",
+        ) or super().lookup_allowed(lookup, value, request)
 
     @admin.display(description="licence", ordering="license__id")
     def license_link(self, record: Activation):

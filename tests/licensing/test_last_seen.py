@@ -239,7 +239,7 @@ def test_the_console_fleet_shows_last_seen_and_filters(admin_client, silent_flee
     body = admin_client.get(url + "?not_seen_days=7").content.decode()
     assert "cam-QUIET-0002" in body and "cam-NEVER-00000" in body
     assert "cam-RECENT-0001" not in body
-    assert "not seen for more than" in body
+    assert "By last seen" in body and "more than 7 days ago, or never" in body
     # A hand-typed value is the admin's "?e=1" page, never a 500.
     response = admin_client.get(url + "?not_seen_days=banana")
     assert response.status_code == 302 and "e=1" in response["Location"]
@@ -249,7 +249,7 @@ def test_the_dashboard_counts_units_not_seen_for_the_set_days(admin_client, sile
     settings.SVC_SILENT_DAYS = 7
     body = admin_client.get(reverse("console-dashboard")).content.decode()
     assert "Units not seen for more than 7 days" in body
-    assert "?not_seen_days=7" in body
+    assert "?not_seen_days=7&amp;license__revoked_at__isnull=True" in body
     tile = body[body.index('id="silent-units"') :]
     assert ">2</a>" in tile[:800]
     settings.SVC_SILENT_DAYS = 30
@@ -267,6 +267,11 @@ def test_a_revoked_unit_is_not_counted_silent(admin_client, silent_fleet, settin
     body = admin_client.get(reverse("console-dashboard")).content.decode()
     tile = body[body.index('id="silent-units"') :]
     assert ">1</a>" in tile[:800]
+    # Its link lists the same units: the silent ones not revoked.
+    fleet = reverse("admin:licensing_activation_changelist")
+    body = admin_client.get(f"{fleet}?not_seen_days=7&license__revoked_at__isnull=True")
+    assert "cam-NEVER-00000" in body.content.decode()
+    assert "cam-QUIET-0002" not in body.content.decode()
 
 
 def test_the_portal_fleet_shows_last_seen_and_filters(device_api, server_clock, settings, db):
