@@ -33,7 +33,10 @@ SEEN_SQL = """
 UPDATE licensing_activation SET last_seen_at = %s
 WHERE license_id = %s AND device_id = %s AND (last_seen_at IS NULL OR last_seen_at < %s)
 """
-UNITS_HELD = 100_000  # units remembered per process; beyond, the memory starts over
+# Units remembered per process (a few hundred bytes each); beyond, the memory starts
+# over. It only has to span one window: a unit that calls less often than every
+# SVC_LAST_SEEN_MINUTES is written at each call anyway, remembered or not.
+UNITS_HELD = 10_000
 
 _sent: dict[tuple[str, str], float] = {}  # (licence, device) -> Unix seconds
 _sent_lock = threading.Lock()
@@ -47,9 +50,13 @@ def _due(key: tuple[str, str], now: dt.datetime) -> bool:
     """Whether this process should send the UPDATE for ``key`` now, and if so, note it
     as sent (so that concurrent requests of one unit send it once)."""
     moment = now.timestamp()
+    window = settings.SVC_LAST_SEEN_MINUTES * 60
+    last = _sent.get(key)  # the common case, read without the lock (a dict read is atomic)
+    if last is not None and 0 <= moment - last < window:
+        return False
     with _sent_lock:
         last = _sent.get(key)
-        if last is not None and 0 <= moment - last < interval().total_seconds():
+        if last is not None and 0 <= moment - last < window:
             return False
         if len(_sent) >= UNITS_HELD:
             _sent.clear()
