@@ -42,6 +42,7 @@ from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_emit
 from licensing.held import HeldLicense, license_held
+from licensing.services import unit_seen
 from signing import keyring
 from svccore.authority import receipt_payload
 from svccore.timeunits import unix
@@ -332,4 +333,7 @@ def usage_ingest(
         inferences=int(total["n"] or 0),
     )
     result["receipt"] = keyring.sign_document(RECEIPT_PREFIX, payload)
+    # After the records' transaction and the receipt: at most one conditional UPDATE per
+    # unit per SVC_LAST_SEEN_MINUTES, none in between, and it cannot fail the answer.
+    unit_seen(license_id=license_id, device_id=device_id)
     return result

@@ -322,6 +322,12 @@ SVC_SELLER_TAX_ID = os.environ.get("SVC_SELLER_TAX_ID", "").strip()
 SVC_SELLER_EMAIL = os.environ.get("SVC_SELLER_EMAIL", "").strip()
 SVC_PAYMENT_TERMS_DAYS = number("SVC_PAYMENT_TERMS_DAYS", 30, low=0, high=365)
 
+# Last seen (issue 42): a unit's last_seen_at is written at most once per this many
+# minutes (per unit; at most one UPDATE per process in that time, none in between), and
+# the console's dashboard counts units not seen for more than SVC_SILENT_DAYS days.
+SVC_LAST_SEEN_MINUTES = number("SVC_LAST_SEEN_MINUTES", 15, low=1, high=1440)
+SVC_SILENT_DAYS = number("SVC_SILENT_DAYS", 7, low=1, high=3660)
+
 SVC_LIST_HEAD_SECONDS = number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:
     raise ImproperlyConfigured(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -86,6 +87,9 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "near_exhaustion_percent": NEAR_EXHAUSTION_PERCENT,
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
+        # Units silent for SVC_SILENT_DAYS (issue 42; by their lease once leases exist).
+        "silent_count": licensing_selectors.silent_units_count(days=settings.SVC_SILENT_DAYS),
+        "silent_days": settings.SVC_SILENT_DAYS,
         "releases": selectors.seat_releases(),
         "expiring": expiring[:EXPIRING_ROWS],
         "expiring_count": len(expiring),

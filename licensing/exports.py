@@ -26,11 +26,12 @@ from svccore.timeunits import iso_utc
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
 # Columns holding Unix seconds in the API, written as ISO 8601 UTC here.
-TIMES = frozenset({"activated_at"})
+TIMES = frozenset({"activated_at", "last_seen_at"})
 
 
 def _row(unit: dict) -> list:
-    return [cell(iso_utc(unit[name]) if name in TIMES else unit[name]) for name in COLUMNS]
+    # A unit never seen since last-seen times were recorded: an empty cell.
+    return [cell(iso_utc(unit[name], zero="") if name in TIMES else unit[name]) for name in COLUMNS]
 
 
 def fleet_csv(
@@ -38,6 +39,7 @@ def fleet_csv(
     customer_id: str | None = None,
     batch_id: str | None = None,
     weak_binding: bool | None = None,
+    not_seen_days: int | None = None,
 ) -> Iterator[bytes]:
     """The fleet's CSV in chunks of one page each (the header first), most recent unit
     first, filtered like ``GET /v1/admin/fleet``; each page is read after the previous
@@ -49,7 +51,11 @@ def fleet_csv(
     cursor = None
     while True:
         page = fleet_page(
-            customer_id=customer_id, batch_id=batch_id, weak_binding=weak_binding, cursor=cursor
+            customer_id=customer_id,
+            batch_id=batch_id,
+            weak_binding=weak_binding,
+            not_seen_days=not_seen_days,
+            cursor=cursor,
         )
         writer.writerows(_row(unit) for unit in page.units)
         yield buffer.getvalue().encode("utf-8")

@@ -11,11 +11,25 @@ from config.api.fields import IdField, QueryIntegerField
 from licensing.selectors import FLEET_CURSOR_MAX, FLEET_MAX
 from svccore.claims import LAST_SECOND
 
+NOT_SEEN_DAYS_MAX = 3660
+
+
+def _not_seen_days() -> QueryIntegerField:
+    return QueryIntegerField(
+        required=False,
+        min_value=0,
+        max_value=NOT_SEEN_DAYS_MAX,
+        help_text="Only units not seen for more than this many days (last status fetch, "
+        "usage upload or activation before now minus the days), or never seen since "
+        f"last-seen times were recorded; 0..{NOT_SEEN_DAYS_MAX}.",
+    )
+
 
 class FleetQuery(serializers.Serializer):
     customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
     batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
+    not_seen_days = _not_seen_days()
     before = QueryIntegerField(
         required=False,
         min_value=0,
@@ -47,6 +61,7 @@ class FleetExportQuery(serializers.Serializer):
     customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
     batch_id = IdField(required=False, help_text="Only this batch's (404 if unknown).")
     weak_binding = serializers.ChoiceField(choices=["0", "1", "true", "false"], required=False)
+    not_seen_days = _not_seen_days()
 
 
 def _flag(help_text: str) -> serializers.IntegerField:
@@ -72,6 +87,12 @@ class FleetUnitOut(serializers.Serializer):
         allow_null=True,
         help_text="The released unit licence whose seat this activation took (a transfer, "
         "not billed), or null.",
+    )
+    last_seen_at = serializers.IntegerField(
+        allow_null=True,
+        help_text="Unix seconds of the unit's last status fetch, usage upload or activation, "
+        "to within SVC_LAST_SEEN_MINUTES (default 15); null: never seen since last-seen "
+        "times were recorded.",
     )
 
 

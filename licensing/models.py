@@ -271,6 +271,16 @@ class Activation(models.Model):
         help_text="The seat release whose seat this activation took: a transfer from a dead "
         "or replaced camera, not billed again.",
     )
+    # When the unit last fetched its signed status, uploaded usage or activated again
+    # (issue 42): written at most once per SVC_LAST_SEEN_MINUTES, after the request's own
+    # work (licensing.services.seen). Empty: not seen since the column was added.
+    last_seen_at = models.DateTimeField(
+        "last seen",
+        null=True,
+        blank=True,
+        help_text="Last status fetch, usage upload or activation (to within "
+        "SVC_LAST_SEEN_MINUTES); empty: never seen since this was recorded.",
+    )
 
     class Meta:
         ordering = ["-activated_at", "-id"]
@@ -298,6 +308,8 @@ class Activation(models.Model):
                 fields=["fingerprint_source", "-activated_at", "-id"],
                 name="activation_source_recent",
             ),
+            # Units not seen since a moment (the silent count and filter, issue 42).
+            models.Index(fields=["last_seen_at"], name="activation_last_seen"),
         ]
 
     def __str__(self) -> str:

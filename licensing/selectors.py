@@ -67,6 +67,7 @@ FLEET_UNIT = {
     "revoked": "license__revoked_at",
     "seat_released": "license__seat_release__id",
     "transfer_of": "transfer_of__license_id",
+    "last_seen_at": "last_seen_at",
 }
 
 
@@ -82,7 +83,26 @@ def _unit(row: tuple) -> dict:
     unit["activated_at"] = int(unit["activated_at"].timestamp())
     unit["revoked"] = int(unit["revoked"] is not None)
     unit["seat_released"] = int(unit["seat_released"] is not None)
+    seen = unit["last_seen_at"]
+    unit["last_seen_at"] = int(seen.timestamp()) if seen is not None else None
     return unit
+
+
+def not_seen_since(days: int, *, now: dt.datetime | None = None) -> Q:
+    """Units not seen for more than ``days`` days (issue 42): last seen before then, or
+    never since last-seen times were recorded."""
+    cutoff = (now or clock.now()) - dt.timedelta(days=days)
+    return Q(last_seen_at__lt=cutoff) | Q(last_seen_at__isnull=True)
+
+
+def silent_units_count(*, days: int, now: dt.datetime | None = None) -> int:
+    """Units whose licence is not revoked and that were not seen for more than ``days``
+    days: the dashboard's count of silent units."""
+    return (
+        Activation.objects.filter(not_seen_since(days, now=now), license__revoked_at__isnull=True)
+        .order_by()
+        .count()
+    )
 
 
 def _cursor_mac(position: bytes) -> bytes:
@@ -136,6 +156,7 @@ def fleet_records(
     customer_id: str | None = None,
     batch_id: str | None = None,
     weak_binding: bool | None = None,
+    not_seen_days: int | None = None,
     before: int | None = None,
     after: tuple[dt.datetime, int] | None = None,
 ) -> QuerySet[Activation]:
@@ -149,6 +170,8 @@ def fleet_records(
         records = records.filter(batch_id=batch_id)
     if weak_binding is not None:
         records = records.filter(weak_binding=weak_binding)
+    if not_seen_days is not None:
+        records = records.filter(not_seen_since(not_seen_days))
     if before is not None:
         records = records.filter(activated_at__lt=dt.datetime.fromtimestamp(before, tz=dt.UTC))
     if after is not None:
@@ -185,6 +208,7 @@ def fleet_page(
     customer_id: str | None = None,
     batch_id: str | None = None,
     weak_binding: bool | None = None,
+    not_seen_days: int | None = None,
     before: int | None = None,
     cursor: str | None = None,
     limit: int = FLEET_MAX,
@@ -210,6 +234,7 @@ def fleet_page(
         customer_id=customer_id,
         batch_id=batch_id,
         weak_binding=weak_binding,
+        not_seen_days=not_seen_days,
         before=before,
         after=None if cursor is None else fleet_cursor_position(cursor),
     ).values_list(*FLEET_UNIT.values(), "id")

@@ -50,6 +50,8 @@ from portal.services import CUSTOMER_EVENTS
 SEARCH_MAX = 100
 BATCHES_SHOWN = 500
 FLEET_PAGE = 100
+# The fleet's "not seen for more than" choices (days), as the console's filter offers.
+NOT_SEEN_CHOICES = (1, 7, 30, 90)
 DAYS = 30
 
 
@@ -257,9 +259,20 @@ def _units(units: list[dict]) -> list[dict]:
     """A page of the fleet as shown: activation time for people, each unit's state."""
     found = unit_states(u["license_id"] for u in units)
     return [
-        {**u, "activated": utc_time_html(u["activated_at"]), "state": found[u["license_id"]]}
+        {
+            **u,
+            "activated": utc_time_html(u["activated_at"]),
+            "seen": utc_time_html(u["last_seen_at"]),
+            "state": found[u["license_id"]],
+        }
         for u in units
     ]
+
+
+def _not_seen_days(request: HttpRequest) -> int | None:
+    """The fleet's "not seen for more than" filter: one of NOT_SEEN_CHOICES, else none."""
+    value = request.GET.get("not_seen_days", "")
+    return int(value) if value in {str(days) for days in NOT_SEEN_CHOICES} else None
 
 
 @customer_page
@@ -267,13 +280,15 @@ def fleet(request: HttpRequest) -> HttpResponse:
     customer = request.customer
     search = request.GET.get("q", "").strip()[:128]
     cursor = request.GET.get("cursor") or None
+    not_seen_days = _not_seen_days(request)
     next_cursor = None
     if search:
-        rows = (
-            Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
-            .select_related("batch", "license", "license__seat_release")
-            .order_by("-activated_at", "-id")[:SEARCH_MAX]
-        )
+        rows = Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
+        if not_seen_days is not None:
+            rows = rows.filter(licensing_selectors.not_seen_since(not_seen_days))
+        rows = rows.select_related("batch", "license", "license__seat_release").order_by(
+            "-activated_at", "-id"
+        )[:SEARCH_MAX]
         units = [
             {
                 "device_id": r.device_id,
@@ -282,6 +297,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "sku": r.batch.sku,
                 "weak_binding": int(r.weak_binding),
                 "activated": utc_time_html(r.activated_at),
+                "seen": utc_time_html(r.last_seen_at),
                 "state": unit_state_of(r.license),
             }
             for r in rows
@@ -289,14 +305,26 @@ def fleet(request: HttpRequest) -> HttpResponse:
     else:
         try:
             page = licensing_selectors.fleet_page(
-                customer_id=customer.pk, cursor=cursor, limit=FLEET_PAGE
+                customer_id=customer.pk,
+                not_seen_days=not_seen_days,
+                cursor=cursor,
+                limit=FLEET_PAGE,
             )
         except ServiceError:
             return redirect("portal-fleet")
         units = _units(page.units)
         next_cursor = page.next_cursor
     context = _context(
-        request, "Fleet", units=units, search=search, next_cursor=next_cursor, search_max=SEARCH_MAX
+        request,
+        "Fleet",
+        units=units,
+        search=search,
+        next_cursor=next_cursor,
+        search_max=SEARCH_MAX,
+        not_seen_days=not_seen_days,
+        not_seen_choices=NOT_SEEN_CHOICES,
+        # Older units and the export keep the filter.
+        filters=urlencode({"not_seen_days": not_seen_days}) if not_seen_days else "",
     )
     return TemplateResponse(request, "portal/fleet.html", context)
 
@@ -310,7 +338,9 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
     if batch_id:
         selectors.batch_of(customer, batch_id)
     response = StreamingHttpResponse(
-        exports.fleet_csv(customer_id=customer.pk, batch_id=batch_id),
+        exports.fleet_csv(
+            customer_id=customer.pk, batch_id=batch_id, not_seen_days=_not_seen_days(request)
+        ),
         content_type="text/csv; charset=utf-8",
     )
     stamp = clock.now().strftime("%Y%m%d-%H%M%S")

@@ -23,7 +23,7 @@ from rest_framework.test import APIClient
 
 from config import clock
 from licensing import revocations
-from licensing.services import batch_issue, catalogue_seed
+from licensing.services import batch_issue, catalogue_seed, seen
 from svccore.keyfile import write_private_key
 from tests.factories import CustomerFactory
 from tests.history import SWITCH
@@ -236,6 +236,7 @@ def _isolation(request, settings):
         # The slow tests (a real server, production settings) hash as production does.
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     revocations.answers_forget()  # the shared cache too
+    seen.forget()  # no unit remembered as recently seen by this process
     marker = request.node.get_closest_marker("django_db")
     names = set(request.fixturenames)
     if marker is not None or names & {"db", "transactional_db"}:

@@ -62,6 +62,24 @@ def test_reactivation_is_one_query(device_api, warm_batch, django_assert_num_que
     assert response.status_code == 200 and response.json()["reactivated"] is True
 
 
+def test_reactivation_records_last_seen_with_one_update_per_interval(
+    device_api, warm_batch, server_clock, settings, django_assert_num_queries
+):
+    """Last seen (issue 42): within SVC_LAST_SEEN_MINUTES of the unit's last record by
+    this process (its activation here) a re-activation stays one query; past it, one
+    conditional UPDATE follows the lookup, once, after the answer is built."""
+    settings.SVC_LAST_SEEN_MINUTES = 15
+    server_clock(14 * 60)
+    with django_assert_num_queries(1):
+        assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 200
+    server_clock(16 * 60)
+    with django_assert_num_queries(2) as captured:
+        assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 200
+    assert captured.captured_queries[1]["sql"].lstrip().startswith("UPDATE licensing_activation")
+    with django_assert_num_queries(1):
+        assert activate(device_api, warm_batch.license.token, "warm-up").status_code == 200
+
+
 def test_new_activation_is_the_lookup_then_seat_license_activation(
     device_api, warm_batch, django_assert_num_queries
 ):

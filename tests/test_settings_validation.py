@@ -48,6 +48,9 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         ("SVC_WEBHOOK_TIMEOUT", "0", "a number from 0.1 to 60"),
         ("SVC_WEBHOOK_RETRY_HOURS", "1000", "a number from"),
         ("SVC_ALERT_INTERVAL_MINUTES", "0", "a whole number from 1 to"),
+        ("SVC_LAST_SEEN_MINUTES", "0", "a whole number from 1 to 1440"),
+        ("SVC_LAST_SEEN_MINUTES", "15m", "a whole number from 1 to 1440"),
+        ("SVC_SILENT_DAYS", "3661", "a whole number from 1 to 3660"),
         ("SVC_ALERT_EMAILS", "ops@example.com,nobody", "'nobody', not an e-mail address"),
         ("SVC_EMAIL_URL", "smtp://user:hunter2@mail:notaport", "must be smtp://"),
         ("SVC_METRICS_ALLOWLIST", "10.0.0.0/33", "SVC_METRICS_ALLOWLIST"),
@@ -68,6 +71,7 @@ def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
     [
         {"SVC_ACTIVATION_RATE": "100/1m", "SVC_PUBLIC_DOCS": "1", "SVC_DEBUG": "true"},
         {"SVC_LOGIN_COOLOFF_MINUTES": "0.5", "SVC_HSTS_SECONDS": "0", "SVC_SSL_REDIRECT": "off"},
+        {"SVC_LAST_SEEN_MINUTES": "60", "SVC_SILENT_DAYS": "30"},
         {
             "SVC_EMAIL_URL": "smtp+tls://alerts:secret@mail.example.com:587",
             "SVC_ALERT_EMAILS": "ops@example.com, oncall@example.com",

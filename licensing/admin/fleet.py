@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.utils.html import format_html
 
 from config.admin.base import (
@@ -17,11 +18,13 @@ from licensing.admin.display import (
 )
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
+from licensing.fleet_serializers import NOT_SEEN_DAYS_MAX
 from licensing.models import (
     Activation,
     Renewal,
     SeatRelease,
 )
+from licensing.selectors import not_seen_since
 from licensing.services import (
     license_revoke,
 )
@@ -33,6 +36,32 @@ from licensing.unit_states import unit_state_of
 FingerprintSourceFilter = choices_filter(
     "fingerprint_source", "fingerprint source", lambda: [(s, s) for s in REPORTED_SOURCES]
 )
+
+
+class NotSeenFilter(admin.SimpleListFilter):
+    """Units not seen for more than a number of days (issue 42), never-seen ones
+    included; the parameter is the API's (``not_seen_days``)."""
+
+    title = "last seen"  # Django shows "By last seen"
+    parameter_name = "not_seen_days"
+    DAYS = (1, 7, 30, 90)
+
+    def lookups(self, request, model_admin):
+        # "never" units are in every choice: they were not seen in those days either.
+        return [
+            (str(days), f"more than {days} day{'s' if days > 1 else ''} ago, or never")
+            for days in self.DAYS
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value is None:
+            return queryset
+        if not value.isascii() or not value.isdigit() or int(value) > NOT_SEEN_DAYS_MAX:
+            # A hand-typed value: Django's admin answers IncorrectLookupParameters
+            # with its "?e=1" page, never a 500.
+            raise IncorrectLookupParameters(f"not_seen_days: not a number of days: {value!r}")
+        return queryset.filter(not_seen_since(int(value)))
 
 
 @admin.register(Activation)
@@ -47,11 +76,19 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
         "customer",
         "binding",
         "activated_at",
+        "last_seen_at",
         "revoked",
     ]
+    empty_times = {"last_seen_at": "never"}
     # Each filter has an index (licensing.models, issue 15); the activation time is a
     # date filter, not a date hierarchy (whose year links read every row).
-    list_filter = ["weak_binding", FingerprintSourceFilter, "batch__sku", "activated_at"]
+    list_filter = [
+        "weak_binding",
+        FingerprintSourceFilter,
+        "batch__sku",
+        "activated_at",
+        NotSeenFilter,
+    ]
     # A licence id whole, a batch by its id, its customer's id or part of the
     # customer's name; else any part of a device id, any case, in device-id order
     # (licensing.admin.search.AnyPartSearchMixin).
@@ -64,9 +101,11 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     def lookup_allowed(self, lookup, value, request=None):
         # A customer's fleet, linked from its page (console.admin), without a filter
         # listing every customer.
-        return lookup == "batch__customer__id__exact" or super().lookup_allowed(
-            lookup, value, request
-        )
+        # The dashboard's silent units: those not revoked (NotSeenFilter with it).
+        return lookup in (
+            "batch__customer__id__exact",
+            "license__revoked_at__isnull",
+        ) or super().lookup_allowed(lookup, value, request)
 
     @admin.display(description="licence", ordering="license__id")
     def license_link(self, record: Activation):

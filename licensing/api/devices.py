@@ -262,6 +262,9 @@ class RevocationStatusApi(DeviceApi):
         response = Response(
             rendered(serializers.LicenseStatusOut, revocations.license_status(**query))
         )
+        # The unit was seen (issue 42): only its own licence and device move its time
+        # (the request is public); no query when this process wrote it recently.
+        services.unit_seen(license_id=query["license_id"], device_id=query["device_id"])
         response["Cache-Control"] = "no-store"
         return response
 

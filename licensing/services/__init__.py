@@ -8,7 +8,9 @@ callers import from here (``from licensing.services import batch_issue``):
   licence, the billing event;
 - renewals (:mod:`.renewals`): ``license_renew``, ``license_refresh`` (a device's
   licence re-signed to its batch's new end);
-- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat).
+- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat);
+- last seen (:mod:`.seen`): ``unit_seen``, a unit's last status fetch, usage upload or
+  re-activation, written at most once per ``SVC_LAST_SEEN_MINUTES``.
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -34,6 +36,7 @@ from licensing.services.renewals import (
     renewal_quote,
 )
 from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
+from licensing.services.seen import unit_seen
 
 __all__ = [
     "ActivationResult",
@@ -51,4 +54,5 @@ __all__ = [
     "renewal_quote",
     "seat_release",
     "unit_activate",
+    "unit_seen",
 ]

@@ -54,7 +54,7 @@ from events.services import event_row
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.revocations import ListPosition, list_position
-from licensing.services import renewals, seats
+from licensing.services import renewals, seats, seen
 from licensing.services.licenses import license_claims
 from signing import keyring
 from svccore import ids
@@ -359,6 +359,8 @@ def _unit_rows(
         activated_at=now,
         client_ip=client_ip,
         transfer_of_id=transfer_of,
+        # Seen by its activation: a column of the row written anyway, no statement more.
+        last_seen_at=now,
     )
     event = event_row(
         Event.Type.LICENSE_ACTIVATED,
@@ -392,7 +394,8 @@ def _seat_and_unit(
         )
     if seat is None:
         return None
-    _, token, signed = unit["signed_unit"]
+    now, token, signed = unit["signed_unit"]
+    seen.unit_seen_noted(license_id=signed["lic"], device_id=signed["dev"], now=now)
     return ActivationResult(
         signed["lic"], token, reactivated=False, batch_units_remaining=seat[0], position=position
     )
@@ -443,7 +446,12 @@ def unit_activate(
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
     expires_at, existing = _lookup(key, device_id, now)
     if existing is not None:
-        return _positioned(existing, device_id) if positioned else existing
+        result = _positioned(existing, device_id) if positioned else existing
+        # After the answer is built: no query when this process recorded the unit as
+        # seen within SVC_LAST_SEEN_MINUTES, else one conditional UPDATE that cannot fail
+        # the answer (licensing.services.seen).
+        seen.unit_seen(license_id=existing.license_id, device_id=device_id)
+        return result
     signed_unit = _unit_sign(key, device_id, expires_at)
     position = None
     if positioned:
@@ -477,7 +485,8 @@ def unit_activate(
         if existing is None:
             raise
         return _positioned(existing, device_id) if positioned else existing
-    _, token, signed = signed_unit
+    signed_at, token, signed = signed_unit
+    seen.unit_seen_noted(license_id=signed["lic"], device_id=device_id, now=signed_at)
     return ActivationResult(
         signed["lic"], token, reactivated=False, batch_units_remaining=seat[0], position=position
     )

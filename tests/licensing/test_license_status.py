@@ -127,6 +127,11 @@ def test_one_query_whatever_the_list_holds(client, direct_license):
     RevocationHead.objects.update_or_create(id=1, defaults={"seq": 5000})
     revocations.answers_forget()
     status_of(client, direct_license.id)  # the head and the keys are read once per change
+    # The first fetch of a unit in SVC_LAST_SEEN_MINUTES also records it as seen, after
+    # the status is built: one conditional UPDATE (licensing.services.seen).
+    with CaptureQueriesContext(connection) as queries:
+        status_of(client, "LIC-FILL0000004321")
+    assert len(queries) == 2 and queries[1]["sql"].lstrip().startswith("UPDATE")
     with CaptureQueriesContext(connection) as queries:
         body, status, response = status_of(client, "LIC-FILL0000004321")
     assert len(queries) == 1  # the licence's own revocation, by its unique index

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import re
+import urllib.parse
+import urllib.request
 
 import pypdf
 import pytest
@@ -21,15 +24,17 @@ from audit.models import AuditEntry
 from billing.models import Invoice
 from customers.models import Customer
 from customers.services import customer_create
-from licensing.models import Batch, License, Renewal
-from licensing.services import license_issue
+from licensing.models import Activation, Batch, License, Renewal
+from licensing.services import batch_issue, license_issue, license_revoke
 from tests.operators.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PASSWORD,
     _browser_or_skip,
     _camera,
+    _post,
 )
+from tests.operators.test_console_layout import LAYOUT_PROBLEMS_JS, _screenshot_dir
 
 pytestmark = pytest.mark.live
 
@@ -203,3 +208,85 @@ def test_operator_edit_customer_issue_batch_revoke_and_renew(live_service, trans
     assert License.objects.get(kind="unit").revoke_reason == "camera stolen from the quay"
     renewal = Renewal.objects.get()
     assert renewal.batch_id == batch.pk and renewal.units == 0  # the one unit was revoked
+
+
+def _status_fetch(url: str, license_id: str, device_id: str) -> None:
+    query = urllib.parse.urlencode({"license_id": license_id, "device_id": device_id})
+    with urllib.request.urlopen(f"{url}/v1/revocations/status?{query}", timeout=10) as answer:
+        assert json.loads(answer.read())["license_id"] == license_id
+
+
+def test_operator_finds_the_cameras_not_seen_for_days(moved_service, server_clock, tmp_path):
+    """Last seen (issue 42): a fleet of cameras on a quay; nine days later (the service's
+    clock) some checked in (status, usage, re-activation) and some did not. The
+    dashboard counts the silent ones not revoked, its link lists them with their last
+    contact, and the fleet's own filter finds them, on a 1000 px window."""
+    sync_playwright = _browser_or_skip()
+    get_user_model().objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    customer = customer_create(name=NAME, kind="oem")
+    batch = batch_issue(customer_id=customer.pk, sku="VISION-PRO", units=250)
+    url = moved_service.url
+    devices = [f"nl-ham-{n:03d}-axis-p3265-lve-b8a44f3c2d{n:02d}" for n in range(6)]
+    units = {
+        device: _post(f"{url}/v1/activate", {"batch_token": batch.license.token,
+                                              "device_id": device, "sdk_version": "4.12.1"})
+        for device in devices
+    }  # fmt: skip
+    activated = {a.device_id: a.last_seen_at for a in Activation.objects.all()}
+    server_clock(9 * 86400)
+    # Four cameras check in, each by another path; two stay silent, one of them revoked.
+    for device in devices[:2]:
+        _status_fetch(url, units[device]["license_id"], device)
+    _post(f"{url}/v1/activate", {"batch_token": batch.license.token, "device_id": devices[2]})
+    start = int(activated[devices[3]].timestamp())
+    record = {"period_start": start, "period_end": start + 3600, "inferences": 48_211,
+              "frames": 172_800, "stream_seconds": 3600, "events": 17}  # fmt: skip
+    answer = _post(
+        f"{url}/v1/usage",
+        {"device_id": devices[3], "license_id": units[devices[3]]["license_id"],
+         "records": [record]},
+        token=units[devices[3]]["unit_token"],
+    )  # fmt: skip
+    assert answer["accepted"] == 1, answer
+    license_revoke(license_id=units[devices[5]]["license_id"], reason="camera scrapped")
+    seen = {a.device_id: a.last_seen_at for a in Activation.objects.all()}
+    assert all(seen[d] > activated[d] for d in devices[:4]), seen
+    assert all(seen[d] == activated[d] for d in devices[4:]), seen
+    silent = devices[4]
+    shown = seen[silent].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    with sync_playwright() as playwright:
+        browser = _browser(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 900})
+            page.set_default_timeout(15_000)
+            _login(page, url)
+            page.goto(f"{url}/admin/dashboard/")
+            tile = page.inner_text("#silent-units")
+            assert "Units not seen for more than 7 days" in tile
+            assert tile.split()[-1] == "1", tile  # the revoked silent camera is not counted
+            page.click("#silent-units a")
+            page.wait_for_selector("#result_list")
+            rows = page.inner_text("#result_list")
+            assert silent in rows and all(d not in rows for d in devices[:4] + devices[5:]), rows
+            cell = page.inner_text("#result_list tbody tr td.field-last_seen_at")
+            assert " ".join(cell.split()) == shown, (cell, shown)
+            assert page.evaluate(LAYOUT_PROBLEMS_JS) == []
+            page.screenshot(path=str(_screenshot_dir(tmp_path, 1000) / "fleet-silent.png"))
+
+            # The fleet's own filter: the silent cameras, revoked or not.
+            page.goto(f"{url}/admin/licensing/activation/")
+            assert page.locator("#result_list tbody tr").count() == 6
+            page.click("#changelist-filter a:text-is('more than 7 days ago, or never')")
+            page.wait_for_selector("#result_list")
+            rows = page.inner_text("#result_list")
+            assert silent in rows and devices[5] in rows and devices[0] not in rows, rows
+            assert page.locator("#result_list tbody tr").count() == 2
+            assert page.evaluate(LAYOUT_PROBLEMS_JS) == []
+            # A checked-in camera's page shows its last contact to the minute.
+            page.goto(f"{url}/admin/licensing/activation/")
+            page.click(f"#result_list a:text('{devices[3]}')")
+            recent = seen[devices[3]].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            assert recent in " ".join(page.inner_text("#content").split())
+        finally:
+            browser.close()

@@ -20,7 +20,7 @@ from django.contrib.auth import get_user_model
 from billing.services import invoice_issue
 from config.admin.display import money
 from customers.services import customer_create
-from licensing.models import Batch
+from licensing.models import Activation, Batch
 from licensing.services import batch_issue, license_issue
 from portal.models import CustomerUser, Invitation
 from tests.browser import is_favicon
@@ -30,6 +30,7 @@ from tests.operators.test_browser import (
     PASSWORD,
     _browser_or_skip,
     _camera,
+    _post,
 )
 from tests.operators.test_console_layout import LAYOUT_PROBLEMS_JS, _screenshot_dir
 from tests.operators.test_svcctl import svcctl
@@ -230,5 +231,83 @@ def test_invoice_page_shows_the_document_and_its_total(
             box = page.eval_on_selector("#document-frame", "e => e.getBoundingClientRect().height")
             assert box > 600, box
             assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_the_fleet_shows_last_contact_and_finds_silent_cameras(
+    moved_service, server_clock, tmp_path
+):
+    """Last seen (issue 42) in the portal: cameras activated, twelve days later (the
+    service's clock) two checked in and one stayed silent. The fleet shows each one's
+    last contact in the page's time format, its filter finds the silent one, and the
+    filtered export holds only it, with its last contact; at 1000 px."""
+    sync_playwright = _browser_or_skip()
+    customer = customer_create(name=NAME, kind="oem")
+    account_for(customer, "ana.ruiz@nordlicht-videoanalyse.example")
+    batch = batch_issue(customer_id=customer.pk, sku="VISION-PRO", units=40)
+    url = moved_service.url
+    devices = [f"nl-ham-{n:03d}-axis-p3265-lve-b8a44f3c2d{n:02d}" for n in range(3)]
+    for device in devices:
+        _post(f"{url}/v1/activate", {"batch_token": batch.license.token, "device_id": device})
+    server_clock(12 * 86400)
+    for device in devices[:2]:
+        _post(f"{url}/v1/activate", {"batch_token": batch.license.token, "device_id": device})
+    seen = {a.device_id: a.last_seen_at for a in Activation.objects.all()}
+    silent = devices[2]
+    assert seen[silent] < seen[devices[0]] - dt.timedelta(days=11)
+
+    def shown(moment: dt.datetime) -> str:
+        return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            context = browser.new_context(
+                viewport={"width": 1000, "height": 900}, accept_downloads=True
+            )
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{url}/portal/login/")
+            page.fill("#id_username", "ana.ruiz@nordlicht-videoanalyse.example")
+            page.fill("#id_password", ACCOUNT_PASSWORD)
+            page.click("#login-submit")
+            page.wait_for_selector("#portal-nav")
+            page.click("#portal-nav a:text('Fleet')")
+            assert "LAST SEEN (UTC)" in page.inner_text("#units thead").upper()
+            for device in devices:
+                row = page.locator("#units tbody tr", has_text=device)
+                cell = " ".join(row.locator("td.svc-seen").inner_text().split())
+                assert cell == shown(seen[device]), (device, cell)
+            assert page.evaluate(LAYOUT_PROBLEMS_JS) == []
+
+            page.select_option("#not_seen_days", "7")
+            page.click("#fleet-search input[type=submit]")
+            page.wait_for_selector("#fleet-not-seen")
+            units = page.inner_text("#units tbody")
+            assert silent in units and devices[0] not in units and devices[1] not in units
+            assert "not seen for more than 7 days" in page.inner_text("#fleet-not-seen")
+            assert page.evaluate(LAYOUT_PROBLEMS_JS) == []
+            page.screenshot(
+                path=str(_screenshot_dir(tmp_path, 1000) / "portal-fleet-silent.png"),
+                full_page=True,
+            )
+            with page.expect_download() as download:
+                page.click("#fleet-export")
+            rows = list(
+                csv.DictReader(
+                    io.StringIO(open(download.value.path(), encoding="utf-8-sig").read())
+                )
+            )
+            assert [r["device_id"] for r in rows] == [silent]
+            assert rows[0]["last_seen_at"] == seen[silent].strftime("%Y-%m-%dT%H:%M:%SZ")
+
+            # Thirty days: none of these cameras has been silent that long.
+            page.select_option("#not_seen_days", "30")
+            page.click("#fleet-search input[type=submit]")
+            page.wait_for_selector("#fleet-not-seen")
+            assert "No units not seen for more than 30 days" in page.inner_text("#units")
         finally:
             browser.close()
