@@ -26,11 +26,14 @@ from svccore.timeunits import iso_utc
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
 # Columns holding Unix seconds in the API, written as ISO 8601 UTC here.
-TIMES = frozenset({"activated_at"})
+TIMES = frozenset({"activated_at", "lease_end"})
 
 
 def _row(unit: dict) -> list:
-    return [cell(iso_utc(unit[name]) if name in TIMES else unit[name]) for name in COLUMNS]
+    return [
+        cell(iso_utc(unit[name]) if name in TIMES and unit[name] is not None else unit[name])
+        for name in COLUMNS
+    ]
 
 
 def fleet_csv(

@@ -78,6 +78,7 @@ SLOW_MODULES = frozenset(
         "tests/test_device_fuzz.py",
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",
+        "tests/test_leases_end_to_end.py",
         "tests/test_key_rotation.py",
         "tests/test_sync_crash.py",
         "tests/test_cache_outage.py",

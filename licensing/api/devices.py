@@ -260,7 +260,9 @@ class RevocationStatusApi(DeviceApi):
     def get(self, request):
         query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
         response = Response(
-            rendered(serializers.LicenseStatusOut, revocations.license_status(**query))
+            rendered(
+                serializers.LicenseStatusOut, revocations.license_status(**query, check_in=True)
+            )
         )
         response["Cache-Control"] = "no-store"
         return response
