@@ -340,6 +340,46 @@ class RevokeIn(BodyIn):
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
 
 
+class HoldIn(BodyIn):
+    """What a suspension or reinstatement names: exactly one of a licence, a batch (all
+    its units) or a customer (all its licences)."""
+
+    one_of = [
+        {
+            "required": [name],
+            "not": {"anyOf": [{"required": [other]} for other in names if other != name]},
+        }
+        for names in [("license_id", "batch_id", "customer_id")]
+        for name in names
+    ]
+    license_id = IdField(required=False)
+    batch_id = IdField(required=False)
+    customer_id = IdField(required=False)
+
+
+class SuspendIn(HoldIn):
+    one_of = HoldIn.one_of
+    reason = StrictCharField(max_length=500, help_text="Why (an unpaid invoice, a dispute).")
+
+
+class ReinstateIn(HoldIn):
+    one_of = HoldIn.one_of
+    reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
+
+
+class HoldOut(serializers.Serializer):
+    scope = serializers.CharField(source="kind", help_text="license, batch or customer.")
+    target = serializers.CharField(help_text="The licence, batch or customer id named.")
+    customer_id = serializers.CharField()
+    suspended = serializers.BooleanField(help_text="Whether this hold now stands.")
+    reason = serializers.CharField(allow_blank=True)
+    suspended_at = serializers.IntegerField(help_text="Unix seconds; 0 when not suspended.")
+    changed = serializers.BooleanField(
+        help_text="False when it already was so (suspending again keeps the first time and "
+        "reason; reinstating what is not suspended changes nothing)."
+    )
+
+
 class SeatReleaseIn(BodyIn):
     # The seat by its licence, or by batch and device: one way, not both (400 otherwise).
     one_of = [

@@ -13,9 +13,10 @@ import json
 import pytest
 
 import devices
+from audit.models import AuditEntry
 from devices import documents
 from licensing.models import License
-from tests.test_end_to_end import T0, SharedClock
+from tests.test_end_to_end import HOUR, T0, SharedClock
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -122,3 +123,58 @@ def test_unit_without_a_lease_runs_offline_as_today(
         clock.now = T0 + day * DAY
         camera.require("detect")
     camera.close()
+
+
+def test_suspend_and_reinstate_a_batch_through_the_live_service(
+    moved_service, server_clock, customer, signing_key, tmp_path
+):
+    live = moved_service
+    clock = SharedClock(T0 + 10, server_clock)
+    public_key = devices.token.public_key_b64url(signing_key.public_key())
+    batch = live.admin(
+        "POST", "/v1/admin/batches", {"customer_id": customer.id, "sku": "VISION-PRO", "units": 3}
+    )
+    state_dir = tmp_path / "camera"
+    devices.activate(
+        live.url, batch["batch_token"], state_dir, device_id="cam-held", allow_http=True
+    )
+    camera = devices.Engine(state_dir, public_key=public_key, device_id="cam-held", clock=clock)
+    assert camera.start() == "active"
+    camera.count(inferences=10)
+
+    held = live.admin(
+        "POST", "/v1/admin/suspend", {"batch_id": batch["batch_id"], "reason": "invoice unpaid"}
+    )
+    assert (held["scope"], held["suspended"], held["changed"]) == ("batch", True, True)
+    camera.require("detect")  # offline, the camera has not learned it yet
+    clock.now = T0 + HOUR + 20
+    with pytest.raises(devices.Suspended) as learned:
+        camera.sync(live.url, allow_http=True)
+    assert learned.value.code == "SUSPENDED" and learned.value.summary["suspended"] is True
+    assert learned.value.summary["accepted"] == 1  # the usage counted before still uploads
+    with pytest.raises(devices.Suspended):
+        camera.count(inferences=1)
+    _video_runs(camera)
+    unit = next(
+        u for u in live.admin("GET", "/v1/admin/fleet")["units"] if u["device_id"] == "cam-held"
+    )
+    assert unit["suspended"] == 1 and unit["revoked"] == 0
+    status = live.admin("GET", f"/v1/admin/batches/{batch['batch_id']}")
+    assert status["units_activated"] == 1  # the suspended unit keeps its seat
+
+    again = live.admin("POST", "/v1/admin/reinstate", {"batch_id": batch["batch_id"]})
+    assert (again["suspended"], again["changed"]) == (False, True)
+    clock.now = T0 + HOUR + 40
+    summary = camera.sync(live.url, allow_http=True)
+    assert "suspended" not in summary
+    camera.require("detect")
+    camera.count(inferences=1)
+    camera.close()
+
+    types = [
+        e["type"]
+        for e in live.admin("GET", f"/v1/admin/events?customer_id={customer.id}")["events"]
+    ]
+    assert "license.suspended" in types and "license.reinstated" in types
+    actions = set(AuditEntry.objects.values_list("action", flat=True))
+    assert {"license.suspend", "license.reinstate"} <= actions

@@ -8,7 +8,9 @@ callers import from here (``from licensing.services import batch_issue``):
   licence, the billing event;
 - renewals (:mod:`.renewals`): ``license_renew``, ``license_refresh`` (a device's
   licence re-signed to its batch's new end);
-- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat).
+- seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat);
+- holds (:mod:`.holds`): ``license_suspend``, ``license_reinstate`` (a reversible hold
+  on a licence, a batch key or a customer, issue 42).
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -19,6 +21,7 @@ modules. Reads are in :mod:`licensing.selectors`; the revocation list's document
 """
 
 from licensing.services.activation import ActivationResult, unit_activate
+from licensing.services.holds import Hold, license_reinstate, license_suspend
 from licensing.services.licenses import (
     batch_issue,
     catalogue_seed,
@@ -37,6 +40,7 @@ from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
 
 __all__ = [
     "ActivationResult",
+    "Hold",
     "RefreshResult",
     "ReleasePolicy",
     "ReleaseResult",
@@ -46,8 +50,10 @@ __all__ = [
     "license_issue",
     "license_refresh",
     "license_register",
+    "license_reinstate",
     "license_renew",
     "license_revoke",
+    "license_suspend",
     "renewal_quote",
     "seat_release",
     "unit_activate",
