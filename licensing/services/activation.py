@@ -332,6 +332,7 @@ def _unit_rows(
     transfer_of: int | None,
     signed_unit: tuple[dt.datetime, str, dict[str, Any]],
     units_remaining: int,
+    leased: bool = False,
 ) -> list[tuple[type, dict[str, Any]]]:
     """The rows of a new unit: its signed licence, its activation record and its event
     (the outbox: reported only if it happened), for ``config.rows``."""
@@ -355,7 +356,8 @@ def _unit_rows(
         token_sha256=token_digest(token),
         revoked_at=None,
         revoke_reason="",
-        checked_in_at=now,  # its status is handed out with it (licensing.leases)
+        # Under a check-in lease its status, handed out with it, starts the lease.
+        checked_in_at=now if leased else None,
     )
     activation_row = dict(
         batch_id=key.batch_id,
@@ -467,6 +469,7 @@ def unit_activate(
         sdk_version=sdk_version,
         client_ip=client_ip,
         signed_unit=signed_unit,
+        leased=terms.days is not None,
     )
     try:
         if connection.vendor == "postgresql":
