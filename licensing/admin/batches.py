@@ -23,6 +23,7 @@ from licensing.admin.forms import (
     BatchIssueForm,
     renew_with_term,
 )
+from licensing.admin.holding import HoldMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.models import (
     NEAR_EXHAUSTION_PERCENT,
@@ -54,7 +55,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
+class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
@@ -88,7 +89,7 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
         "key_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_batch_keys", "renew_batches"]
+    actions = ["revoke_batch_keys", "renew_batches", "suspend_batches", "reinstate_batches"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
@@ -198,6 +199,22 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
             action_name="revoke_batch_keys",
             what="batch keys",
         )
+
+    @admin.action(
+        description="Suspend selected batches (all their units)…", permissions=["suspend"]
+    )
+    def suspend_batches(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="batch_id", id_of=lambda batch: batch.pk,
+            action_name="suspend_batches", what="batches", suspend=True,
+        )  # fmt: skip
+
+    @admin.action(description="Reinstate selected batches…", permissions=["suspend"])
+    def reinstate_batches(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="batch_id", id_of=lambda batch: batch.pk,
+            action_name="reinstate_batches", what="batches", suspend=False,
+        )  # fmt: skip
 
     @admin.action(description="Renew selected batches for another term…", permissions=["renew"])
     def renew_batches(self, request, queryset):

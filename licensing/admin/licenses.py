@@ -22,6 +22,7 @@ from licensing.admin.forms import (
     LicenseIssueForm,
     renew_with_term,
 )
+from licensing.admin.holding import HoldMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
@@ -76,7 +77,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
+class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
@@ -112,7 +113,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         "token_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_licenses", "renew_licenses"]
+    actions = ["revoke_licenses", "renew_licenses", "suspend_licenses", "reinstate_licenses"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
@@ -201,6 +202,20 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
             action_name="revoke_licenses",
             what="licences",
         )
+
+    @admin.action(description="Suspend selected licences…", permissions=["suspend"])
+    def suspend_licenses(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="license_id", id_of=lambda lic: lic.pk,
+            action_name="suspend_licenses", what="licences", suspend=True,
+        )  # fmt: skip
+
+    @admin.action(description="Reinstate selected licences…", permissions=["suspend"])
+    def reinstate_licenses(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="license_id", id_of=lambda lic: lic.pk,
+            action_name="reinstate_licenses", what="licences", suspend=False,
+        )  # fmt: skip
 
     @admin.action(
         description="Renew selected direct licences for another term…", permissions=["renew"]
