@@ -150,6 +150,19 @@ def row_annotations(
     }
 
 
+def license_annotations() -> dict[str, Any]:
+    """:func:`row_annotations` for rows of :class:`~licensing.models.License`."""
+    return row_annotations(
+        own_days="max_offline_days",
+        batch_days="batch__max_offline_days",
+        sku="sku",
+        license_ref="id",
+        batch_ref="batch_id",
+        customer_ref="customer_id",
+        checked_in="checked_in_at",
+    )
+
+
 def lease_end_at(checked_in_at: dt.datetime | None, days: int | None) -> dt.datetime | None:
     """A unit's lease end as the service knows it: its last check-in plus its lease (None:
     no lease, or none handed out yet under it)."""

@@ -100,17 +100,6 @@ def batches_scan(result: ScanResult, now: dt.datetime) -> None:
             )
 
 
-LEASE_ANNOTATIONS = leases.row_annotations(
-    own_days="max_offline_days",
-    batch_days="batch__max_offline_days",
-    sku="sku",
-    license_ref="id",
-    batch_ref="batch_id",
-    customer_ref="customer_id",
-    checked_in="checked_in_at",
-)
-
-
 @scan_pass
 def leases_scan(result: ScanResult, now: dt.datetime) -> None:
     """``license.lease_expiring`` (its camera must sync within a day) and
@@ -120,7 +109,7 @@ def leases_scan(result: ScanResult, now: dt.datetime) -> None:
     horizon = now + dt.timedelta(seconds=LEASE_EXPIRING_SECONDS)
     leased = (
         License.objects.filter(checked_in_at__isnull=False, revoked_at__isnull=True)
-        .annotate(**LEASE_ANNOTATIONS)
+        .annotate(**leases.license_annotations())
         .filter(lease_days__isnull=False)
         .only("id", "customer_id", "sku", "device_id", "expires_at", "batch_id", "checked_in_at")
     )

@@ -271,6 +271,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
     if search:
         rows = (
             Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
+            .annotate(**licensing_selectors.FLEET_ANNOTATIONS)
             .select_related("batch", "license", "license__seat_release")
             .order_by("-activated_at", "-id")[:SEARCH_MAX]
         )
@@ -282,7 +283,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "sku": r.batch.sku,
                 "weak_binding": int(r.weak_binding),
                 "activated": utc_time_html(r.activated_at),
-                "state": unit_state_of(r.license),
+                "state": unit_state_of(r.license, source=r),
             }
             for r in rows
         ]

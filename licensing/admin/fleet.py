@@ -22,6 +22,7 @@ from licensing.models import (
     Renewal,
     SeatRelease,
 )
+from licensing.selectors import FLEET_ANNOTATIONS
 from licensing.services import (
     license_revoke,
 )
@@ -68,6 +69,10 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
             lookup, value, request
         )
 
+    def get_queryset(self, request):
+        # Each unit's hold and lease for its state (licensing.leases).
+        return super().get_queryset(request).annotate(**FLEET_ANNOTATIONS)
+
     @admin.display(description="licence", ordering="license__id")
     def license_link(self, record: Activation):
         return admin_link(record.license)
@@ -102,7 +107,7 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     @admin.display(description="state", ordering="license__revoked_at")
     def revoked(self, record: Activation):
         # The unit's state as the portal shows it (licensing.unit_states).
-        state = unit_state_badge(unit_state_of(record.license))
+        state = unit_state_badge(unit_state_of(record.license, source=record))
         if record.transfer_of_id:
             state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
         return state

@@ -13,6 +13,7 @@ from config.admin.base import (
 )
 from config.admin.display import admin_url, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
+from licensing import leases
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -114,6 +115,11 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmi
     ]
     readonly_fields = fields
     actions = ["revoke_licenses", "renew_licenses", "suspend_licenses", "reinstate_licenses"]
+
+    def get_queryset(self, request):
+        # Each row's hold and lease for its state (licensing.leases): subqueries of the
+        # page's one query, left out of its count.
+        return super().get_queryset(request).annotate(**leases.license_annotations())
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
