@@ -29,7 +29,7 @@ def _activate(device_api, batch, device: str = "cam-1") -> dict:
     return answer.json()
 
 
-def test_lease_is_the_licence_s_else_the_batch_s_else_the_sku_s(make_batch, customer):
+def test_lease_is_the_license_s_else_the_batch_s_else_the_sku_s(make_batch, customer):
     Sku.objects.filter(code="VISION-PRO").update(max_offline_days=30)
     batch = make_batch(units=2)
     key = batch.license_id
@@ -125,7 +125,7 @@ def test_lease_events_once_each_and_in_alerts(device_api, make_batch, server_clo
     assert Event.objects.filter(type=Event.Type.LICENSE_LEASE_EXPIRED).count() == 2
 
 
-def test_suspend_and_reinstate_by_licence_batch_and_customer(
+def test_suspend_and_reinstate_by_license_batch_and_customer(
     device_api, make_batch, customer, signing_key
 ):
     batch = make_batch(units=2)
