@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
@@ -28,6 +28,7 @@ from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.models import (
     NEAR_EXHAUSTION_PERCENT,
     Batch,
+    Suspension,
     near_exhaustion_condition,
 )
 from licensing.services import (
@@ -83,6 +84,8 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
         "order_value",
         "issued_at",
         "expires_at",
+        "max_offline_days",
+        "hold",
         "license_link",
         "key_state_full",
         "batch_key",
@@ -94,6 +97,22 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
         return customer_link(batch.customer)
+
+    @admin.display(description="suspension")
+    def hold(self, batch: Batch):
+        # The batch's own hold or its customer's (licensing.leases reads both).
+        held = Suspension.objects.filter(
+            Q(kind=Suspension.Kind.BATCH, target=batch.pk)
+            | Q(kind=Suspension.Kind.CUSTOMER, target=batch.customer_id)
+        ).first()
+        if held is None:
+            return "not suspended"
+        return format_html(
+            '<span class="svc-state svc-state-suspended">suspended</span> {} since {}: {}',
+            "the batch" if held.kind == Suspension.Kind.BATCH else "the customer",
+            utc_time(held.suspended_at),
+            held.reason,
+        )
 
     @admin.display(description="units activated", ordering="units_activated")
     def progress(self, batch: Batch):
@@ -154,6 +173,7 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
                 sku=data["sku"],
                 units=data["units"],
                 term_days=data["term_days"],
+                max_offline_days=data["max_offline_days"],
             )
 
         def confirm(data):

@@ -106,6 +106,8 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmi
         "issued_at",
         "expires_at",
         "grace_days",
+        "max_offline_days",
+        "checked_in_at",
         "unit_price_shown",
         "state",
         "revoked_at",
@@ -160,6 +162,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmi
                 api_quota=data["api_quota"],
                 max_streams=data["max_streams"],
                 activation=data["activation"],
+                max_offline_days=data["max_offline_days"],
             )
 
         def confirm(data):

@@ -336,6 +336,9 @@ def test_suspend_and_reinstate_actions_ask_for_a_reason_and_say_what_they_did(ad
         )
         assert f"Suspended 1 {word}; their cameras refuse analytics".encode() in done.content
         assert Suspension.objects.get().target == pk
+        if noun == "batches":  # the batch's page says so, with the reason
+            page = admin_client.get(reverse("admin:licensing_batch_change", args=[pk]))
+            assert b"the batch since" in page.content and b"invoice unpaid" in page.content
         again = admin_client.post(url, {**selection, "apply": "1", "reason": "x"}, follow=True)
         assert b"already suspended: nothing changed" in again.content
         back = {"action": f"reinstate_{noun}", "_selected_action": [pk], "apply": "1"}
