@@ -165,3 +165,21 @@ def test_suspend_refuses_what_it_cannot_name(admin_api, customer):
     ):
         answer = admin_api.post("/v1/admin/suspend", body, format="json")
         assert answer.status_code == status and "detail" in answer.json()
+
+
+def test_a_suspended_batch_keeps_its_seats_and_its_invoice(device_api, make_batch, customer):
+    """Suspension changes no charge: per-unit lines stand (the seat stays taken), and the
+    usage counted before the hold is billed as uploaded; none can be counted during it."""
+    from billing.rating import invoice_rate
+
+    batch = make_batch(units=5)
+    for device in ("cam-1", "cam-2"):
+        _activate(device_api, batch, device)
+    before = invoice_rate(customer_id=customer.id, period_days=30)
+    services.license_suspend(batch_id=batch.id, reason="invoice unpaid")
+    during = invoice_rate(customer_id=customer.id, period_days=30)
+    services.license_reinstate(batch_id=batch.id)
+    assert during["lines"] == before["lines"] and during["total"] == before["total"]
+    assert [line["quantity"] for line in during["lines"] if line["kind"] == "unit_activation"] == [
+        2
+    ]
