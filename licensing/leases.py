@@ -47,7 +47,9 @@ def lease_and_hold(*, license_id: str, batch_id: str | None = None) -> LeaseAndH
     """The lease days and hold of ``license_id``, in one query; for a unit not yet
     written (an activation signs its status before it takes the seat), those of
     ``batch_id``."""
-    sku_days = Subquery(Sku.objects.filter(code=OuterRef("sku")).values("max_offline_days")[:1])
+    sku_days = Subquery(
+        Sku.objects.filter(code=OuterRef("sku")).order_by().values("max_offline_days")[:1]
+    )
     row = (
         License.objects.filter(pk=license_id)
         .annotate(
@@ -96,12 +98,14 @@ def status_expressions(license_id: str) -> dict[str, Any]:
     """:func:`lease_and_hold` of ``license_id`` as expressions another query annotates
     (the status's one read of the list head, licensing.revocations); read the values
     back with :func:`from_values`."""
-    unit = License.objects.filter(pk=license_id)
+    unit = License.objects.filter(pk=license_id).order_by()
     return {
         "lease_own": Subquery(unit.values("max_offline_days")[:1]),
         "lease_batch": Subquery(unit.values("batch__max_offline_days")[:1]),
         "lease_sku": Subquery(
-            Sku.objects.filter(code=Subquery(unit.values("sku")[:1])).values("max_offline_days")[:1]
+            Sku.objects.filter(code=Subquery(unit.values("sku")[:1]))
+            .order_by()
+            .values("max_offline_days")[:1]
         ),
         "held": Exists(
             Suspension.objects.filter(
@@ -137,7 +141,7 @@ def row_annotations(
     days = Coalesce(
         F(own_days),
         F(batch_days),
-        Subquery(Sku.objects.filter(code=OuterRef(sku)).values("max_offline_days")[:1]),
+        Subquery(Sku.objects.filter(code=OuterRef(sku)).order_by().values("max_offline_days")[:1]),
     )
     return {
         "lease_days": days,
@@ -161,6 +165,29 @@ def license_annotations() -> dict[str, Any]:
         customer_ref="customer_id",
         checked_in="checked_in_at",
     )
+
+
+def attach(rows: Any, license_id_of: Any = lambda row: row.pk) -> None:
+    """Set ``held``, ``checked_in`` and ``lease_days`` on each of ``rows`` (a page of a
+    list: licences, or activations by their licence) from one query: what
+    :func:`licensing.unit_states.unit_state_of` reads. Done after the page is read, not
+    as annotations of its query, so the page's plan stays the index walk it is."""
+    rows = list(rows)
+    if not rows:
+        return
+    found = {
+        pk: (held, checked_in, days)
+        for pk, held, checked_in, days in License.objects.filter(
+            pk__in={license_id_of(row) for row in rows}
+        )
+        .order_by()  # a lookup by primary keys: no order to pay for
+        .annotate(**license_annotations())
+        .values_list("pk", "held", "checked_in", "lease_days")
+    }
+    for row in rows:
+        row.held, row.checked_in, row.lease_days = found.get(
+            license_id_of(row), (False, None, None)
+        )
 
 
 def lease_end_at(checked_in_at: dt.datetime | None, days: int | None) -> dt.datetime | None:

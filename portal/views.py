@@ -38,7 +38,7 @@ from console import charts
 from console.second_factor import Site
 from console.second_factor import second_factor as second_factor_flow
 from events.display import test_result
-from licensing import exports
+from licensing import exports, leases
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
 from licensing.models import Activation
@@ -271,10 +271,11 @@ def fleet(request: HttpRequest) -> HttpResponse:
     if search:
         rows = (
             Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
-            .annotate(**licensing_selectors.FLEET_ANNOTATIONS)
             .select_related("batch", "license", "license__seat_release")
             .order_by("-activated_at", "-id")[:SEARCH_MAX]
         )
+        rows = list(rows)
+        leases.attach(rows, lambda row: row.license_id)  # each unit's hold and lease
         units = [
             {
                 "device_id": r.device_id,

@@ -15,6 +15,7 @@ from licensing.admin.display import (
     admin_link,
     unit_state_badge,
 )
+from licensing.admin.holding import LeaseStateMixin
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
@@ -22,7 +23,6 @@ from licensing.models import (
     Renewal,
     SeatRelease,
 )
-from licensing.selectors import FLEET_ANNOTATIONS
 from licensing.services import (
     license_revoke,
 )
@@ -37,7 +37,8 @@ FingerprintSourceFilter = choices_filter(
 
 
 @admin.register(Activation)
-class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+class ActivationAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+    lease_license_id = "license_id"
     # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
     # since when and whether its licence still works. The licence, fingerprint source,
     # SDK version and client address are on the activation's page, the SKU on its
@@ -68,10 +69,6 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
         return lookup == "batch__customer__id__exact" or super().lookup_allowed(
             lookup, value, request
         )
-
-    def get_queryset(self, request):
-        # Each unit's hold and lease for its state (licensing.leases).
-        return super().get_queryset(request).annotate(**FLEET_ANNOTATIONS)
 
     @admin.display(description="licence", ordering="license__id")
     def license_link(self, record: Activation):
@@ -107,7 +104,7 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     @admin.display(description="state", ordering="license__revoked_at")
     def revoked(self, record: Activation):
         # The unit's state as the portal shows it (licensing.unit_states).
-        state = unit_state_badge(unit_state_of(record.license, source=record))
+        state = unit_state_badge(unit_state_of(record.license, source=self.lease_source(record)))
         if record.transfer_of_id:
             state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
         return state

@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from config.admin.base import confirm_page, may
 from config.admin.display import counted
 from config.errors import ServiceError
+from licensing import leases
 from licensing.models import Suspension
 from licensing.services import license_reinstate, license_suspend
 
@@ -24,6 +25,31 @@ class HoldMixin:
 
     def has_suspend_permission(self, request) -> bool:
         return may(request, "suspend_licences")
+
+
+class LeaseStateMixin:
+    """A list whose rows show a unit's state with its hold and lease: each page's rows
+    get them from one more query after the page is read (:func:`licensing.leases.attach`);
+    ``lease_license_id`` names the row's licence id attribute."""
+
+    lease_license_id = "pk"
+
+    def get_changelist(self, request, **kwargs):
+        base = super().get_changelist(request, **kwargs)
+        attribute = self.lease_license_id
+
+        class WithLeases(base):
+            def get_results(self, request):
+                super().get_results(request)
+                leases.attach(self.result_list, lambda row: getattr(row, attribute))
+
+        return WithLeases
+
+    def lease_source(self, row):
+        """``row`` with its hold and lease (read now on a page that is not a list)."""
+        if not hasattr(row, "held"):
+            leases.attach([row], lambda one: getattr(one, self.lease_license_id))
+        return row
 
 
 class SuspendForm(forms.Form):

@@ -13,7 +13,6 @@ from config.admin.base import (
 )
 from config.admin.display import admin_url, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
-from licensing import leases
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -23,7 +22,7 @@ from licensing.admin.forms import (
     LicenseIssueForm,
     renew_with_term,
 )
-from licensing.admin.holding import HoldMixin, hold_action
+from licensing.admin.holding import HoldMixin, LeaseStateMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
@@ -78,7 +77,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmin):
+class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
@@ -118,11 +117,6 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmi
     readonly_fields = fields
     actions = ["revoke_licenses", "renew_licenses", "suspend_licenses", "reinstate_licenses"]
 
-    def get_queryset(self, request):
-        # Each row's hold and lease for its state (licensing.leases): subqueries of the
-        # page's one query, left out of its count.
-        return super().get_queryset(request).annotate(**leases.license_annotations())
-
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
         return customer_link(lic.customer)
@@ -135,7 +129,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmi
     def state(self, lic: License):
         # The portal's words and colours (licensing.unit_states); a perpetual term is the
         # term's end beside the state, not a state of its own.
-        badge = unit_state_badge(unit_state_of(lic))
+        badge = unit_state_badge(unit_state_of(lic, source=self.lease_source(lic)))
         if lic.expires_at is None and lic.revoked_at is None:
             return format_html('{} <span class="svc-nowrap">(no end)</span>', badge)
         return badge
