@@ -364,7 +364,10 @@ class SuspendIn(HoldIn):
 
 class ReinstateIn(HoldIn):
     one_of = HoldIn.one_of
-    reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
+    # Required (blank allowed) so that the body is: an empty request names nothing.
+    reason = StrictCharField(
+        allow_blank=True, max_length=500, help_text="Why, for the audit log (may be blank)."
+    )
 
 
 class HoldOut(serializers.Serializer):

@@ -162,7 +162,9 @@ def test_suspend_and_reinstate_a_batch_through_the_live_service(
     status = live.admin("GET", f"/v1/admin/batches/{batch['batch_id']}")
     assert status["units_activated"] == 1  # the suspended unit keeps its seat
 
-    again = live.admin("POST", "/v1/admin/reinstate", {"batch_id": batch["batch_id"]})
+    again = live.admin(
+        "POST", "/v1/admin/reinstate", {"batch_id": batch["batch_id"], "reason": "paid"}
+    )
     assert (again["suspended"], again["changed"]) == (False, True)
     clock.now = T0 + HOUR + 40
     summary = camera.sync(live.url, allow_http=True)

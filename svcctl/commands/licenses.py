@@ -133,9 +133,7 @@ def cmd_suspend(args) -> int:
 
 
 def cmd_reinstate(args) -> int:
-    body = _hold_body(args)
-    if args.reason:
-        body["reason"] = args.reason
+    body = _hold_body(args) | {"reason": args.reason or ""}
     return _hold_printed(args, connect(args).post("reinstate", body), "not suspended")
 
 
