@@ -32,6 +32,7 @@ from customers.models import Customer
 from customers.services import customer_create, customer_update
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
+from licensing.admin.holding import HoldMixin, hold_action
 from svccore.timeunits import unix
 
 
@@ -105,8 +106,9 @@ def overview(customer: Customer) -> dict:
 
 
 @admin.register(Customer)
-class CustomerAdmin(NoEditAdmin):
+class CustomerAdmin(HoldMixin, NoEditAdmin):
     add_capability = "manage_customers"
+    actions = ["suspend_customers", "reinstate_customers"]
     list_display = ["id", "name", "kind", "contact", "batch_count", "created_at"]
     list_filter = ["kind", "created_at"]
     search_fields = ["id", "name", "contact"]
@@ -120,6 +122,22 @@ class CustomerAdmin(NoEditAdmin):
     @admin.display(description="batches", ordering="_batches")
     def batch_count(self, customer: Customer) -> int:
         return customer._batches
+
+    @admin.action(
+        description="Suspend selected customers (all their licences)…", permissions=["suspend"]
+    )
+    def suspend_customers(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="customer_id", id_of=lambda customer: customer.pk,
+            action_name="suspend_customers", what="customers", suspend=True,
+        )  # fmt: skip
+
+    @admin.action(description="Reinstate selected customers…", permissions=["suspend"])
+    def reinstate_customers(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="customer_id", id_of=lambda customer: customer.pk,
+            action_name="reinstate_customers", what="customers", suspend=False,
+        )  # fmt: skip
 
     def operations(self, request, customer: Customer):
         """The customer's buttons: only those the user's roles allow."""

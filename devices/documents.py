@@ -38,7 +38,17 @@ the list holds (like OCSP stapling)::
 
     {"typ": "svc-license-status", "iss": str, "lic": licence_id, "dev": device_id,
      "revoked": bool, "revoked_at": T or 0, "seq": S, "iat": T,
-     "keys_revoked": [kid, ...], "kid": signing key}
+     "keys_revoked": [kid, ...], "kid": signing key,
+     "lease_end": T, "suspended": bool}
+
+``lease_end`` and ``suspended`` are additions (issue 42), absent from the statuses of an
+older authority and of a licence without a lease or hold (absent = 0 and false, the
+behaviour before them). ``lease_end`` is the Unix second after which the device refuses
+analytics (``LEASE_EXPIRED``) unless it holds a newer status: the check-in lease of
+a licence whose SKU, batch or own ``max_offline_days`` is set. ``suspended`` says an
+operator holds the licence (its own hold, its batch key's or its customer's):
+analytics refuse with ``SUSPENDED`` until a newer status says otherwise (reversible,
+unlike a revocation).
 
 ``seq`` is the list's sequence number the status was read at: ``revoked`` is true when
 a revocation numbered at most ``seq`` names the licence (pruned entries included), and
@@ -229,6 +239,8 @@ class LicenseStatus:
     issued_at: int
     revoked_keys: frozenset[str]
     text: str
+    lease_end: int = 0  # 0: no check-in lease
+    suspended: bool = False
 
     def newer_than(self, other: LicenseStatus | None) -> bool:
         """Whether this status supersedes ``other``: a later list position or a later
@@ -257,6 +269,8 @@ def parse_status(text: Any, public_key: Any) -> LicenseStatus:
         and _is_count(doc.get("iat"))
         and isinstance(keys_revoked, list)
         and all(isinstance(kid, str) for kid in keys_revoked)
+        and _is_count(doc.get("lease_end", 0))
+        and type(doc.get("suspended", False)) is bool
     ):
         raise _malformed("licence status")
     return LicenseStatus(
@@ -268,4 +282,6 @@ def parse_status(text: Any, public_key: Any) -> LicenseStatus:
         issued_at=doc["iat"],
         revoked_keys=frozenset(keys_revoked),
         text=text,
+        lease_end=doc.get("lease_end", 0),
+        suspended=doc.get("suspended", False),
     )

@@ -54,11 +54,13 @@ from .errors import (
     Code,
     Expired,
     InvalidArgument,
+    LeaseExpired,
     LicenseError,
     NotEntitled,
     QuotaExceeded,
     Revoked,
     StreamLimit,
+    Suspended,
     SyncRequired,
     WrongDevice,
 )
@@ -200,7 +202,7 @@ class Engine(StateFiles, Syncing):
             if state == NOT_YET_VALID:
                 raise Expired(f"licence {lic} is not valid before {claims['nbf']}")
             self._install(token, claims, now)
-            self._check_usable()
+            self._check_usable(now)
             return self._state or ACTIVE
 
     def _now(self) -> float:
@@ -251,27 +253,49 @@ class Engine(StateFiles, Syncing):
     def _judge(self) -> None:
         """Whether signed evidence refuses analytics to the licence held: its newest
         status says revoked, or the held token no longer verifies (its signing key is
-        revoked). Taken at start and after every sync."""
+        revoked), or it says suspended. Taken at start and after every sync. Also takes
+        the check-in lease end of the newest status held (0: none), which
+        :meth:`_check_usable` compares with the clock's high-water mark."""
         self._refusal = None
+        self._lease_end = 0
         if self._lic is None or self._token is None:
             return
         held = self._statuses.get(self._lic)
+        if held is not None:
+            self._lease_end = held.lease_end
         if held is not None and held.revoked:
             self._refusal = (Revoked, revoked_message(held), Revoked.code)
+            return
+        if held is not None and held.suspended:
+            message = (
+                f"licence {self._lic} is suspended (signed status of {held.issued_at}); "
+                "analytics resume at the sync after it is reinstated, video continues"
+            )
+            self._refusal = (Suspended, message, Suspended.code)
             return
         try:
             verify_token(self._token, self._keys)
         except BadSignature as exc:
             self._refusal = (type(exc), f"licence {self._lic}: {exc}", exc.code)
 
-    def _check_usable(self) -> None:
+    def _check_usable(self, now: float) -> None:
         """The one refusal rule of :meth:`start`, :meth:`require` and :meth:`count`, in
-        its order: Revoked (or the signed refusal held), Expired after term and grace,
-        SyncRequired while evidence is missing."""
+        its order: Revoked, Suspended (or the signed refusal held), Expired after term
+        and grace, LeaseExpired once the clock passed the check-in lease of the newest
+        status held, SyncRequired while evidence is missing.
+
+        The lease is compared with the later of ``now`` and the high-water mark, so
+        setting the clock back never brings a lapsed lease back."""
         if self._refusal is not None:
             raise self._refused()
         if self._expired:
             raise Expired(self._expired_message())
+        if self._lease_end and max(now, self._hwm) > self._lease_end:
+            raise LeaseExpired(
+                f"licence {self._lic}: check-in lease ended at {self._lease_end} and this "
+                f"device has not synced since (clock {math.floor(max(now, self._hwm))}); "
+                "analytics resume after a successful sync(), video continues"
+            )
         if self._blocked is not None:
             raise SyncRequired(self._blocked)
 
@@ -406,7 +430,7 @@ class Engine(StateFiles, Syncing):
             now = self._now()
             if self._due(now):
                 self._advance(now)
-            self._check_usable()
+            self._check_usable(now)
             assert self._claims is not None
             if self._claims["ent"].get(module) is not True:
                 raise NotEntitled(f"licence {self._lic} does not include module {shown(module)}")
@@ -435,7 +459,7 @@ class Engine(StateFiles, Syncing):
             now = self._now()
             if self._due(now):
                 self._advance(now)
-            self._check_usable()
+            self._check_usable(now)
             used = self._used + inferences
             if used > self._quota_cap:
                 raise QuotaExceeded(

@@ -33,6 +33,7 @@ class Code:
     LICENSE_CLOCK_ROLLBACK = "LICENSE_CLOCK_ROLLBACK"
     LICENSE_ERROR = "LICENSE_ERROR"
     LICENSE_EXPIRED = "LICENSE_EXPIRED"
+    LEASE_EXPIRED = "LEASE_EXPIRED"
     LICENSE_REVOKED = "LICENSE_REVOKED"
     LIST_BAD_SIGNATURE = "LIST_BAD_SIGNATURE"
     LIST_FROM_FUTURE = "LIST_FROM_FUTURE"
@@ -55,6 +56,7 @@ class Code:
     STATE_UNREADABLE = "STATE_UNREADABLE"
     STATE_UNWRITABLE = "STATE_UNWRITABLE"
     STREAM_LIMIT = "STREAM_LIMIT"
+    SUSPENDED = "SUSPENDED"
     SYNC_FAILED = "SYNC_FAILED"
     SYNC_REQUIRED = "SYNC_REQUIRED"
     UPLOAD_REFUSED = "UPLOAD_REFUSED"
@@ -115,6 +117,22 @@ class Revoked(LicenseError):
     """A signed status or revocation list says the licence is revoked."""
 
     code = Code.LICENSE_REVOKED
+
+
+class LeaseExpired(LicenseError):
+    """The device's clock (its high-water mark) passed the check-in lease end of the
+    newest signed status it holds: analytics wait for a successful ``Engine.sync``
+    (the video path keeps running)."""
+
+    code = Code.LEASE_EXPIRED
+
+
+class Suspended(LicenseError):
+    """The newest signed status says an operator suspended the licence (its own hold,
+    its batch key's or its customer's): analytics refuse until a sync learns it is
+    reinstated (the video path keeps running)."""
+
+    code = Code.SUSPENDED
 
 
 class NotEntitled(LicenseError):

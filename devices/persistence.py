@@ -92,6 +92,7 @@ class StateFiles:
         self._problems: list[str] = []  # why analytics wait for a sync, found at load
         self._blocked: str | None = None
         self._refusal: tuple[type[LicenseError], str, str] | None = None
+        self._lease_end = 0  # the check-in lease end of the newest status held (0: none)
         try:
             self._spool = UsageSpool(self.state_dir / SPOOL_FILE, self._write)
         except LicenseError as exc:

@@ -89,6 +89,9 @@ class Syncing:
 
         When the verified status says the licence held is revoked, raises
         :class:`Revoked` (always, whatever else failed; ``summary["revoked"]`` is True);
+        when it says suspended, :class:`Suspended` (``summary["suspended"]`` True; a later
+        sync after reinstatement returns normally). ``summary["lease_end"]`` is the
+        check-in lease end of the newest status held, when it has one;
         when the held licence's signing key is revoked, BadSignature ``KEY_REVOKED``.
         Otherwise raises the first failure after all were tried: LicenseError
         (``NETWORK_ERROR``, ``SYNC_FAILED``, ``UPLOAD_REFUSED``, ``RECEIPT_INVALID``,
@@ -145,6 +148,12 @@ class Syncing:
         summary["pending"] = len(self._spool)
         summary["set_aside"] = len(self._spool.aside) + len(self._spool.conflicts)
         summary["revoked"] = held is not None and held.revoked
+        held_now = self._statuses.get(license_id)  # the status this sync may have replaced
+        # Only when set: a status without the issue-42 fields leaves the summary as before.
+        if held_now is not None and held_now.suspended:
+            summary["suspended"] = True
+        if held_now is not None and held_now.lease_end:
+            summary["lease_end"] = held_now.lease_end
         summary["list_seq"] = held.seq if held is not None else None
         summary["errors"] = [exc.code for exc in errors]
         if summary["revoked"] and held is not None:

@@ -23,6 +23,10 @@ OPERATOR_TYPES = (
     Event.Type.BATCH_THRESHOLD,
     Event.Type.LICENSE_EXPIRING,
     Event.Type.LICENSE_GRACE_STARTED,
+    Event.Type.LICENSE_LEASE_EXPIRING,
+    Event.Type.LICENSE_LEASE_EXPIRED,
+    Event.Type.LICENSE_SUSPENDED,
+    Event.Type.LICENSE_REINSTATED,
     Event.Type.WEBHOOK_DISABLED,
 )
 CUSTOMER_TYPES = OPERATOR_TYPES
@@ -60,6 +64,35 @@ def line(event: Event) -> str:
             f"The term of {_term_of(data)} ended "
             f"{_when(data['expires_at'])}; its cameras run on grace for {data['grace_days']} "
             "day(s)."
+        )
+    if event.type in (Event.Type.LICENSE_LEASE_EXPIRING, Event.Type.LICENSE_LEASE_EXPIRED):
+        camera = (
+            f"camera {data['device_id']} (licence {data['license_id']} of {data['customer_id']})"
+        )
+        if event.type == Event.Type.LICENSE_LEASE_EXPIRED:
+            return (
+                f"The check-in lease of {camera} ended {_when(data['lease_end'])}: it has not "
+                f"synced for {data['max_offline_days']} day(s) and refuses analytics until it "
+                "does."
+            )
+        return (
+            f"The check-in lease of {camera} ends {_when(data['lease_end'])}: it must sync "
+            "by then to keep its analytics running."
+        )
+    if event.type in (Event.Type.LICENSE_SUSPENDED, Event.Type.LICENSE_REINSTATED):
+        what = {
+            "license": f"licence {data.get('license_id')}",
+            "batch": f"batch {data.get('batch_id')} (all its units)",
+            "customer": "every licence",
+        }[data["scope"]]
+        if event.type == Event.Type.LICENSE_SUSPENDED:
+            return (
+                f"{what[0].upper()}{what[1:]} of {data['customer_id']} was suspended "
+                f"({data['reason']}): its cameras refuse analytics from their next sync."
+            )
+        return (
+            f"{what[0].upper()}{what[1:]} of {data['customer_id']} was reinstated: its "
+            "cameras resume analytics at their next sync."
         )
     if event.type == Event.Type.WEBHOOK_DISABLED:
         return (

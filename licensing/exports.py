@@ -26,11 +26,12 @@ from svccore.timeunits import iso_utc
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
 # Columns holding Unix seconds in the API, written as ISO 8601 UTC here.
-TIMES = frozenset({"activated_at", "last_seen_at"})
+TIMES = frozenset({"activated_at", "last_seen_at", "lease_end"})
 
 
 def _row(unit: dict) -> list:
-    # A unit never seen since last-seen times were recorded: an empty cell.
+    # A unit never seen since last-seen times were recorded, or without a lease: an
+    # empty cell.
     return [cell(iso_utc(unit[name], zero="") if name in TIMES else unit[name]) for name in COLUMNS]
 
 

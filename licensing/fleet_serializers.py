@@ -94,6 +94,17 @@ class FleetUnitOut(serializers.Serializer):
         "to within SVC_LAST_SEEN_MINUTES (default 15); null: never seen since last-seen "
         "times were recorded.",
     )
+    max_offline_days = serializers.IntegerField(
+        allow_null=True,
+        help_text="The unit's check-in lease in days (its licence's, else its batch's, else "
+        "its SKU's), or null: no lease (issue 42).",
+    )
+    lease_end = serializers.IntegerField(
+        allow_null=True,
+        help_text="Unix second its lease ends unless the camera syncs (its last check-in "
+        "plus the lease), or null: no lease, or none handed out yet.",
+    )
+    suspended = _flag("1 while an operator suspends the unit's licence, batch or customer.")
 
 
 class FleetOut(serializers.Serializer):

@@ -46,6 +46,13 @@ class Sku(models.Model):
         default=list, help_text='[{"from_inferences": 0, "price_per_1000": "0.50"}, ...]'
     )
     maintenance_rate = models.DecimalField(max_digits=6, decimal_places=4, default=Decimal("0"))
+    max_offline_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="max offline days",
+        help_text="Check-in lease: days a camera may run analytics without a sync (empty: "
+        "no lease). The default of the SKU's batches and licences.",
+    )
 
     class Meta:
         ordering = ["code"]
@@ -124,6 +131,12 @@ class Batch(models.Model):
         related_name="batch_key_of",
         verbose_name="batch key licence",
     )
+    max_offline_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="max offline days",
+        help_text="Check-in lease of the batch's units, overriding the SKU's (empty: the SKU's).",
+    )
 
     class Meta:
         ordering = ["-issued_at"]
@@ -196,6 +209,19 @@ class License(models.Model):
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoke_reason = models.CharField(max_length=500, blank=True)
+    max_offline_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="max offline days",
+        help_text="Check-in lease of this licence, overriding its batch's and SKU's "
+        "(empty: theirs).",
+    )
+    checked_in_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its device last received a signed status (activation or sync): "
+        "its lease runs from here.",
+    )
 
     class Meta:
         ordering = ["-issued_at"]
@@ -526,3 +552,32 @@ class RevocationHead(models.Model):
 
     def __str__(self) -> str:
         return f"revocation list at {self.seq}"
+
+
+class Suspension(models.Model):
+    """An operator's reversible hold (issue 42): a licence, a batch key (all its units)
+    or a customer (all its licences). A row exists while the hold lasts; reinstating
+    deletes it (the audit log and the events keep the history). A unit is suspended
+    while any hold names it, its batch or its customer."""
+
+    class Kind(models.TextChoices):
+        LICENSE = "license", "licence"
+        BATCH = "batch", "batch"
+        CUSTOMER = "customer", "customer"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    target = models.CharField(max_length=64, help_text="The licence, batch or customer id.")
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="suspensions"
+    )
+    reason = models.CharField(max_length=500)
+    suspended_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        ordering = ["-suspended_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "target"], name="suspension_one_per_target")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.target}"

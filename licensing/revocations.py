@@ -41,7 +41,8 @@ from config import sharedcache
 from config.clock import now
 from config.errors import Conflict
 from devices.documents import LIST_PAGE_ENTRIES, LIST_PREFIX, STATUS_PREFIX
-from licensing.models import Revocation, RevocationHead
+from licensing import leases
+from licensing.models import License, Revocation, RevocationHead
 from licensing.selectors import signing_keys_published
 from signing import keyring
 from svccore.authority import revocation_page_payload, status_payload
@@ -269,13 +270,26 @@ class ListPosition:
     certificates: list[str]
 
 
-def list_position(*, license_id: str, device_id: str) -> ListPosition:
+def list_position(
+    *,
+    license_id: str,
+    device_id: str,
+    terms: leases.LeaseAndHold | None = None,
+    check_in: bool = False,
+) -> ListPosition:
     """The list position handed out with ``license_id``, a licence the caller knows is
     not revoked (a new one, or one activation found unrevoked). It reads the head, the
     cache and the key registry and signs: activation builds it before it takes a seat,
     so that nothing after the commit can fail the answer."""
     head = head_get()
-    status = license_status(license_id=license_id, device_id=device_id, head=head, unrevoked=True)
+    status = license_status(
+        license_id=license_id,
+        device_id=device_id,
+        head=head,
+        unrevoked=True,
+        terms=terms,
+        check_in=check_in,
+    )
     return ListPosition(
         revocations=head_document(head),
         status=status["status"],
@@ -295,29 +309,42 @@ def _keys_published(head: Head) -> tuple[list[str], list[str]]:
     return published
 
 
-def _head_and_revocation(license_id: str) -> tuple[Head, Any]:
-    """The list's head read now (and kept, as :func:`head_get` keeps it) and the time
-    ``license_id`` was revoked as of that head (None: not revoked), in one query. Reads
+def _head_and_revocation(license_id: str) -> tuple[Head, Any, leases.LeaseAndHold]:
+    """The list's head read now (and kept, as :func:`head_get` keeps it), the time
+    ``license_id`` was revoked as of that head (None: not revoked) and its lease and
+    hold (:mod:`licensing.leases`), in one query. Reads
     are then ordered as time is: no status hands out a head older than one any node
     handed out before it was asked for, so a device never meets its list going back
     between two nodes, and a revocation is in every status from its commit on."""
     revoked = Revocation.objects.filter(license_id=license_id, seq__lte=OuterRef("seq"))
     row = (
         RevocationHead.objects.filter(pk=1)
-        .annotate(revoked_at=Subquery(revoked.values("revoked_at")[:1]))
-        .values_list("seq", "epoch", "keys_version", "revoked_at")
+        .annotate(
+            revoked_at=Subquery(revoked.values("revoked_at")[:1]),
+            **leases.status_expressions(license_id),
+        )
+        .values_list("seq", "epoch", "keys_version", "revoked_at", *leases.STATUS_FIELDS)
         .first()
     )
     if row is None:
         head, revoked_at = Head(seq=0, epoch="", keys=0), None
+        terms = leases.lease_and_hold(license_id=license_id)
     else:
         head, revoked_at = Head(*row[:3]), row[3]
+        terms = leases.from_values(*row[4:])
     _head_held[:] = [(time.monotonic(), head)]
-    return head, revoked_at
+    return head, revoked_at, terms
 
 
 def license_status(
-    *, license_id: str, device_id: str, head: Head | None = None, unrevoked: bool = False
+    *,
+    license_id: str,
+    device_id: str,
+    head: Head | None = None,
+    unrevoked: bool = False,
+    batch_id: str | None = None,
+    check_in: bool = False,
+    terms: leases.LeaseAndHold | None = None,
 ) -> dict[str, Any]:
     """The signed status (``SVCS1``) of ``license_id`` for ``device_id`` at the list's
     head: revoked when a revocation numbered up to the head names it, pruned entries
@@ -328,10 +355,17 @@ def license_status(
 
     A licence id this authority never listed is simply not revoked: the status says what
     the list says. Without ``head``, the head is read now, with the licence's revocation
-    in the same query (:func:`_head_and_revocation`): statuses never go back in time."""
+    in the same query (:func:`_head_and_revocation`): statuses never go back in time.
+
+    The status carries the licence's check-in lease end and hold (issue 42,
+    :mod:`licensing.leases`; ``batch_id`` for a unit not written yet, ``terms`` when
+    the caller read them already). ``check_in``
+    (a device's sync) records the hand-out as the unit's last check-in when a lease
+    applies and the status is for the licence's own device."""
     row = None
     if head is None:
-        head, row = _head_and_revocation(license_id)
+        head, row, found = _head_and_revocation(license_id)
+        terms = terms or found
     elif not unrevoked:
         row = (
             Revocation.objects.filter(license_id=license_id, seq__lte=head.seq)
@@ -340,7 +374,13 @@ def license_status(
         )
     revoked_at = max(unix(row), 1) if row is not None else 0  # 0 means "not revoked"
     certificates, keys_revoked = _keys_published(head)
-    issued_at = int(now().timestamp())
+    moment = now()
+    issued_at = int(moment.timestamp())
+    if terms is None:
+        terms = leases.lease_and_hold(license_id=license_id, batch_id=batch_id)
+    lease_end = terms.lease_end(issued_at)
+    if check_in and lease_end:
+        License.objects.filter(pk=license_id, device_id=device_id).update(checked_in_at=moment)
     payload = status_payload(
         issuer=settings.SVC_ISSUER,
         license_id=license_id,
@@ -349,9 +389,13 @@ def license_status(
         seq=head.seq,
         issued_at=issued_at,
         keys_revoked=keys_revoked,
+        lease_end=lease_end,
+        suspended=terms.suspended,
     )
     return {
         "status": keyring.sign_document(STATUS_PREFIX, payload),
+        "lease_end": lease_end,
+        "suspended": terms.suspended,
         "license_id": license_id,
         "device_id": device_id,
         "revoked": bool(revoked_at),

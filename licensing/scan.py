@@ -1,5 +1,6 @@
 """The licences' part of the scheduled event pass (:mod:`events.scan`): terms about to
-end and grace periods begun, batches filling up.
+end and grace periods begun, batches filling up, check-in leases about to end and ended
+(issue 42).
 
 Terms are those of batch keys and direct licences (a batch's units end with it: one
 event for the batch, not one per camera). A renewal moves the end, and the keys carry
@@ -14,10 +15,12 @@ from django.db.models import F
 from devices.term import GRACE
 from events.models import Event
 from events.scan import ScanResult, event_once, scan_pass, thresholds_crossed
+from licensing import leases
 from licensing.models import Batch, License
 from svccore.timeunits import DAY, term_state_at, unix
 
 EXPIRING_DAYS = (30, 7, 1)
+LEASE_EXPIRING_SECONDS = DAY  # license.lease_expiring: the lease ends within a day
 BATCH_PERCENTS = (80, 95, 100)
 
 
@@ -95,3 +98,37 @@ def batches_scan(result: ScanResult, now: dt.datetime) -> None:
                 },
                 once_key=f"batch.threshold:{batch.id}:{percent}",
             )
+
+
+@scan_pass
+def leases_scan(result: ScanResult, now: dt.datetime) -> None:
+    """``license.lease_expiring`` (its camera must sync within a day) and
+    ``license.lease_expired`` (its camera refuses analytics until it syncs), once per
+    check-in: a sync moves the check-in, and the next lapse is announced again. Only
+    licences a lease applies to have a check-in (``licensing.leases``)."""
+    horizon = now + dt.timedelta(seconds=LEASE_EXPIRING_SECONDS)
+    leased = (
+        License.objects.filter(checked_in_at__isnull=False, revoked_at__isnull=True)
+        .annotate(**leases.license_annotations())
+        .filter(lease_days__isnull=False)
+        .only("id", "customer_id", "sku", "device_id", "expires_at", "batch_id", "checked_in_at")
+    )
+    for lic in leased.iterator(chunk_size=2000):
+        end = leases.lease_end_at(lic.checked_in_at, lic.lease_days)
+        if end is None or end > horizon:
+            continue
+        data = _data(lic) | {
+            "lease_end": unix(end),
+            "max_offline_days": lic.lease_days,
+            "checked_in_at": unix(lic.checked_in_at),
+        }
+        if lic.batch_id:
+            data["batch_id"] = lic.batch_id
+        kind = Event.Type.LICENSE_LEASE_EXPIRED if end <= now else Event.Type.LICENSE_LEASE_EXPIRING
+        event_once(
+            result,
+            kind,
+            customer_id=lic.customer_id,
+            data=data,
+            once_key=f"{kind}:{lic.id}:{unix(lic.checked_in_at)}",
+        )

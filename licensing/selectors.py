@@ -18,6 +18,7 @@ from config.api.paging import keyset_page
 from config.errors import InvalidInput, NotFound
 from customers.selectors import customer_check
 from devices import term
+from licensing import leases
 from licensing.models import Activation, Batch, License, Sku
 from licensing.unit_states import UnitState
 from signing.selectors import signing_keys_list
@@ -68,7 +69,22 @@ FLEET_UNIT = {
     "seat_released": "license__seat_release__id",
     "transfer_of": "transfer_of__license_id",
     "last_seen_at": "last_seen_at",
+    # Issue 42 (licensing.leases): annotations of fleet_page, made readable by _unit.
+    "max_offline_days": "lease_days",
+    "lease_end": "checked_in",
+    "suspended": "held",
 }
+
+
+FLEET_ANNOTATIONS = leases.row_annotations(
+    own_days="license__max_offline_days",
+    batch_days="batch__max_offline_days",
+    sku="batch__sku",
+    license_ref="license_id",
+    batch_ref="batch_id",
+    customer_ref="batch__customer_id",
+    checked_in="license__checked_in_at",
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,9 @@ def _unit(row: tuple) -> dict:
     unit["seat_released"] = int(unit["seat_released"] is not None)
     seen = unit["last_seen_at"]
     unit["last_seen_at"] = int(seen.timestamp()) if seen is not None else None
+    end = leases.lease_end_at(unit["lease_end"], unit["max_offline_days"])
+    unit["lease_end"] = int(end.timestamp()) if end is not None else None
+    unit["suspended"] = int(bool(unit["suspended"]))
     return unit
 
 
@@ -230,14 +249,18 @@ def fleet_page(
         raise InvalidInput(f"limit: must be 1..{FLEET_MAX}, not {limit}")
     if cursor is None:  # the first page answers for the filters; later ones follow it
         filters_check(customer_id=customer_id, batch_id=batch_id)
-    records = fleet_records(
-        customer_id=customer_id,
-        batch_id=batch_id,
-        weak_binding=weak_binding,
-        not_seen_days=not_seen_days,
-        before=before,
-        after=None if cursor is None else fleet_cursor_position(cursor),
-    ).values_list(*FLEET_UNIT.values(), "id")
+    records = (
+        fleet_records(
+            customer_id=customer_id,
+            batch_id=batch_id,
+            weak_binding=weak_binding,
+            not_seen_days=not_seen_days,
+            before=before,
+            after=None if cursor is None else fleet_cursor_position(cursor),
+        )
+        .annotate(**FLEET_ANNOTATIONS)
+        .values_list(*FLEET_UNIT.values(), "id")
+    )
     rows, next_cursor = keyset_page(
         records, limit=limit, cursor_of=lambda row: _cursor_at(row[6], row[-1])
     )

@@ -21,7 +21,13 @@ from config.api.fields import (
 from licensing import fleet_serializers, renewal_serializers
 from licensing.models import Batch, License
 from svccore import money
-from svccore.claims import API_QUOTA_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
+from svccore.claims import (
+    API_QUOTA_MAX,
+    MAX_OFFLINE_DAYS_MAX,
+    MAX_STREAMS_MAX,
+    TERM_DAYS_MAX,
+    UNITS_MAX,
+)
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
 # home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days
@@ -106,7 +112,8 @@ class LicenseStatusOut(serializers.Serializer):
 
     status = serializers.CharField(
         help_text="The signed status (SVCS1: lic, dev, revoked, revoked_at, seq, iat, "
-        "keys_revoked, kid); the only part a device believes."
+        "keys_revoked, kid, and when set lease_end and suspended); the only part a device "
+        "believes."
     )
     license_id = serializers.CharField()
     device_id = serializers.CharField()
@@ -114,6 +121,14 @@ class LicenseStatusOut(serializers.Serializer):
     revoked_at = serializers.IntegerField(help_text="Unix seconds; 0 when not revoked.")
     seq = serializers.IntegerField(help_text="The list's sequence number it was read at.")
     as_of = serializers.IntegerField(help_text="Unix seconds it was signed.")
+    lease_end = serializers.IntegerField(
+        help_text="Check-in lease end, Unix seconds (0: no lease); the signed status carries "
+        "it as lease_end when set (issue 42)."
+    )
+    suspended = serializers.BooleanField(
+        help_text="An operator suspended the licence (its own, its batch's or its customer's "
+        "hold); the signed status carries suspended: true then (issue 42)."
+    )
     certificates = _certificates()
 
 
@@ -186,6 +201,14 @@ class BatchIn(BodyIn):
     term_days = StrictIntegerField(
         min_value=0, max_value=TERM_DAYS_MAX, required=False, allow_null=True
     )
+    max_offline_days = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_OFFLINE_DAYS_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Check-in lease: days a camera may run analytics without a sync (null: the "
+        "SKU's).",
+    )
 
 
 class BatchOut(serializers.ModelSerializer):
@@ -210,6 +233,7 @@ class BatchOut(serializers.ModelSerializer):
             "order_value",
             "currency",
             "expires_at",
+            "max_offline_days",
         ]
 
     def get_order_value(self, batch: Batch) -> Decimal:
@@ -231,6 +255,7 @@ class BatchStatusOut(serializers.ModelSerializer):
             "units_activated",
             "units_remaining",
             "expires_at",
+            "max_offline_days",
         ]
 
 
@@ -249,6 +274,14 @@ class LicenseIn(BodyIn):
     )
     activation = serializers.ChoiceField(
         choices=License.Activation.values, default=License.Activation.OPTIONAL
+    )
+    max_offline_days = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_OFFLINE_DAYS_MAX,
+        required=False,
+        allow_null=True,
+        help_text="Check-in lease: days a camera may run analytics without a sync (null: the "
+        "SKU's).",
     )
 
 
@@ -269,6 +302,7 @@ class LicenseOut(serializers.ModelSerializer):
             "expires_at",
             "unit_price",
             "currency",
+            "max_offline_days",
         ]
 
 
@@ -304,6 +338,49 @@ class LicenseRegisterOut(serializers.ModelSerializer):
 class RevokeIn(BodyIn):
     license_id = IdField()
     reason = StrictCharField(required=False, default="", allow_blank=True, max_length=500)
+
+
+class HoldIn(BodyIn):
+    """What a suspension or reinstatement names: exactly one of a licence, a batch (all
+    its units) or a customer (all its licences)."""
+
+    one_of = [
+        {
+            "required": [name],
+            "not": {"anyOf": [{"required": [other]} for other in names if other != name]},
+        }
+        for names in [("license_id", "batch_id", "customer_id")]
+        for name in names
+    ]
+    license_id = IdField(required=False)
+    batch_id = IdField(required=False)
+    customer_id = IdField(required=False)
+
+
+class SuspendIn(HoldIn):
+    one_of = HoldIn.one_of
+    reason = StrictCharField(max_length=500, help_text="Why (an unpaid invoice, a dispute).")
+
+
+class ReinstateIn(HoldIn):
+    one_of = HoldIn.one_of
+    # Required (blank allowed) so that the body is: an empty request names nothing.
+    reason = StrictCharField(
+        allow_blank=True, max_length=500, help_text="Why, for the audit log (may be blank)."
+    )
+
+
+class HoldOut(serializers.Serializer):
+    scope = serializers.CharField(source="kind", help_text="license, batch or customer.")
+    target = serializers.CharField(help_text="The licence, batch or customer id named.")
+    customer_id = serializers.CharField()
+    suspended = serializers.BooleanField(help_text="Whether this hold now stands.")
+    reason = serializers.CharField(allow_blank=True)
+    suspended_at = serializers.IntegerField(help_text="Unix seconds; 0 when not suspended.")
+    changed = serializers.BooleanField(
+        help_text="False when it already was so (suspending again keeps the first time and "
+        "reason; reinstating what is not suspended changes nothing)."
+    )
 
 
 class SeatReleaseIn(BodyIn):

@@ -1,5 +1,6 @@
 """A unit's state as people see it, in the console and the portal alike (issue 41):
-active, in grace, expired, revoked (with its reason) or seat released.
+active, in grace, expired, revoked (with its reason), seat released or suspended (issue
+42), with its check-in lease end when a lease applies.
 
 The term's part is :func:`svccore.timeunits.term_state_at`, the rule a camera applies to
 the same licence; a revocation and a seat release (which revokes) come first. The one
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from config import clock
 from devices import term
+from licensing import leases
 from licensing.models import License
 from svccore.timeunits import term_state_at
 
@@ -24,6 +26,7 @@ WORDS = {
     "expired": "expired",
     "revoked": "revoked",
     "released": "seat released",
+    "suspended": "suspended",
 }
 _TERM_CODES = {term.ACTIVE: "active", term.GRACE: "grace", term.EXPIRED: "expired"}
 
@@ -32,10 +35,20 @@ _TERM_CODES = {term.ACTIVE: "active", term.GRACE: "grace", term.EXPIRED: "expire
 class UnitState:
     code: str  # a key of WORDS
     why: str = ""  # revoked or released: the reason given
+    lease_end: dt.datetime | None = None  # its check-in lease's end (None: no lease)
+    lease_lapsed: bool = False  # the lease ended: the camera refuses analytics until it syncs
 
     @property
     def word(self) -> str:
         return WORDS[self.code]
+
+    @property
+    def lease(self) -> str:
+        """The lease end in words ("" without a lease)."""
+        if self.lease_end is None:
+            return ""
+        when = f"{self.lease_end:%Y-%m-%d %H:%M} UTC"
+        return f"lease ended {when}: sync needed" if self.lease_lapsed else f"lease to {when}"
 
 
 def unit_state(
@@ -46,19 +59,28 @@ def unit_state(
     revoke_reason: str = "",
     released: bool = False,
     now: dt.datetime | None = None,
+    suspended: bool = False,
+    lease_end: dt.datetime | None = None,
 ) -> UnitState:
     """The state of a licence with these facts at ``now`` (the service's clock)."""
     if released:
         return UnitState("released", revoke_reason)
     if revoked_at is not None:
         return UnitState("revoked", revoke_reason or "no reason given")
-    term = term_state_at(expires_at, grace_days, now or clock.now())
-    return UnitState(_TERM_CODES[term])
+    moment = now or clock.now()
+    lapsed = lease_end is not None and moment > lease_end
+    if suspended:
+        return UnitState("suspended", "", lease_end, lapsed)
+    term = term_state_at(expires_at, grace_days, moment)
+    return UnitState(_TERM_CODES[term], "", lease_end, lapsed)
 
 
-def unit_state_of(lic: License, now: dt.datetime | None = None) -> UnitState:
+def unit_state_of(lic: License, now: dt.datetime | None = None, *, source=None) -> UnitState:
     """:func:`unit_state` of a licence row (its ``seat_release`` selected with it, or one
-    more query)."""
+    more query). The hold and the lease come from the annotations of
+    :mod:`licensing.leases` on ``source`` (default: the row itself; an activation row of
+    the fleet annotated with them): without them, neither is shown."""
+    source = lic if source is None else source
     return unit_state(
         expires_at=lic.expires_at,
         grace_days=lic.grace_days,
@@ -66,14 +88,30 @@ def unit_state_of(lic: License, now: dt.datetime | None = None) -> UnitState:
         revoke_reason=lic.revoke_reason,
         released=hasattr(lic, "seat_release"),
         now=now,
+        suspended=bool(getattr(source, "held", False)),
+        lease_end=leases.lease_end_at(
+            getattr(source, "checked_in", None), getattr(source, "lease_days", None)
+        ),
     )
 
 
 def unit_states(license_ids: Iterable[str], now: dt.datetime | None = None) -> dict[str, UnitState]:
     """{licence id: state} of these licences, read in one query (a page of units)."""
     moment = now or clock.now()
-    rows = License.objects.filter(pk__in=set(license_ids)).values_list(
-        "pk", "expires_at", "grace_days", "revoked_at", "revoke_reason", "seat_release__id"
+    rows = (
+        License.objects.filter(pk__in=set(license_ids))
+        .annotate(**leases.license_annotations())
+        .values_list(
+            "pk",
+            "expires_at",
+            "grace_days",
+            "revoked_at",
+            "revoke_reason",
+            "seat_release__id",
+            "held",
+            "checked_in",
+            "lease_days",
+        )
     )
     return {
         pk: unit_state(
@@ -83,6 +121,8 @@ def unit_states(license_ids: Iterable[str], now: dt.datetime | None = None) -> d
             revoke_reason=reason,
             released=release is not None,
             now=moment,
+            suspended=bool(held),
+            lease_end=leases.lease_end_at(checked_in, days),
         )
-        for pk, expires_at, grace_days, revoked_at, reason, release in rows
+        for pk, expires_at, grace_days, revoked_at, reason, release, held, checked_in, days in rows
     }

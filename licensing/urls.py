@@ -22,6 +22,8 @@ urlpatterns = [
         name="admin-licenses-register",
     ),
     path("admin/revoke", licenses.RevokeApi.as_view(), name="admin-revoke"),
+    path("admin/suspend", licenses.SuspendApi.as_view(), name="admin-suspend"),
+    path("admin/reinstate", licenses.ReinstateApi.as_view(), name="admin-reinstate"),
     path("admin/seats/release", licenses.SeatReleaseApi.as_view(), name="admin-seat-release"),
     path("admin/renew", renewals.RenewApi.as_view(), name="admin-renew"),
     path("admin/renew/quote", renewals.RenewQuoteApi.as_view(), name="admin-renew-quote"),

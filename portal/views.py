@@ -38,7 +38,7 @@ from console import charts
 from console.second_factor import Site
 from console.second_factor import second_factor as second_factor_flow
 from events.display import test_result
-from licensing import exports
+from licensing import exports, leases
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
 from licensing.models import Activation
@@ -286,9 +286,12 @@ def fleet(request: HttpRequest) -> HttpResponse:
         rows = Activation.objects.filter(batch__customer=customer, device_id__icontains=search)
         if not_seen_days is not None:
             rows = rows.filter(licensing_selectors.not_seen_since(not_seen_days))
-        rows = rows.select_related("batch", "license", "license__seat_release").order_by(
-            "-activated_at", "-id"
-        )[:SEARCH_MAX]
+        rows = list(
+            rows.select_related("batch", "license", "license__seat_release").order_by(
+                "-activated_at", "-id"
+            )[:SEARCH_MAX]
+        )
+        leases.attach(rows, lambda row: row.license_id)  # each unit's hold and lease
         units = [
             {
                 "device_id": r.device_id,
@@ -298,7 +301,7 @@ def fleet(request: HttpRequest) -> HttpResponse:
                 "weak_binding": int(r.weak_binding),
                 "activated": utc_time_html(r.activated_at),
                 "seen": utc_time_html(r.last_seen_at),
-                "state": unit_state_of(r.license),
+                "state": unit_state_of(r.license, source=r),
             }
             for r in rows
         ]

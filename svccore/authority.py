@@ -137,9 +137,18 @@ def status_payload(
     seq: int,
     issued_at: int,
     keys_revoked: list[str] | None = None,
+    lease_end: int = 0,
+    suspended: bool = False,
 ) -> dict[str, Any]:
-    """``revoked_at`` 0: not revoked as of ``seq``."""
-    return {
+    """``revoked_at`` 0: not revoked as of ``seq``. ``lease_end`` (0: no check-in lease)
+    and ``suspended`` are written only when set, so a status without them is the one an
+    older authority signed (issue 42 adds them)."""
+    extra: dict[str, Any] = {}
+    if lease_end:
+        extra["lease_end"] = lease_end
+    if suspended:
+        extra["suspended"] = True
+    return extra | {
         "typ": STATUS_TYPE,
         "iss": issuer,
         "lic": license_id,

@@ -21,6 +21,7 @@ DEVICE_ID_MAX = 128
 # 32- and 64-bit integers of the database and the firmware.
 UNITS_MAX = 10_000_000  # seats of one batch (batch.units)
 TERM_DAYS_MAX = 36_600  # about 100 years; 0 is perpetual
+MAX_OFFLINE_DAYS_MAX = 3650  # the longest check-in lease (issue 42)
 API_QUOTA_MAX = 10**12  # inferences a device may run (lim.api_calls); 0 is unmetered
 MAX_STREAMS_MAX = 1024  # concurrent streams of one camera (lim.max_streams)
 # Unicode categories a device id may not contain: control (Cc: NUL, ESC, line breaks)
@@ -125,6 +126,7 @@ BOUNDS = {
     "term_days": (0, TERM_DAYS_MAX),
     "api_quota": (0, API_QUOTA_MAX),
     "max_streams": (1, MAX_STREAMS_MAX),
+    "max_offline_days": (1, MAX_OFFLINE_DAYS_MAX),
 }
 
 

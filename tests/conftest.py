@@ -78,6 +78,8 @@ SLOW_MODULES = frozenset(
         "tests/test_device_fuzz.py",
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",
+        "tests/test_leases_end_to_end.py",
+        "tests/operators/test_browser_holds.py",
         "tests/test_key_rotation.py",
         "tests/test_sync_crash.py",
         "tests/test_cache_outage.py",
@@ -119,6 +121,7 @@ ONE_DATABASE_MODULES = frozenset(
     {
         "tests/operators/test_browser.py",
         "tests/operators/test_browser_flows.py",
+        "tests/operators/test_browser_holds.py",
         "tests/operators/test_console_layout.py",
         "tests/operators/test_enrolment_attacks.py",
         "tests/operators/test_second_factor.py",

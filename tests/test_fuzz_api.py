@@ -206,6 +206,13 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "POST /v1/admin/licenses": {"body": {"customer_id": customer.id, "sku": "DETECT-STD"}},
         "POST /v1/admin/licenses/register": {"body": {"token": direct.token}},
         "POST /v1/admin/revoke": {"body": {"license_id": to_revoke.id}},
+        # One of licence, batch and customer: the billed customer, named alone.
+        "POST /v1/admin/suspend": {
+            "body": {"customer_id": billed.id, "license_id": ABSENT, "batch_id": ABSENT}
+        },
+        "POST /v1/admin/reinstate": {
+            "body": {"customer_id": billed.id, "license_id": ABSENT, "batch_id": ABSENT}
+        },
         "POST /v1/admin/seats/release": {"body": {"license_id": dead.license_id}},
         "POST /v1/admin/invoices": {"body": {"customer_id": customer.id}},
         # One of batch_id and license_id: the seeded batch, and no licence beside it.

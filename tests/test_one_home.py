@@ -104,7 +104,7 @@ def test_the_device_refuses_by_one_rule_in_start_require_and_count():
     source = (REPO / "devices" / "engine.py").read_text(encoding="utf-8")
     assert source.count("raise self._refused()") == 1
     assert source.count("raise SyncRequired(self._blocked)") == 1
-    assert source.count("self._check_usable()") == 3
+    assert source.count("self._check_usable(now)") == 3
 
 
 def _line_of(path: Path, text: str) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import F
+from django.db.models import F, Q
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
@@ -23,10 +23,12 @@ from licensing.admin.forms import (
     BatchIssueForm,
     renew_with_term,
 )
+from licensing.admin.holding import HoldMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.models import (
     NEAR_EXHAUSTION_PERCENT,
     Batch,
+    Suspension,
     near_exhaustion_condition,
 )
 from licensing.services import (
@@ -54,7 +56,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
+class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
@@ -82,17 +84,35 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
         "order_value",
         "issued_at",
         "expires_at",
+        "max_offline_days",
+        "hold",
         "license_link",
         "key_state_full",
         "batch_key",
         "key_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_batch_keys", "renew_batches"]
+    actions = ["revoke_batch_keys", "renew_batches", "suspend_batches", "reinstate_batches"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
         return customer_link(batch.customer)
+
+    @admin.display(description="suspension")
+    def hold(self, batch: Batch):
+        # The batch's own hold or its customer's (licensing.leases reads both).
+        held = Suspension.objects.filter(
+            Q(kind=Suspension.Kind.BATCH, target=batch.pk)
+            | Q(kind=Suspension.Kind.CUSTOMER, target=batch.customer_id)
+        ).first()
+        if held is None:
+            return "not suspended"
+        return format_html(
+            '<span class="svc-state svc-state-suspended">suspended</span> {} since {}: {}',
+            "the batch" if held.kind == Suspension.Kind.BATCH else "the customer",
+            utc_time(held.suspended_at),
+            held.reason,
+        )
 
     @admin.display(description="units activated", ordering="units_activated")
     def progress(self, batch: Batch):
@@ -153,6 +173,7 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
                 sku=data["sku"],
                 units=data["units"],
                 term_days=data["term_days"],
+                max_offline_days=data["max_offline_days"],
             )
 
         def confirm(data):
@@ -198,6 +219,22 @@ class BatchAdmin(LicenseRevokeMixin, NoEditAdmin):
             action_name="revoke_batch_keys",
             what="batch keys",
         )
+
+    @admin.action(
+        description="Suspend selected batches (all their units)…", permissions=["suspend"]
+    )
+    def suspend_batches(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="batch_id", id_of=lambda batch: batch.pk,
+            action_name="suspend_batches", what="batches", suspend=True,
+        )  # fmt: skip
+
+    @admin.action(description="Reinstate selected batches…", permissions=["suspend"])
+    def reinstate_batches(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="batch_id", id_of=lambda batch: batch.pk,
+            action_name="reinstate_batches", what="batches", suspend=False,
+        )  # fmt: skip
 
     @admin.action(description="Renew selected batches for another term…", permissions=["renew"])
     def renew_batches(self, request, queryset):

@@ -25,6 +25,7 @@ class SkuAdmin(CapabilityAdmin):
         "api_calls",
         "term_days",
         "grace_days",
+        "max_offline_days",
         "allowance_per_unit",
         "unit_prices",
     ]

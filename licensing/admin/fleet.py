@@ -16,6 +16,7 @@ from licensing.admin.display import (
     admin_link,
     unit_state_badge,
 )
+from licensing.admin.holding import LeaseStateMixin
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.fleet_serializers import NOT_SEEN_DAYS_MAX
@@ -65,7 +66,8 @@ class NotSeenFilter(admin.SimpleListFilter):
 
 
 @admin.register(Activation)
-class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+class ActivationAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
+    lease_license_id = "license_id"
     # The fleet at a glance in a 1000 px window: which device, whose, how well bound,
     # since when and whether its licence still works. The licence, fingerprint source,
     # SDK version and client address are on the activation's page, the SKU on its
@@ -141,7 +143,7 @@ class ActivationAdmin(AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     @admin.display(description="state", ordering="license__revoked_at")
     def revoked(self, record: Activation):
         # The unit's state as the portal shows it (licensing.unit_states).
-        state = unit_state_badge(unit_state_of(record.license))
+        state = unit_state_badge(unit_state_of(record.license, source=self.lease_source(record)))
         if record.transfer_of_id:
             state = format_html('{} <span class="svc-nowrap">(transfer)</span>', state)
         return state

@@ -18,7 +18,14 @@ from licensing.models import (
     Sku,
 )
 from licensing.services.renewals import license_renew, renewal_quote
-from svccore.claims import API_QUOTA_MAX, DEVICE_ID_MAX, MAX_STREAMS_MAX, TERM_DAYS_MAX, UNITS_MAX
+from svccore.claims import (
+    API_QUOTA_MAX,
+    DEVICE_ID_MAX,
+    MAX_OFFLINE_DAYS_MAX,
+    MAX_STREAMS_MAX,
+    TERM_DAYS_MAX,
+    UNITS_MAX,
+)
 
 
 def sku_choices():
@@ -39,6 +46,14 @@ class BatchIssueForm(forms.Form):
         max_value=TERM_DAYS_MAX,
         required=False,
         help_text="Empty: the SKU's default term. 0: perpetual.",
+    )
+    max_offline_days = forms.IntegerField(
+        label="Max offline days",
+        min_value=1,
+        max_value=MAX_OFFLINE_DAYS_MAX,
+        required=False,
+        help_text="Check-in lease: days a camera may run analytics without a sync. Empty: "
+        "the SKU's (none: no lease).",
     )
 
 
@@ -61,6 +76,14 @@ class LicenseIssueForm(forms.Form):
     )
     max_streams = forms.IntegerField(
         min_value=1, max_value=MAX_STREAMS_MAX, required=False, help_text="Empty: SKU cap."
+    )
+    max_offline_days = forms.IntegerField(
+        label="Max offline days",
+        min_value=1,
+        max_value=MAX_OFFLINE_DAYS_MAX,
+        required=False,
+        help_text="Check-in lease: days a camera may run analytics without a sync. Empty: "
+        "the SKU's (none: no lease).",
     )
     activation = forms.ChoiceField(
         choices=License.Activation.choices,

@@ -22,6 +22,7 @@ from licensing.admin.forms import (
     LicenseIssueForm,
     renew_with_term,
 )
+from licensing.admin.holding import HoldMixin, LeaseStateMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.models import (
@@ -76,7 +77,7 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
+class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
@@ -104,6 +105,8 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         "issued_at",
         "expires_at",
         "grace_days",
+        "max_offline_days",
+        "checked_in_at",
         "unit_price_shown",
         "state",
         "revoked_at",
@@ -112,7 +115,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
         "token_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_licenses", "renew_licenses"]
+    actions = ["revoke_licenses", "renew_licenses", "suspend_licenses", "reinstate_licenses"]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
@@ -126,7 +129,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
     def state(self, lic: License):
         # The portal's words and colours (licensing.unit_states); a perpetual term is the
         # term's end beside the state, not a state of its own.
-        badge = unit_state_badge(unit_state_of(lic))
+        badge = unit_state_badge(unit_state_of(lic, source=self.lease_source(lic)))
         if lic.expires_at is None and lic.revoked_at is None:
             return format_html('{} <span class="svc-nowrap">(no end)</span>', badge)
         return badge
@@ -153,6 +156,7 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
                 api_quota=data["api_quota"],
                 max_streams=data["max_streams"],
                 activation=data["activation"],
+                max_offline_days=data["max_offline_days"],
             )
 
         def confirm(data):
@@ -201,6 +205,20 @@ class LicenseAdmin(AnyPartSearchMixin, LicenseRevokeMixin, NoEditAdmin):
             action_name="revoke_licenses",
             what="licences",
         )
+
+    @admin.action(description="Suspend selected licences…", permissions=["suspend"])
+    def suspend_licenses(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="license_id", id_of=lambda lic: lic.pk,
+            action_name="suspend_licenses", what="licences", suspend=True,
+        )  # fmt: skip
+
+    @admin.action(description="Reinstate selected licences…", permissions=["suspend"])
+    def reinstate_licenses(self, request, queryset):
+        return hold_action(
+            self, request, queryset, scope="license_id", id_of=lambda lic: lic.pk,
+            action_name="reinstate_licenses", what="licences", suspend=False,
+        )  # fmt: skip
 
     @admin.action(
         description="Renew selected direct licences for another term…", permissions=["renew"]

@@ -260,7 +260,9 @@ class RevocationStatusApi(DeviceApi):
     def get(self, request):
         query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
         response = Response(
-            rendered(serializers.LicenseStatusOut, revocations.license_status(**query))
+            rendered(
+                serializers.LicenseStatusOut, revocations.license_status(**query, check_in=True)
+            )
         )
         # The unit was seen (issue 42): only its own licence and device move its time
         # (the request is public); no query when this process wrote it recently.

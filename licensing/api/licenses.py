@@ -166,3 +166,55 @@ class SeatReleaseApi(APIView):
         data = validated(serializers.SeatReleaseIn, request.data)
         result = services.seat_release(**data)
         return Response(rendered(serializers.SeatReleaseOut, result))
+
+
+class SuspendApi(APIView):
+    @extend_schema(
+        request=serializers.SuspendIn,
+        responses={
+            200: serializers.HoldOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or not exactly one of license_id, "
+                    "batch_id, customer_id, or a blank reason.",
+                    404: "No such licence, batch or customer.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        description="Suspend a licence, a batch key (all its units) or a customer (all its "
+        "licences): their signed statuses say suspended, and cameras refuse analytics "
+        "(SUSPENDED) at their next sync while video runs. Reversible (reinstate), unlike a "
+        "revocation; seats and per-unit charges are unchanged. Idempotent.",
+    )
+    @requires("suspend_licences")
+    def post(self, request):
+        data = validated(serializers.SuspendIn, request.data)
+        return Response(rendered(serializers.HoldOut, services.license_suspend(**data)))
+
+
+class ReinstateApi(APIView):
+    @extend_schema(
+        request=serializers.ReinstateIn,
+        responses={
+            200: serializers.HoldOut,
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or not exactly one of license_id, "
+                    "batch_id, customer_id.",
+                    404: "No such licence, batch or customer.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        description="Lift the hold on the licence, batch or customer named: analytics resume "
+        "at each camera's next sync (unless another hold still covers it). Idempotent.",
+    )
+    @requires("suspend_licences")
+    def post(self, request):
+        data = validated(serializers.ReinstateIn, request.data)
+        return Response(rendered(serializers.HoldOut, services.license_reinstate(**data)))

@@ -10,7 +10,9 @@ callers import from here (``from licensing.services import batch_issue``):
   licence re-signed to its batch's new end);
 - seats (:mod:`.seats`): ``seat_release`` (a dead or replaced camera's seat);
 - last seen (:mod:`.seen`): ``unit_seen``, a unit's last status fetch, usage upload or
-  re-activation, written at most once per ``SVC_LAST_SEEN_MINUTES``.
+  re-activation, written at most once per ``SVC_LAST_SEEN_MINUTES``;
+- holds (:mod:`.holds`): ``license_suspend``, ``license_reinstate`` (a reversible hold
+  on a licence, a batch key or a customer, issue 42).
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -21,6 +23,7 @@ modules. Reads are in :mod:`licensing.selectors`; the revocation list's document
 """
 
 from licensing.services.activation import ActivationResult, unit_activate
+from licensing.services.holds import Hold, license_reinstate, license_suspend
 from licensing.services.licenses import (
     batch_issue,
     catalogue_seed,
@@ -40,6 +43,7 @@ from licensing.services.seen import unit_seen
 
 __all__ = [
     "ActivationResult",
+    "Hold",
     "RefreshResult",
     "ReleasePolicy",
     "ReleaseResult",
@@ -49,8 +53,10 @@ __all__ = [
     "license_issue",
     "license_refresh",
     "license_register",
+    "license_reinstate",
     "license_renew",
     "license_revoke",
+    "license_suspend",
     "renewal_quote",
     "seat_release",
     "unit_activate",

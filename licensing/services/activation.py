@@ -51,6 +51,7 @@ from config.rows import insert_rows, insert_rows_after
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
+from licensing import leases
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import Activation, Batch, License, Sku, token_digest
 from licensing.revocations import ListPosition, list_position
@@ -63,14 +64,16 @@ from svccore.timeunits import unix
 
 # Plain SQL: compiling the ORM's equivalent costs more than running it, and an UPDATE
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
-LOOKUP_SQL = """
+LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
-    u.expires_at, u.token_sha256
+    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}
 FROM licensing_license k
+JOIN licensing_batch b ON b.license_id = k.id
+LEFT JOIN licensing_sku s ON s.code = b.sku
 LEFT JOIN licensing_activation a ON a.batch_id = %s AND a.device_id = %s
 LEFT JOIN licensing_license u ON u.id = a.license_id
 WHERE k.id = %s
-"""
+"""  # noqa: S608 - the interpolated parts are constants of licensing.leases
 # The seat: one statement that can neither oversell nor lose a count under concurrency,
 # and that sees a revocation of the batch key committed before it started.
 SEAT_SQL = """
@@ -236,14 +239,18 @@ def _aware(value: Any) -> dt.datetime | None:
 
 def _lookup(
     key: BatchKey, device_id: str, now: dt.datetime
-) -> tuple[dt.datetime | None, ActivationResult | None]:
-    """The batch key's current end, and the device's licence when it is on file (else
-    None); Forbidden when the batch key has expired (past its end, whatever renewal set
-    it to) or it or that licence is revoked. A licence signed before its batch was
-    renewed is re-signed to the batch's end (once per renewal)."""
+) -> tuple[dt.datetime | None, ActivationResult | None, leases.LeaseAndHold]:
+    """The batch key's current end, the device's licence when it is on file (else
+    None) and the check-in lease and hold its status carries (:mod:`licensing.leases`);
+    Forbidden when the batch key has expired (past its end, whatever renewal set it to)
+    or it or that licence is revoked. A licence signed before its batch was renewed is
+    re-signed to the batch's end (once per renewal)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
-        key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha = cursor.fetchone()
+        (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held) = (
+            cursor.fetchone()
+        )
+    terms = leases.from_values(days, None, None, held)
     if key_revoked:
         raise _key_revoked(key)
     ends = _aware(ends)
@@ -252,7 +259,7 @@ def _lookup(
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
         )
     if license_id is None:
-        return ends, None
+        return ends, None, terms
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
@@ -267,7 +274,7 @@ def _lookup(
             batch_expires_at=ends,
             rekey=rekey,
         )
-    return ends, ActivationResult(license_id, token, reactivated=True)
+    return ends, ActivationResult(license_id, token, reactivated=True), terms
 
 
 def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
@@ -325,6 +332,7 @@ def _unit_rows(
     transfer_of: int | None,
     signed_unit: tuple[dt.datetime, str, dict[str, Any]],
     units_remaining: int,
+    leased: bool = False,
 ) -> list[tuple[type, dict[str, Any]]]:
     """The rows of a new unit: its signed licence, its activation record and its event
     (the outbox: reported only if it happened), for ``config.rows``."""
@@ -348,6 +356,8 @@ def _unit_rows(
         token_sha256=token_digest(token),
         revoked_at=None,
         revoke_reason="",
+        # Under a check-in lease its status, handed out with it, starts the lease.
+        checked_in_at=now if leased else None,
     )
     activation_row = dict(
         batch_id=key.batch_id,
@@ -401,10 +411,14 @@ def _seat_and_unit(
     )
 
 
-def _positioned(result: ActivationResult, device_id: str) -> ActivationResult:
+def _positioned(
+    result: ActivationResult, device_id: str, terms: leases.LeaseAndHold
+) -> ActivationResult:
     """A device's licence on file, with its list position (read after the lookup: no
     seat is taken by this request, so a failure here leaves nothing behind)."""
-    position = list_position(license_id=result.license_id, device_id=device_id)
+    position = list_position(
+        license_id=result.license_id, device_id=device_id, terms=terms, check_in=True
+    )
     return dataclasses.replace(result, position=position)
 
 
@@ -444,9 +458,9 @@ def unit_activate(
     now = clock.now()
     if key.claims["nbf"] > unix(now):
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
-    expires_at, existing = _lookup(key, device_id, now)
+    expires_at, existing, terms = _lookup(key, device_id, now)
     if existing is not None:
-        result = _positioned(existing, device_id) if positioned else existing
+        result = _positioned(existing, device_id, terms) if positioned else existing
         # After the answer is built: no query when this process recorded the unit as
         # seen within SVC_LAST_SEEN_MINUTES, else one conditional UPDATE that cannot fail
         # the answer (licensing.services.seen).
@@ -455,7 +469,7 @@ def unit_activate(
     signed_unit = _unit_sign(key, device_id, expires_at)
     position = None
     if positioned:
-        position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id)
+        position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id, terms=terms)
     unit = dict(
         device_id=device_id,
         fingerprint_source=fingerprint_source,
@@ -463,6 +477,7 @@ def unit_activate(
         sdk_version=sdk_version,
         client_ip=client_ip,
         signed_unit=signed_unit,
+        leased=terms.days is not None,
     )
     try:
         if connection.vendor == "postgresql":
@@ -481,10 +496,10 @@ def unit_activate(
             insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
         # Another request for this device won: no seat taken here, the winner's licence.
-        _, existing = _lookup(key, device_id, now)
+        _, existing, terms = _lookup(key, device_id, now)
         if existing is None:
             raise
-        return _positioned(existing, device_id) if positioned else existing
+        return _positioned(existing, device_id, terms) if positioned else existing
     signed_at, token, signed = signed_unit
     seen.unit_seen_noted(license_id=signed["lic"], device_id=device_id, now=signed_at)
     return ActivationResult(

@@ -123,12 +123,21 @@ def _check_device_id(name: str, device_id: str) -> None:
 
 @audited("batch.issue")
 @transaction.atomic
-def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None = None) -> Batch:
+def batch_issue(
+    *,
+    customer_id: str,
+    sku: str,
+    units: int,
+    term_days: int | None = None,
+    max_offline_days: int | None = None,
+) -> Batch:
     """Sell ``units`` seats of ``sku``: a batch row plus its batch key (``dev`` = ``*``,
-    ``act`` = ``required``). The unit price is fixed now from the volume tier."""
+    ``act`` = ``required``). The unit price is fixed now from the volume tier.
+    ``max_offline_days`` sets the units' check-in lease (None: the SKU's;
+    :mod:`licensing.leases`)."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
-    _check_bounds(units=units, term_days=term_days)
+    _check_bounds(units=units, term_days=term_days, max_offline_days=max_offline_days)
     term = entry.term_days if term_days is None else term_days
     now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
@@ -166,6 +175,7 @@ def batch_issue(*, customer_id: str, sku: str, units: int, term_days: int | None
         issued_at=now,
         expires_at=expires_at,
         license=key,
+        max_offline_days=max_offline_days,
     )
 
 
@@ -180,8 +190,10 @@ def license_issue(
     api_quota: int | None = None,
     max_streams: int | None = None,
     activation: str = License.Activation.OPTIONAL,
+    max_offline_days: int | None = None,
 ) -> License:
-    """Issue a direct licence for one camera (the end-user path), priced at one unit."""
+    """Issue a direct licence for one camera (the end-user path), priced at one unit.
+    ``max_offline_days`` sets its check-in lease (None: the SKU's)."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
     _check_device_id("device_id", device_id)
@@ -192,7 +204,12 @@ def license_issue(
             "an unbound licence (device_id '*') must use activation 'required'; "
             "bind it to a device to use activation 'optional'"
         )
-    _check_bounds(term_days=term_days, api_quota=api_quota, max_streams=max_streams)
+    _check_bounds(
+        term_days=term_days,
+        api_quota=api_quota,
+        max_streams=max_streams,
+        max_offline_days=max_offline_days,
+    )
     now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, entry.term_days if term_days is None else term_days)
     claims = claims_from_entry(
@@ -219,6 +236,7 @@ def license_issue(
         grace_days=entry.grace_days,
         unit_price=entry.unit_price_for(1),
         currency=entry.currency,
+        max_offline_days=max_offline_days,
     )
 
 

@@ -16,6 +16,8 @@ ORDER = (
     "batch",
     "license",
     "revoke",
+    "suspend",
+    "reinstate",
     "release",
     "renew",
     "expiring",

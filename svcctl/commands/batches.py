@@ -20,6 +20,8 @@ def cmd_batch(args) -> int:
     body = {"customer_id": args.customer, "sku": args.sku, "units": args.units}
     if args.days is not None:
         body["term_days"] = args.days
+    if args.max_offline_days is not None:
+        body["max_offline_days"] = args.max_offline_days
     client = connect(args)
     files.refuse_existing(args.token_out, "--token-out", force=args.force)  # before selling
     result = client.post("batches", body)
@@ -68,6 +70,12 @@ def _batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("units", type=positive, help="units purchased")
     p.add_argument(
         "--days", type=non_negative, help="term in days (default: the SKU's; 0 = perpetual)"
+    )
+    p.add_argument(
+        "--max-offline-days",
+        type=positive,
+        help="check-in lease: days a camera may run analytics without a sync (default: the "
+        "SKU's; none = no lease)",
     )
     p.add_argument(
         "--token-out",

@@ -1,4 +1,5 @@
-"""Licences: issue, revoke, release a seat, renew, what ends soon, register one minted offline."""
+"""Licences: issue, revoke, suspend and reinstate, release a seat, renew, what ends soon,
+register one minted offline."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def cmd_license(args) -> int:
         ("term_days", args.days),
         ("api_quota", args.quota),
         ("max_streams", args.streams),
+        ("max_offline_days", args.max_offline_days),
     ):
         if value is not None:
             body[name] = value
@@ -95,6 +97,44 @@ def cmd_revoke(args) -> int:
             ]
         )
     return EXIT_OK
+
+
+def _hold_body(args) -> dict[str, Any]:
+    named = [v for v in (args.license_id, args.batch, args.customer) if v]
+    if len(named) != 1:
+        raise UsageError("name exactly one of a licence id, --batch or --customer")
+    if args.batch:
+        return {"batch_id": args.batch}
+    if args.customer:
+        return {"customer_id": args.customer}
+    return {"license_id": args.license_id}
+
+
+def _hold_printed(args, result: dict[str, Any], done: str) -> int:
+    if args.json:
+        output.print_json(result)
+        return EXIT_OK
+    what = f"{result['scope']} {result['target']}"
+    if not result["changed"]:
+        print(f"{what} was already {done}; nothing changed")
+        return EXIT_OK
+    pairs = [(result["scope"], result["target"]), ("customer", result["customer_id"])]
+    if result["suspended"]:
+        pairs += [("suspended", output.when(result["suspended_at"])), ("reason", result["reason"])]
+    else:
+        pairs += [("reinstated", "yes: cameras resume analytics at their next sync")]
+    output.fields(pairs)
+    return EXIT_OK
+
+
+def cmd_suspend(args) -> int:
+    body = _hold_body(args) | {"reason": args.reason}
+    return _hold_printed(args, connect(args).post("suspend", body), "suspended")
+
+
+def cmd_reinstate(args) -> int:
+    body = _hold_body(args) | {"reason": args.reason or ""}
+    return _hold_printed(args, connect(args).post("reinstate", body), "not suspended")
 
 
 def cmd_release(args) -> int:
@@ -261,6 +301,12 @@ def _license_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--streams", type=positive, help="concurrent streams (default: SKU cap)")
     p.add_argument(
+        "--max-offline-days",
+        type=positive,
+        help="check-in lease: days the camera may run analytics without a sync (default: "
+        "the SKU's)",
+    )
+    p.add_argument(
         "--activation",
         choices=["optional", "required"],
         default="optional",
@@ -278,6 +324,18 @@ def _license_arguments(p: argparse.ArgumentParser) -> None:
 def _revoke_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("license_id", help="licence id, LIC-...")
     p.add_argument("--reason", required=True, help="why (recorded and shown to operators)")
+
+
+def _hold_arguments(reason_required: bool):
+    def add(p: argparse.ArgumentParser) -> None:
+        p.add_argument("license_id", nargs="?", help="a licence id, LIC-...")
+        p.add_argument("--batch", help="a batch, B-... (all its units)")
+        p.add_argument("--customer", help="a customer, CUST-... (all its licences)")
+        p.add_argument(
+            "--reason", required=reason_required, help="why (recorded and shown to operators)"
+        )
+
+    return add
 
 
 def _release_arguments(p: argparse.ArgumentParser) -> None:
@@ -330,6 +388,31 @@ COMMANDS = [
             "Idempotent."
         ),
         arguments=_revoke_arguments,
+    ),
+    Command(
+        "suspend",
+        online=True,
+        summary="suspend a licence, a batch or a customer, with a reason",
+        handler=cmd_suspend,
+        description=(
+            "Suspend a licence, a batch key (all its units, --batch) or a customer (all its "
+            "licences, --customer): cameras refuse analytics (SUSPENDED) at their next sync, "
+            "video keeps running, seats and per-unit charges stay. Reversible with "
+            "reinstate, unlike revoke. Idempotent."
+        ),
+        arguments=_hold_arguments(True),
+    ),
+    Command(
+        "reinstate",
+        online=True,
+        summary="lift a suspension",
+        handler=cmd_reinstate,
+        description=(
+            "Lift the suspension of a licence, a batch (--batch) or a customer (--customer): "
+            "cameras resume analytics at their next sync (unless another suspension still "
+            "covers them). Idempotent."
+        ),
+        arguments=_hold_arguments(False),
     ),
     Command(
         "release",

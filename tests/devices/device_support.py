@@ -82,6 +82,8 @@ def signed_status(
     seq: int = 0,
     issued_at: int = NOW - 60,
     keys_revoked: list[str] | None = None,
+    lease_end: int = 0,
+    suspended: bool = False,
 ) -> str:
     payload = authority.status_payload(
         issuer="svc-test",
@@ -91,6 +93,8 @@ def signed_status(
         seq=seq,
         issued_at=issued_at,
         keys_revoked=keys_revoked,
+        lease_end=lease_end,
+        suspended=suspended,
     )
     return authority.sign_document(documents.STATUS_PREFIX, payload, key)
 
@@ -125,6 +129,8 @@ class FakeService:
         self.page_size = documents.LIST_PAGE_ENTRIES
         self.certificates: list[str] = []  # key certificates sent with every answer
         self.keys_revoked: list[str] = []
+        self.lease_seconds = 0  # a check-in lease on every status (0: none)
+        self.suspended = False
         self.on("GET", "/v1/revocations", self.revocations)
         self.on("GET", "/v1/revocations/status", self.status)
         self.on("POST", "/v1/usage", self.accept)
@@ -182,6 +188,8 @@ class FakeService:
             seq=len(self.revoked),
             issued_at=self.now,
             keys_revoked=self.keys_revoked,
+            lease_end=self.now + self.lease_seconds if self.lease_seconds else 0,
+            suspended=self.suspended,
         )
 
     def status(self, request: dict[str, Any]) -> tuple[int, Any]:

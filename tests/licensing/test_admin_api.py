@@ -248,6 +248,7 @@ def test_batch_status_shows_seat_accounting(admin_api, device_api, make_batch):
         "units_activated": 2,
         "units_remaining": 3,
         "expires_at": int(batch.expires_at.timestamp()),
+        "max_offline_days": None,  # no check-in lease (issue 42): the SKU's, none
     }
     assert admin_api.get("/v1/admin/batches/B-2026-NOPE").status_code == 404
 
@@ -270,7 +271,7 @@ def test_direct_license_is_device_bound_and_priced_for_one_unit(admin_api, custo
     out = response.json()
     assert set(out) == {
         "license_id", "token", "customer_id", "sku", "device_id", "activation",
-        "expires_at", "unit_price", "currency",
+        "expires_at", "unit_price", "currency", "max_offline_days",
     }  # fmt: skip
     assert out["unit_price"] == 90 and out["currency"] == "EUR" and out["device_id"] == "cam-77"
     claims = verify_token(out["token"], signing_key.public_key())

@@ -67,6 +67,9 @@ def test_export_lists_every_unit_once_in_fleet_order(admin_api, fleet, make_batc
         "seat_released": "0",
         "transfer_of": "",
         "last_seen_at": "",  # loaded in bulk: never seen (an empty cell)
+        "max_offline_days": "",  # no check-in lease (issue 42)
+        "lease_end": "",
+        "suspended": "0",
     }
     # Without filters: the whole fleet, the other batch's unit first (the newest).
     everything, _ = export(admin_api)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from customers.models import Customer
 from customers.services import customer_create
-from licensing.models import Activation, Batch, License
+from licensing.models import Activation, Batch, License, Suspension
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from operators.models import OperatorKey
@@ -313,6 +313,41 @@ def test_revoke_action_asks_for_a_reason_then_revokes(admin_client, fleet):
         "camera stolen",
         "superuser",
     )
+
+
+def test_suspend_and_reinstate_actions_ask_for_a_reason_and_say_what_they_did(admin_client, fleet):
+    batch, direct = fleet
+    cases = [
+        ("licensing_license", "licenses", direct.pk, "licence"),
+        ("licensing_batch", "batches", batch.pk, "batch"),
+        ("customers_customer", "customers", batch.customer_id, "customer"),
+    ]
+    for model, noun, pk, word in cases:
+        url = reverse(f"admin:{model}_changelist")
+        selection = {"action": f"suspend_{noun}", "_selected_action": [pk]}
+        confirm = admin_client.post(url, selection)
+        assert confirm.status_code == 200 and b'name="reason"' in confirm.content
+        assert b"refuses analytics" in confirm.content or b"refuse analytics" in confirm.content
+        missing = admin_client.post(url, {**selection, "apply": "1", "reason": ""})
+        assert missing.status_code == 200 and b"This field is required" in missing.content
+        assert not Suspension.objects.exists()
+        done = admin_client.post(
+            url, {**selection, "apply": "1", "reason": "invoice unpaid"}, follow=True
+        )
+        assert f"Suspended 1 {word}; their cameras refuse analytics".encode() in done.content
+        assert Suspension.objects.get().target == pk
+        if noun == "batches":  # the batch's page says so, with the reason
+            page = admin_client.get(reverse("admin:licensing_batch_change", args=[pk]))
+            assert b"the batch since" in page.content and b"invoice unpaid" in page.content
+        again = admin_client.post(url, {**selection, "apply": "1", "reason": "x"}, follow=True)
+        assert b"already suspended: nothing changed" in again.content
+        back = {"action": f"reinstate_{noun}", "_selected_action": [pk], "apply": "1"}
+        reinstated = admin_client.post(url, back, follow=True)
+        assert f"Reinstated 1 {word}".encode() in reinstated.content
+        assert not Suspension.objects.exists()
+    audited = AuditEntry.objects.filter(action__in=["license.suspend", "license.reinstate"])
+    actions = list(audited.values_list("action", flat=True))
+    assert actions.count("license.suspend") == 6 and actions.count("license.reinstate") == 3
 
 
 def test_revoke_unit_from_the_fleet_and_batch_key_from_batches(admin_client, fleet):

@@ -41,6 +41,12 @@ FORMS = {
 ACTIONS = {
     ("license", "revoke_licenses"): "revoke_licences",
     ("license", "renew_licenses"): "renew_licences",
+    ("license", "suspend_licenses"): "suspend_licences",
+    ("license", "reinstate_licenses"): "suspend_licences",
+    ("batch", "suspend_batches"): "suspend_licences",
+    ("batch", "reinstate_batches"): "suspend_licences",
+    ("customer", "suspend_customers"): "suspend_licences",
+    ("customer", "reinstate_customers"): "suspend_licences",
     ("batch", "revoke_batch_keys"): "revoke_licences",
     ("batch", "renew_batches"): "renew_licences",
     ("activation", "revoke_units"): "revoke_licences",

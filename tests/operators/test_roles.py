@@ -33,6 +33,8 @@ MATRIX = {
     ("v1/admin/licenses", "POST"): "issue_licences",
     ("v1/admin/licenses/register", "POST"): "issue_licences",
     ("v1/admin/revoke", "POST"): "revoke_licences",
+    ("v1/admin/suspend", "POST"): "suspend_licences",
+    ("v1/admin/reinstate", "POST"): "suspend_licences",
     ("v1/admin/seats/release", "POST"): "release_seats",
     ("v1/admin/renew", "POST"): "renew_licences",
     ("v1/admin/renew/quote", "POST"): "renew_licences",

@@ -535,7 +535,8 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 # --- operator experience: help, output files, money, fleet and revoke answers -------------
 
 ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer-keys"]
-ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "release"]
+ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
+ONLINE += ["release"]
 ONLINE += ["renew", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
 ONLINE += ["credit-note"]
@@ -802,6 +803,36 @@ def test_fleet_of_an_unknown_customer_or_batch_fails(online, transactional_db):
     sold = _json(svcctl("batch", empty["customer_id"], "VISION-PRO", "2", "--json", env=online))
     by_batch = svcctl("fleet", "--batch", sold["batch_id"], "--json", env=online)
     assert _json(by_batch)["count"] == 0
+
+
+@pytest.mark.live
+def test_suspend_and_reinstate_a_batch_and_a_lease_from_svcctl(online, transactional_db):
+    customer = _json(svcctl("customer", "Held Optics", "--kind", "oem", "--json", env=online))
+    sold = _json(
+        svcctl(
+            "batch",
+            customer["customer_id"],
+            "VISION-PRO",
+            "4",
+            "--max-offline-days",
+            "7",
+            "--json",
+            env=online,
+        )  # fmt: skip
+    )
+    assert sold["max_offline_days"] == 7
+    held = svcctl("suspend", "--batch", sold["batch_id"], "--reason", "invoice unpaid", env=online)
+    assert held.returncode == 0, held.stderr
+    assert f"batch        {sold['batch_id']}" in held.stdout or sold["batch_id"] in held.stdout
+    assert "invoice unpaid" in held.stdout
+    again = svcctl("suspend", "--batch", sold["batch_id"], "--reason", "x", env=online)
+    assert again.stdout == f"batch {sold['batch_id']} was already suspended; nothing changed\n"
+    back = _json(svcctl("reinstate", "--batch", sold["batch_id"], "--json", env=online))
+    assert (back["suspended"], back["changed"]) == (False, True)
+    both = svcctl("suspend", "LIC-1", "--customer", "CUST-1", "--reason", "x", env=online)
+    assert both.returncode != 0 and "exactly one" in both.stderr
+    none = svcctl("reinstate", "--customer", "CUST-NOBODY", env=online)
+    assert none.returncode == 1 and "does not exist" in none.stderr
 
 
 @pytest.mark.live
