@@ -52,7 +52,7 @@ test: lint
 	$(BIN)/pytest -q -m slow -n auto --dist worksteal
 
 # The suite without the slow tests (real servers, fuzzing, scale, README), on every
-# core, for the edit-test loop (264 s in CI on a 2-core machine, 2026-11-28). `make test` runs
+# core, for the edit-test loop (112 s in CI on a 2-core machine, 2026-11-28). `make test` runs
 # everything.
 test-fast: install
 	$(BIN)/pytest -q -m "not slow" -n auto
