@@ -34,6 +34,10 @@ def _guarded() -> bool:
 def test_wrong_keys_of_the_past_become_refusals():
     latest = MigrationExecutor(connection).loader.graph.leaf_nodes()  # every app: all it undid
     migrate(BEFORE)
+    # Whether audit 0007 will meet the append-only guard: going back to audit 0006 may
+    # have undone billing's guard with the migrations that depend on audit, and then
+    # 0007 runs before the guard is back.
+    guarded = _guarded()
     try:
         apps = MigrationExecutor(connection).loader.project_state(BEFORE).apps
         entry = apps.get_model("audit", "AuditEntry")
@@ -47,7 +51,8 @@ def test_wrong_keys_of_the_past_become_refusals():
     finally:
         migrate(latest)
     refused = AuditEntry.objects.filter(result="refused")
-    if _guarded():
+    assert _guarded() == (connection.vendor == "postgresql")  # the guard is back after
+    if guarded:
         assert not refused.exists()  # the history kept, the upgrade done
         assert AuditEntry.objects.filter(result="failed").count() == 86
         return
