@@ -87,9 +87,10 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "near_exhaustion_percent": NEAR_EXHAUSTION_PERCENT,
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
-        # Units silent for SVC_SILENT_DAYS (issue 42; by their lease once leases exist).
+        # Units silent for SVC_SILENT_DAYS, and units silent beyond their lease (issue 42).
         "silent_count": licensing_selectors.silent_units_count(days=settings.SVC_SILENT_DAYS),
         "silent_days": settings.SVC_SILENT_DAYS,
+        "past_lease_count": licensing_selectors.past_lease_count(),
         "releases": selectors.seat_releases(),
         "expiring": expiring[:EXPIRING_ROWS],
         "expiring_count": len(expiring),

@@ -196,3 +196,37 @@ def lease_end_at(checked_in_at: dt.datetime | None, days: int | None) -> dt.date
     if days is None or checked_in_at is None:
         return None
     return checked_in_at + dt.timedelta(days=days)
+
+
+def lease_day_values() -> list[int]:
+    """Every lease length set anywhere (SKUs, batches, licences): a handful of values,
+    so "past its lease" is one comparison per value (:func:`past_lease`)."""
+    values: set[int] = set()
+    for model in (Sku, Batch, License):
+        values.update(
+            model.objects.filter(max_offline_days__isnull=False)
+            .order_by()
+            .values_list("max_offline_days", flat=True)
+            .distinct()
+        )
+    return sorted(values)
+
+
+def past_lease(activations: Any, *, now: dt.datetime) -> Any:
+    """The units of ``activations`` (a queryset of :class:`~licensing.models.Activation`)
+    whose lease ended before ``now``: their camera has not checked in for longer than its
+    lease and has stopped its analytics, unless it syncs. A unit under a lease that
+    never received a status under it is not counted (it has no lease end yet)."""
+    days = Coalesce(
+        F("license__max_offline_days"),
+        F("batch__max_offline_days"),
+        Subquery(
+            Sku.objects.filter(code=OuterRef("batch__sku"))
+            .order_by()
+            .values("max_offline_days")[:1]
+        ),
+    )
+    lapsed = Q(pk__in=[])
+    for value in lease_day_values():
+        lapsed |= Q(lease_days=value, license__checked_in_at__lt=now - dt.timedelta(days=value))
+    return activations.annotate(lease_days=days).filter(lapsed)

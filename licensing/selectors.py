@@ -124,6 +124,14 @@ def silent_units_count(*, days: int, now: dt.datetime | None = None) -> int:
     )
 
 
+def past_lease_count(*, now: dt.datetime | None = None) -> int:
+    """Units whose licence is not revoked and whose check-in lease ended (their camera
+    stopped analytics until it syncs): the dashboard's count of units silent beyond
+    their lease."""
+    units = Activation.objects.filter(license__revoked_at__isnull=True).order_by()
+    return leases.past_lease(units, now=now or clock.now()).count()
+
+
 def _cursor_mac(position: bytes) -> bytes:
     return salted_hmac(_CURSOR_MAC_SALT, position, algorithm="sha256").digest()[:_CURSOR_MAC_BYTES]
 

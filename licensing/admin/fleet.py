@@ -6,12 +6,14 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.utils.html import format_html
 
+from config import clock
 from config.admin.base import (
     ReadOnlyAdmin,
     choices_filter,
 )
 from config.admin.display import customer_link, money
 from devices.hardware import REPORTED_SOURCES
+from licensing import leases
 from licensing.admin.display import (
     admin_link,
     unit_state_badge,
@@ -65,6 +67,24 @@ class NotSeenFilter(admin.SimpleListFilter):
         return queryset.filter(not_seen_since(int(value)))
 
 
+class PastLeaseFilter(admin.SimpleListFilter):
+    """Units whose check-in lease ended (issue 42): the camera refuses analytics until it
+    syncs (:func:`licensing.leases.past_lease`)."""
+
+    title = "lease"  # Django shows "By lease"
+    parameter_name = "past_lease"
+
+    def lookups(self, request, model_admin):
+        return [("1", "silent beyond its lease")]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        if self.value() != "1":
+            raise IncorrectLookupParameters(f"past_lease: only 1 is known: {self.value()!r}")
+        return leases.past_lease(queryset, now=clock.now())
+
+
 @admin.register(Activation)
 class ActivationAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, ReadOnlyAdmin):
     lease_license_id = "license_id"
@@ -89,6 +109,7 @@ class ActivationAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, R
         "batch__sku",
         "activated_at",
         NotSeenFilter,
+        PastLeaseFilter,
     ]
     # A licence id whole, a batch by its id, its customer's id or part of the
     # customer's name; else any part of a device id, any case, in device-id order

@@ -44,6 +44,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
@@ -53,7 +54,7 @@ from events.models import Event
 from events.services import event_row
 from licensing import leases
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
-from licensing.models import Activation, Batch, License, Sku, token_digest
+from licensing.models import Activation, Batch, License, Sku, Suspension, token_digest
 from licensing.revocations import ListPosition, list_position
 from licensing.services import renewals, seats, seen
 from licensing.services.licenses import license_claims
@@ -277,6 +278,27 @@ def _lookup(
     return ends, ActivationResult(license_id, token, reactivated=True), terms
 
 
+def _held(key: BatchKey, device_id: str) -> Forbidden:
+    hold = (
+        Suspension.objects.filter(
+            Q(kind=Suspension.Kind.BATCH, target=key.batch_id)
+            | Q(kind=Suspension.Kind.CUSTOMER, target=key.customer_id)
+        )
+        .order_by("suspended_at")
+        .first()
+    )
+    what = (
+        f"batch {key.batch_id}"
+        if hold is None or hold.kind == "batch"
+        else (f"customer {key.customer_id}")
+    )
+    reason = hold.reason if hold is not None else "no reason given"
+    return Forbidden(
+        f"{what} is suspended ({reason}): device {device_id} cannot take a seat of batch "
+        f"{key.batch_id} until an operator reinstates it"
+    )
+
+
 def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
     """Why the seat UPDATE changed nothing: the key was revoked meanwhile, or the batch
     is exhausted."""
@@ -466,6 +488,10 @@ def unit_activate(
         # the answer (licensing.services.seen).
         seen.unit_seen(license_id=existing.license_id, device_id=device_id)
         return result
+    if terms.suspended:
+        # Units already on file keep re-activating (their status says suspended); a held
+        # batch or customer takes no new seat, so nothing is billed while it is held.
+        raise _held(key, device_id)
     signed_unit = _unit_sign(key, device_id, expires_at)
     position = None
     if positioned:

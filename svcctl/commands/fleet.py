@@ -62,7 +62,12 @@ def _fleet_csv(client: AdminClient, args, weak: str | None) -> int:
     refused += [f"--{name}" for name in ("all", "json") if getattr(args, name)]
     if refused:
         raise ApiError(f"--csv writes every unit the filters select; not with {', '.join(refused)}")
-    query = {"customer_id": args.customer, "batch_id": args.batch, "weak_binding": weak}
+    query = {
+        "customer_id": args.customer,
+        "batch_id": args.batch,
+        "weak_binding": weak,
+        "not_seen_days": args.not_seen_days,
+    }
     if args.csv == "-":
         out = _CountingWriter(sys.stdout.buffer)
         size = client.download("fleet.csv", out, **query)
@@ -80,6 +85,17 @@ def _fleet_csv(client: AdminClient, args, weak: str | None) -> int:
     return EXIT_OK
 
 
+def _state(unit: dict[str, Any]) -> str:
+    """The unit's state in a word or two: revoked, suspended, past its lease end."""
+    if unit["revoked"]:
+        return "revoked"
+    words = ["suspended"] if unit.get("suspended") else []
+    lease_end = unit.get("lease_end")
+    if lease_end:
+        words.append(f"lease to {output.when(lease_end)}")
+    return ", ".join(words)
+
+
 def cmd_fleet(args) -> int:
     weak = "1" if args.weak else "0" if args.strong else None
     client = connect(args)
@@ -89,6 +105,7 @@ def cmd_fleet(args) -> int:
         "customer_id": args.customer,
         "batch_id": args.batch,
         "weak_binding": weak,
+        "not_seen_days": args.not_seen_days,
         "limit": args.limit,
     }
     result = client.get("fleet", **query, before=args.before, cursor=args.cursor)
@@ -100,10 +117,12 @@ def cmd_fleet(args) -> int:
         output.print_json(result)
         return EXIT_OK
     output.table(
-        ["activated", "device", "licence", "batch", "customer", "sku", "source", "weak", "revoked"],
+        ["activated", "last seen", "device", "licence", "batch", "customer", "sku", "source"]
+        + ["weak", "state"],
         (
             [
                 output.when(u["activated_at"]),
+                output.when(u.get("last_seen_at")),
                 u["device_id"],
                 u["license_id"],
                 u["batch_id"],
@@ -111,7 +130,7 @@ def cmd_fleet(args) -> int:
                 u["sku"],
                 u["fingerprint_source"] or "-",
                 "WEAK" if u["weak_binding"] else "",
-                "revoked" if u["revoked"] else "",
+                _state(u),
             ]
             for u in result["units"]
         ),
@@ -125,6 +144,13 @@ def cmd_fleet(args) -> int:
 def _fleet_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--customer", help="only this customer's units")
     p.add_argument("--batch", help="only this batch's units")
+    p.add_argument(
+        "--not-seen-days",
+        type=non_negative,
+        metavar="D",
+        help="only units not seen for more than D days (no status fetch, usage upload or "
+        "activation since), or never seen",
+    )
     weak = p.add_mutually_exclusive_group()
     weak.add_argument(
         "--weak", action="store_true", help="only weak-binding units (MAC fingerprint)"

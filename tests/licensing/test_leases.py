@@ -15,6 +15,7 @@ from events.models import Event
 from events.scan import events_scan
 from licensing import leases, revocations, services
 from licensing.models import Batch, License, Sku, Suspension
+from licensing.selectors import past_lease_count
 from licensing.services.activation import LOOKUP_SQL
 from svccore.timeunits import DAY
 
@@ -183,3 +184,76 @@ def test_a_suspended_batch_keeps_its_seats_and_its_invoice(device_api, make_batc
     assert [line["quantity"] for line in during["lines"] if line["kind"] == "unit_activation"] == [
         2
     ]
+
+
+@pytest.mark.parametrize("scope", ["batch", "customer"])
+def test_a_held_batch_takes_no_new_seat_and_its_units_reactivate(
+    device_api, make_batch, customer, signing_key, scope
+):
+    """While a batch (or its customer) is held, a new camera is refused before any seat
+    is taken (nothing billed during the hold); a camera on file re-activates and learns
+    the hold from its status; after reinstating, new cameras activate again."""
+    batch = make_batch(units=5)
+    unit = _activate(device_api, batch, "cam-ON-FILE")
+    target = {"batch_id": batch.id} if scope == "batch" else {"customer_id": customer.id}
+    services.license_suspend(reason="invoice 2026-0042 unpaid", **target)
+    refused = device_api.post(
+        "/v1/activate", {"batch_token": batch.license.token, "device_id": "cam-NEW"}, format="json"
+    )
+    assert refused.status_code == 403
+    detail = refused.json()["detail"]
+    named = f"batch {batch.id}" if scope == "batch" else f"customer {customer.id}"
+    assert detail.startswith(f"{named} is suspended (invoice 2026-0042 unpaid)"), detail
+    assert "cam-NEW" in detail and "reinstates" in detail
+    assert Batch.objects.get(pk=batch.id).units_activated == 1
+    again = _activate(device_api, batch, "cam-ON-FILE")
+    assert again["license_id"] == unit["license_id"]
+    assert documents.parse_status(again["status"], signing_key.public_key()).suspended
+    services.license_reinstate(**target)
+    assert _activate(device_api, batch, "cam-NEW")["license_id"] != unit["license_id"]
+    assert Batch.objects.get(pk=batch.id).units_activated == 2
+
+
+def test_units_silent_beyond_their_lease_on_the_dashboard_and_fleet_filter(
+    device_api, make_batch, server_clock, admin_user
+):
+    """The dashboard counts the units whose lease ended (not revoked); its link lists them;
+    one sync takes a unit off the count."""
+    from django.test import Client
+    from django.urls import reverse
+
+    weekly = make_batch(units=3)
+    Batch.objects.filter(pk=weekly.id).update(max_offline_days=7)
+    monthly = make_batch(units=2)
+    Sku.objects.filter(code=monthly.sku).update(max_offline_days=30)
+    Batch.objects.filter(pk=monthly.id).update(max_offline_days=None)
+    silent = _activate(device_api, weekly, "cam-SILENT-7")
+    syncing = _activate(device_api, weekly, "cam-SYNCS-7")
+    scrapped = _activate(device_api, weekly, "cam-SCRAPPED-7")
+    _activate(device_api, monthly, "cam-MONTHLY-30")
+    short = _activate(device_api, monthly, "cam-SHORT-2")
+    License.objects.filter(pk=short["license_id"]).update(max_offline_days=2)
+    services.license_revoke(license_id=scrapped["license_id"], reason="camera scrapped")
+    assert past_lease_count() == 0
+    server_clock(3 * DAY)
+    assert past_lease_count() == 1  # the two-day lease
+    server_clock(6 * DAY)
+    device_api.get(
+        "/v1/revocations/status", {"license_id": syncing["license_id"], "device_id": "cam-SYNCS-7"}
+    )
+    server_clock(8 * DAY)
+    assert past_lease_count() == 2  # cam-SILENT-7 and cam-SHORT-2; the revoked unit is not
+
+    client = Client()
+    client.force_login(admin_user)
+    body = client.get(reverse("console-dashboard")).content.decode()
+    tile = body[body.index('id="past-lease"') :][:900]
+    assert "Units silent beyond their lease" in tile and ">2</a>" in tile
+    fleet = reverse("admin:licensing_activation_changelist")
+    listed = client.get(f"{fleet}?past_lease=1&license__revoked_at__isnull=True").content.decode()
+    assert "cam-SILENT-7" in listed and "cam-SHORT-2" in listed
+    for absent in ("cam-SYNCS-7", "cam-MONTHLY-30", "cam-SCRAPPED-7"):
+        assert absent not in listed
+    assert silent["license_id"]  # activated at day 0, silent since
+    response = client.get(f"{fleet}?past_lease=yes")
+    assert response.status_code == 302 and "e=1" in response["Location"]

@@ -3,6 +3,7 @@ unit, --cursor goes on from a printed cursor, --json carries next_cursor."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -108,3 +109,40 @@ def test_fleet_paging_usage_errors_exit_2(args):
     result = svcctl("fleet", *args, env={"SVC_ADMIN_KEY": "k", "SVC_URL": "http://127.0.0.1:9"})
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.live
+def test_fleet_not_seen_days_lists_the_silent_units_with_their_last_seen(
+    online, transactional_db, make_batch
+):
+    from config import clock
+    from licensing.models import Activation
+
+    batch = make_batch(units=3)
+    bulk_units(batch, [_at(SECOND + n) for n in range(3)], prefix="seen")
+    now = clock.now().replace(microsecond=0)
+    Activation.objects.filter(device_id="seen-00000").update(
+        last_seen_at=now - dt.timedelta(days=1)
+    )
+    Activation.objects.filter(device_id="seen-00001").update(
+        last_seen_at=now - dt.timedelta(days=20)
+    )
+    # seen-00002: never seen since last-seen times were recorded.
+
+    body = _json(
+        svcctl("fleet", "--batch", batch.id, "--not-seen-days", "10", "--json", env=online)
+    )
+    body_devices = sorted(u["device_id"] for u in body["units"])
+    assert body_devices == ["seen-00001", "seen-00002"]
+
+    table = svcctl("fleet", "--batch", batch.id, "--not-seen-days", "10", env=online)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    rows = {device: [line for line in lines if device in line] for device in body_devices}
+    twenty_days = (now - dt.timedelta(days=20)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert twenty_days in rows["seen-00001"][0] and len(rows["seen-00001"]) == 1
+    assert "never" in rows["seen-00002"][0] and len(rows["seen-00002"]) == 1
+    assert "\n2 unit(s)\n" in table.stdout
+
+    refused = svcctl("fleet", "--not-seen-days", "-1", env=online)
+    assert refused.returncode == 2 and "--not-seen-days" in refused.stderr
