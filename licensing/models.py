@@ -69,7 +69,11 @@ class Sku(models.Model):
     def entry(self) -> dict[str, Any]:
         """The contract §5 entry, prices as Decimal."""
         return catalogue.normalise_entry(
-            {name: getattr(self, name) for name in catalogue.ENTRY_FIELDS if name != "sku"}
+            {
+                name: getattr(self, name)
+                for name in (*catalogue.ENTRY_FIELDS, *catalogue.OPTIONAL_FIELDS)
+                if name != "sku"
+            }
             | {"sku": self.code}
         )
 

@@ -170,6 +170,11 @@ class SkuOut(InCurrency):
     unit_price_tiers = UnitPriceTierOut(many=True)
     overage_tiers = OverageTierOut(many=True)
     maintenance_rate = ExactDecimalField(max_digits=6, decimal_places=4)
+    max_offline_days = serializers.IntegerField(
+        allow_null=True,
+        help_text="Check-in lease of the SKU's batches and licences in days (issue 42; a "
+        "batch or licence may override it), or null: no lease.",
+    )
 
 
 class CatalogueOut(serializers.Serializer):

@@ -28,6 +28,11 @@ ENTRY_FIELDS = (
     "overage_tiers",
     "maintenance_rate",
 )
+# Fields added after contract §5, each with the value an entry without it means (a
+# catalogue file or an API client written before them still loads as it did).
+OPTIONAL_FIELDS: dict[str, Any] = {
+    "max_offline_days": None,  # check-in lease in days (issue 42); None: no lease
+}
 
 
 def load_entries(path: Path | str = SEED_FILE) -> list[dict[str, Any]]:
@@ -57,6 +62,13 @@ def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValueError(f"catalogue entry {entry.get('sku')!r} lacks {', '.join(missing)}")
     out = {name: entry[name] for name in ENTRY_FIELDS}
+    out |= {name: entry.get(name, default) for name, default in OPTIONAL_FIELDS.items()}
+    lease = out["max_offline_days"]
+    if lease is not None and (not isinstance(lease, int) or isinstance(lease, bool) or lease < 1):
+        raise ValueError(
+            f"catalogue entry {entry['sku']!r}: max_offline_days {lease!r} is not a whole "
+            "number of days (1 or more), nor null"
+        )
     currency = entry["currency"]
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
         raise ValueError(f"catalogue entry {entry['sku']!r}: currency {currency!r} is no ISO code")

@@ -155,6 +155,24 @@ def test_catalogue_lists_every_sku_with_contract_fields(admin_api):
     assert detect["overage_tiers"][1] == {"from_inferences": 1000000, "price_per_1000": 0.35}
     assert skus["ANPR-PERPETUAL"]["maintenance_rate"] == 0.18
     assert skus["ANPR-PERPETUAL"]["overage_tiers"] == []
+    assert {entry["max_offline_days"] for entry in skus.values()} == {None}  # no lease
+
+
+def test_catalogue_shows_a_sku_s_check_in_lease(admin_api):
+    from licensing.models import Sku
+    from svccore import catalogue
+
+    Sku.objects.filter(code="DETECT-STD").update(max_offline_days=14)
+    skus = {entry["sku"]: entry for entry in admin_api.get("/v1/admin/catalogue").json()["skus"]}
+    assert skus["DETECT-STD"]["max_offline_days"] == 14
+    assert skus["VISION-PRO"]["max_offline_days"] is None
+    # A catalogue file may carry it; one without it means no lease; nonsense is refused.
+    entry = catalogue.load_entries()[0]
+    assert entry["max_offline_days"] is None
+    assert catalogue.normalise_entry(entry | {"max_offline_days": 7})["max_offline_days"] == 7
+    for bad in (0, -1, "7", 7.5, True):
+        with pytest.raises(ValueError, match="max_offline_days"):
+            catalogue.normalise_entry(entry | {"max_offline_days": bad})
 
 
 # --- batches ------------------------------------------------------------------------
