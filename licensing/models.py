@@ -268,6 +268,14 @@ class License(models.Model):
                 name="license_direct_expires",
                 condition=Q(kind="direct", expires_at__isnull=False),
             ),
+            # Leases ending (licensing.leases.lease_ends_before: the scan's lease events,
+            # the dashboard's units past their lease): only licences under a lease have a
+            # check-in, and revoked ones are never asked for.
+            models.Index(
+                fields=["checked_in_at"],
+                name="license_checked_in",
+                condition=Q(checked_in_at__isnull=False, revoked_at__isnull=True),
+            ),
         ]
 
     def __str__(self) -> str:

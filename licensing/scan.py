@@ -110,7 +110,7 @@ def leases_scan(result: ScanResult, now: dt.datetime) -> None:
     leased = (
         License.objects.filter(checked_in_at__isnull=False, revoked_at__isnull=True)
         .annotate(**leases.license_annotations())
-        .filter(lease_days__isnull=False)
+        .filter(leases.lease_ends_before(horizon + dt.timedelta(microseconds=1)))
         .only("id", "customer_id", "sku", "device_id", "expires_at", "batch_id", "checked_in_at")
     )
     for lic in leased.iterator(chunk_size=2000):
