@@ -128,8 +128,11 @@ def past_lease_count(*, now: dt.datetime | None = None) -> int:
     """Units whose licence is not revoked and whose check-in lease ended (their camera
     stopped analytics until it syncs): the dashboard's count of units silent beyond
     their lease."""
+    values = leases.lease_day_values()
+    if not values:  # no lease anywhere: nothing to count
+        return 0
     units = Activation.objects.filter(license__revoked_at__isnull=True).order_by()
-    return leases.past_lease(units, now=now or clock.now()).count()
+    return leases.past_lease(units, now=now or clock.now(), values=values).count()
 
 
 def _cursor_mac(position: bytes) -> bytes:
