@@ -2,8 +2,9 @@
 (``billing/document.html``) rendered as printable HTML (the console) and as PDF
 (WeasyPrint; the console and ``GET /v1/admin/invoices/{number}.pdf``).
 
-The seller block comes from settings (``SVC_SELLER_*``), the buyer block from the
-customer (name, billing address, tax id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
+The seller block and bank details come from settings (``SVC_SELLER_*``,
+:mod:`config.seller`), the buyer block from the customer (name, billing address, tax
+id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
 Numbers go through :mod:`config.admin.display`, as everywhere in the console: money with the
 currency's decimals and thousands separators, quantities grouped.
 """
@@ -34,6 +35,26 @@ def due_date(document: Invoice) -> dt.datetime | None:
     return document.issued_at + dt.timedelta(days=settings.SVC_PAYMENT_TERMS_DAYS)
 
 
+def seller_block() -> dict[str, Any]:
+    """The seller as documents print it (``SVC_SELLER_*``, :mod:`config.seller`)."""
+    place = " ".join(
+        part for part in (settings.SVC_SELLER_POSTCODE, settings.SVC_SELLER_CITY) if part
+    )
+    return {
+        "name": settings.SVC_SELLER_NAME,
+        "address": [*settings.SVC_SELLER_ADDRESS, *([place] if place else [])],
+        "country": settings.SVC_SELLER_COUNTRY,
+        "vat_id": settings.SVC_SELLER_VAT_ID,
+        "registration": settings.SVC_SELLER_REGISTRATION,
+        "iban": " ".join(
+            settings.SVC_SELLER_IBAN[i : i + 4] for i in range(0, len(settings.SVC_SELLER_IBAN), 4)
+        ),
+        "bic": settings.SVC_SELLER_BIC,
+        "email": settings.SVC_SELLER_EMAIL,
+        "phone": settings.SVC_SELLER_PHONE,
+    }
+
+
 def document_context(document: Invoice) -> dict[str, Any]:
     """What the template shows of ``document`` (with its customer, lines and, on a credit
     note, the invoice it credits), every value already formatted."""
@@ -55,12 +76,7 @@ def document_context(document: Invoice) -> dict[str, Any]:
         "period": f"{_day(document.period_start)} to {_day(last_day)}",
         "period_days": document.period_days,
         "currency": currency,
-        "seller": {
-            "name": settings.SVC_SELLER_NAME,
-            "address": settings.SVC_SELLER_ADDRESS,
-            "tax_id": settings.SVC_SELLER_TAX_ID,
-            "email": settings.SVC_SELLER_EMAIL,
-        },
+        "seller": seller_block(),
         "buyer": {
             "name": customer.name,
             "id": customer.pk,

@@ -21,8 +21,13 @@ pytestmark = pytest.mark.django_db
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 SELLER = {
     "SVC_SELLER_NAME": "Vision Licensing B.V.",
-    "SVC_SELLER_ADDRESS": ["Keizersgracht 1", "1015 CJ Amsterdam"],
-    "SVC_SELLER_TAX_ID": "NL001234567B01",
+    "SVC_SELLER_ADDRESS": ["Keizersgracht 1"],
+    "SVC_SELLER_POSTCODE": "1015 CJ",
+    "SVC_SELLER_CITY": "Amsterdam",
+    "SVC_SELLER_COUNTRY": "NL",
+    "SVC_SELLER_VAT_ID": "NL004495445B01",
+    "SVC_SELLER_IBAN": "NL91ABNA0417164300",
+    "SVC_SELLER_BIC": "ABNANL2A",
     "SVC_PAYMENT_TERMS_DAYS": 14,
 }
 
@@ -107,7 +112,9 @@ def test_the_pdf_of_an_invoice_and_of_its_credit_note(admin_api, documents):
         f"Invoice {first.number}",
         "Vision Licensing B.V.",
         "Keizersgracht 1",
-        "NL001234567B01",
+        "1015 CJ Amsterdam",
+        "VAT id NL004495445B01",
+        "IBAN NL91 ABNA 0417 1643 00, BIC ABNANL2A",
         "Nordlicht Sicherheitstechnik",
         "Hafenstraße 1",
         "DE123456789",
