@@ -18,7 +18,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 
-from billing.models import Invoice, InvoiceLine
+from billing.models import Invoice, InvoiceLine, VatCategory
 from config.admin.display import amount, money, quantity
 
 _KINDS = dict(InvoiceLine.Kind.choices)
@@ -26,6 +26,12 @@ _KINDS = dict(InvoiceLine.Kind.choices)
 
 def _day(moment: dt.datetime) -> str:
     return f"{moment.astimezone(dt.UTC):%Y-%m-%d}"
+
+
+def _tax_label(category: str, rate) -> str:
+    if category == VatCategory.STANDARD:
+        return f"VAT {quantity(rate)} %"
+    return f"VAT 0 %, {VatCategory(category).label.lower()} ({category})"
 
 
 def due_date(document: Invoice) -> dt.datetime | None:
@@ -64,6 +70,7 @@ def document_context(document: Invoice) -> dict[str, Any]:
     due = due_date(document)
     # The period's last day: a period ends at 00:00 UTC of the day after it.
     last_day = document.period_end - dt.timedelta(days=1)
+    taxes = list(document.taxes.all())
     return {
         "heading": "Credit note" if credit_note else "Invoice",
         "number": document.number,
@@ -82,6 +89,8 @@ def document_context(document: Invoice) -> dict[str, Any]:
             "id": customer.pk,
             "address": customer.billing_address.splitlines(),
             "tax_id": customer.tax_id,
+            "country": document.buyer_country,
+            "vat_id": document.buyer_vat_id,
             "contact": customer.contact,
         },
         "lines": [
@@ -98,6 +107,21 @@ def document_context(document: Invoice) -> dict[str, Any]:
             for line in document.lines.all().order_by("position")
         ],
         "total": money(document.total, currency),
+        # VAT (billing.vat): the rows fixed at issue; none on a document issued before VAT.
+        "taxes": [
+            {
+                "label": _tax_label(row.category, row.rate),
+                "taxable": amount(row.taxable_amount, currency),
+                "tax": amount(row.tax_amount, currency),
+                "note": row.exemption_reason,
+            }
+            for row in taxes
+        ],
+        "net_total": money(document.total, currency),
+        "tax_total": money(document.tax_total, currency),
+        "gross_total": money(document.gross_total, currency)
+        if taxes
+        else money(document.total, currency),
     }
 
 

@@ -362,7 +362,7 @@ def invoices(request: HttpRequest) -> HttpResponse:
     except ServiceError:  # a cursor this page did not give: start from the newest
         return redirect("portal-invoices")
     rows = [
-        {"document": d, "total": money(d.total, d.currency), "issued": utc_time(d.issued_at),
+        {"document": d, "total": money(d.gross_total, d.currency), "issued": utc_time(d.issued_at),
          "due": utc_time(documents.due_date(d)) if d.kind == "invoice" else ""}
         for d in page.invoices
     ]  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from decimal import ROUND_HALF_UP, Decimal
 
 import pypdf
 import pytest
@@ -124,14 +125,21 @@ def test_the_pdf_of_an_invoice_and_of_its_credit_note(admin_api, documents):
         "Direct licences, API-METERED",
         "Metered overage, API-METERED",
         "2,040,000 used",  # numbers in descriptions grouped
-        f"Total due {first.total:,.2f} EUR",
+        # VAT on top of the net total, as issued: the fixture issued it under the test
+        # run's seller (DE, 19 %) to a customer of no stated country (the seller's).
+        f"Net total {first.total:,.2f} EUR",
+        f"VAT 19 % on {first.total:,.2f} {first.tax_total:,.2f}",
+        f"Total due {first.gross_total:,.2f} EUR",
     ]:
         assert expected in text, (expected, text)
+    assert first.tax_total == (first.total * Decimal("0.19")).quantize(
+        Decimal("0.01"), rounding=ROUND_HALF_UP
+    )
     credit = _pdf_text(admin_api.get(f"/v1/admin/invoices/{note.number}.pdf").content)
     for expected in [
         f"Credit note {note.number}",
         f"Credits invoice {first.number}: wrong price agreed",
-        f"Total credited -{first.total:,.2f} EUR",
+        f"Total credited -{first.gross_total:,.2f} EUR",
     ]:
         assert expected in credit, (expected, credit)
     assert "Due " not in credit
