@@ -1,6 +1,7 @@
 """An issued invoice or credit note as the document a customer is sent: one template
-(``billing/document.html``) rendered as printable HTML (the console) and as PDF
-(WeasyPrint; the console and ``GET /v1/admin/invoices/{number}.pdf``).
+(``billing/document.html``) rendered as printable HTML (the console) and as PDF/A-3b
+(WeasyPrint), which :mod:`billing.downloads` sends as Factur-X (the console, the portal
+and ``GET /v1/admin/invoices/{number}.pdf``).
 
 The seller block and bank details come from settings (``SVC_SELLER_*``,
 :mod:`config.seller`), the buyer block from the customer (name, billing address, tax
@@ -15,7 +16,6 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
 from django.template.loader import render_to_string
 
 from billing.models import Invoice, InvoiceLine, VatCategory
@@ -137,19 +137,13 @@ def _no_fetching(url: str, *args: Any, **kwargs: Any):
 
 
 def document_pdf(document: Invoice) -> bytes:
-    """The document as PDF (A4), from the same HTML."""
+    """The document as PDF/A-3b (A4), from the same HTML: the carrier of its Factur-X
+    XML (:func:`billing.downloads.facturx_pdf`)."""
     import weasyprint  # imported on first use: it loads Pango and fonts (~0.3 s)
 
     html = weasyprint.HTML(string=document_html(document), url_fetcher=_no_fetching)
-    return html.write_pdf()
+    return html.write_pdf(pdf_variant="pdf/a-3b")
 
 
 def pdf_filename(document: Invoice) -> str:
     return f"{document.number}.pdf"
-
-
-def pdf_response(document: Invoice) -> HttpResponse:
-    """The document's PDF as a download (the API, the console and the portal)."""
-    response = HttpResponse(document_pdf(document), content_type="application/pdf")
-    response["Content-Disposition"] = f'attachment; filename="{pdf_filename(document)}"'
-    return response

@@ -319,6 +319,15 @@ class InvoiceOut(_DocumentOut, _TaxOut):
     total = MoneyField(max_digits=16, decimal_places=2, help_text="Net (contract §6).")
 
 
+class EInvoiceQuery(serializers.Serializer):
+    syntax = serializers.ChoiceField(
+        choices=["cii", "ubl"],
+        default="cii",
+        help_text="cii: UN/CEFACT CII (the XML inside Factur-X / ZUGFeRD); ubl: OASIS UBL 2.1. "
+        "Both EN 16931.",
+    )
+
+
 class InvoiceListQuery(serializers.Serializer):
     customer_id = IdField(required=False, help_text="Only this customer's (404 if unknown).")
     kind = serializers.ChoiceField(choices=Invoice.Kind.choices, required=False)

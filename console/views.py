@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST, require_safe
 
-from billing import documents, limits
+from billing import documents, downloads, limits
 from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.exports import preview_csv
@@ -344,7 +344,19 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
 def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
     _require_view(request)
     issued = _document(number)
-    return documents.pdf_response(issued)
+    return downloads.pdf_response(issued)
+
+
+def document_xml(request: HttpRequest, number: str) -> HttpResponse:
+    """The document's EN 16931 XML (``?syntax=cii``, the default, or ``ubl``); one that
+    cannot be an e-invoice goes back to its page saying why."""
+    _require_view(request)
+    issued = _document(number)
+    try:
+        return downloads.xml_response(issued, request.GET.get("syntax", "cii"))
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return HttpResponseRedirect(reverse("console-document", args=[issued.number]))
 
 
 def document_print(request: HttpRequest, number: str) -> HttpResponse:

@@ -108,35 +108,42 @@ VAT_CUSTOMERS = {
     "O": {"country": "US"},
     "E": {"country": "DE", "tax_exemption": "Exempt under a test arrangement (not real)"},
 }
-# unit price of the licence, price per 1000 inferences over the allowance
-VAT_PRICES = {"EUR": ("1234.5", "1.2345"), "JPY": ("99999", "12"), "KWD": ("4.125", "0.0125")}
+# Per price list: its currency, the unit price of the licence and the price per 1000
+# inferences over the allowance. KWD's amounts are in fils; KWD-10's whole tens of fils
+# (what EN 16931's two decimals can hold).
+VAT_PRICES = {
+    "EUR": ("EUR", "1234.5", "1.2345"),
+    "JPY": ("JPY", "99999", "12"),
+    "KWD": ("KWD", "4.125", "0.0125"),
+    "KWD-10": ("KWD", "4.12", "10"),
+}
 
 
 @pytest.fixture
 def vat_documents(direct, upload):
-    """``make(case, currency)``: a customer of a VAT case (VAT_CUSTOMERS) sold a direct
-    licence of a metered SKU in ``currency`` in January, 123,456 inferences over its
-    allowance, invoiced for January; returns the invoice."""
+    """``make(case, prices)``: a customer of a VAT case (VAT_CUSTOMERS) sold a direct
+    licence of a metered SKU priced by ``prices`` (VAT_PRICES) in January, 123,456
+    inferences over its allowance, invoiced for January; returns the invoice."""
     made: set[str] = set()
     serial = itertools.count(1)
 
-    def make(case: str, currency: str = "EUR"):
-        code = f"METER-{currency}"
+    def make(case: str, prices: str = "EUR"):
+        code = f"METER-{prices}"
+        currency, unit_price, per_1000 = VAT_PRICES[prices]
         if code not in made:
             entry = Sku.objects.get(pk="API-METERED")
-            unit_price, per_1000 = VAT_PRICES[currency]
             entry.pk, entry.currency = code, currency
             entry.unit_price_tiers = [{"from_units": 1, "unit_price": unit_price}]
             entry.overage_tiers = [{"from_inferences": 0, "price_per_1000": per_1000}]
             entry.save()
             made.add(code)
         owner = customer_create(
-            name=f"Käufer {case} {currency} {next(serial)} Überseehandel GmbH & Co. KG",
+            name=f"Käufer {case} {prices} {next(serial)} Überseehandel GmbH & Co. KG",
             kind="oem",
             billing_address="Überseeallee 12\n20457 Hamburg",
             **VAT_CUSTOMERS[case],
         )
-        lic = direct(code, f"cam-{case}-{currency}", at=VAT_JAN + dt.timedelta(days=2), owner=owner)
+        lic = direct(code, f"cam-{case}-{prices}", at=VAT_JAN + dt.timedelta(days=2), owner=owner)
         answer = upload(lic, [record(hour(VAT_JAN) + 5 * 86400, inferences=10_000 + 123_456)])
         assert answer.status_code == 200, answer.content
         return invoice_issue(customer_id=owner.id, period_days=31, end=VAT_FEB, currency=currency)
