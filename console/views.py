@@ -285,6 +285,10 @@ def invoice_issue(request: HttpRequest) -> HttpResponse:
         # What the operator now confirms: a total that changed is shown, never issued.
         "expected_total": draft["total"],
         "total": total,
+        # VAT as issuing would decide it now (billing.vat): shown, not confirmed (the
+        # net total is what contract §6 rates and what a changed draft is caught by).
+        "tax_total": money(draft["tax_total"], draft["currency"]),
+        "gross_total": money(draft["gross_total"], draft["currency"]),
         "lines": _lines_shown(draft),
         "currency": draft["currency"],
         "caption": f"{customer} for {_window(draft)}, in {draft['currency']}",

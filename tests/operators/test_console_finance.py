@@ -60,6 +60,7 @@ def test_issuing_confirms_the_total_then_shows_the_issued_document(admin_client,
     assert Decimal(form["expected_total"]) == Decimal("270")
     confirm = admin_client.post("/admin/invoice-issue/", form).content.decode()
     assert "Yes, issue the invoice for 270.00 EUR" in confirm
+    assert 'VAT on top: <span id="confirm-tax">51.30 EUR</span>' in confirm
     assert owed.name in confirm and "Direct licences" in confirm
     assert not Invoice.objects.exists()  # asked, not issued
 
