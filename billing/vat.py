@@ -159,7 +159,7 @@ def credit_tax_rows(invoice: Invoice) -> list[dict[str, Any]]:
 def _rate_detail(result: VatRate, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "country": result.country,
-        "rate": str(result.rate),
+        "rate": f"{result.rate:.2f}",
         "valid_from": f"{result.valid_from:%Y-%m-%d}",
         "valid_to": f"{result.valid_to:%Y-%m-%d}" if result.valid_to else None,
     }

@@ -169,3 +169,25 @@ def test_a_customers_tax_identity_is_stored_compact_and_editable(admin_api):
     assert (answer.json()["country"], answer.json()["vat_id"]) == ("AT", "")
     with pytest.raises(InvalidInput, match="not of the customer's country AT"):
         customer_update(customer_id=customer.pk, vat_id="FR40303265045")
+
+
+def test_finance_edits_the_rate_table_in_the_console(admin_client):
+    from audit.models import AuditEntry
+
+    add = "/admin/billing/vatrate/add/"
+    overlap = admin_client.post(add, {"country": "de", "rate": "16", "valid_from": "2030-07-01"})
+    assert overlap.status_code == 200
+    assert "DE already has 19.00 % from 2024-01-01 on" in overlap.content.decode()
+    old = VatRate.objects.get(country="DE", valid_to__isnull=True)
+    change = f"/admin/billing/vatrate/{old.pk}/change/"
+    ended = admin_client.post(
+        change,
+        {"country": "DE", "rate": "19", "valid_from": "2024-01-01", "valid_to": "2030-06-30"},
+    )
+    assert ended.status_code == 302, ended.content.decode()[-2000:]
+    added = admin_client.post(add, {"country": "de", "rate": "16", "valid_from": "2030-07-01"})
+    assert added.status_code == 302
+    assert vat_rate("DE", dt.date(2030, 6, 30)) == Decimal("19")
+    assert vat_rate("DE", dt.date(2030, 7, 1)) == Decimal("16")
+    saved = AuditEntry.objects.filter(action="vat_rate.save", result="ok")
+    assert [e.detail["rate"] for e in saved.order_by("id")] == ["19.00", "16.00"]
