@@ -49,6 +49,11 @@ DEMO = {
 DEMO_NAME_MARK = "not a real company"
 
 
+def is_demo(seller_name: str, iban: str) -> bool:
+    """Whether the seller is :data:`DEMO` (the console warns on every document)."""
+    return DEMO_NAME_MARK in seller_name or iban == DEMO["SVC_SELLER_IBAN"]
+
+
 def _address_lines(text: str) -> list[str]:
     """Lines separated by a newline, ``\\n`` written out, or `` | ``."""
     return [

@@ -28,6 +28,7 @@ from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_c
 from config.admin.base import may, require
 from config.admin.display import admin_url, amount, counted, money, quantity, utc_time
 from config.errors import ServiceError
+from config.seller import is_demo
 from console import charts, selectors
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
@@ -341,6 +342,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         and credited_by is None
         and may(request, "manage_billing"),
         "usage": usage,
+        "demo_seller": is_demo(settings.SVC_SELLER_NAME, settings.SVC_SELLER_IBAN),
     }
     return TemplateResponse(request, "console/document.html", context)
 

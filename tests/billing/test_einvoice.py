@@ -11,6 +11,7 @@ import io
 import facturx
 import pypdf
 import pytest
+from django.test import override_settings
 from lxml import etree
 
 from billing import downloads
@@ -142,6 +143,11 @@ def test_the_console_downloads_each_syntax(vat_documents, admin_client):
     invoice = vat_documents("S")
     page = admin_client.get(f"/admin/documents/{invoice.number}/").content.decode()
     assert f"/admin/documents/{invoice.number}/xml/?syntax=ubl" in page
+    assert 'id="demo-seller"' in page  # the test run's seller is make run's demo one
+    with override_settings(SVC_SELLER_NAME="Vision Licensing B.V.",
+                           SVC_SELLER_IBAN="NL91ABNA0417164300"):  # fmt: skip
+        real = admin_client.get(f"/admin/documents/{invoice.number}/").content.decode()
+    assert 'id="demo-seller"' not in real
     answer = admin_client.get(f"/admin/documents/{invoice.number}/xml/", {"syntax": "ubl"})
     assert answer.status_code == 200 and b"<Invoice" in answer.content
     fils = vat_documents("S", "KWD")
