@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from decimal import Decimal
 
 from django.conf import settings
@@ -36,6 +37,16 @@ INVOICE, CREDIT_NOTE = "380", "381"
 UNIT_CODE = "C62"
 SEPA_CREDIT_TRANSFER, CREDIT_TRANSFER = "58", "30"
 MAX_AMOUNT_DECIMALS = 2  # BR-DEC-*
+
+
+# What XML 1.0 cannot hold (C0 controls but tab and newlines, lone surrogates, U+FFFE/F):
+# a customer's name or address may contain them, its e-invoice drops them.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(value: str) -> str:
+    """``value`` without the characters XML 1.0 cannot carry."""
+    return NOT_XML.sub("", value)
 
 
 class NotExpressible(Conflict):

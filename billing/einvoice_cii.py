@@ -8,7 +8,7 @@ import datetime as dt
 
 from lxml import etree
 
-from billing.einvoice import EDocument, EParty, ETax
+from billing.einvoice import EDocument, EParty, ETax, xml_text
 
 RSM = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
 RAM = "urn:un:unece:uncefact:data:standard:ReusableAggregateBusinessInformationEntity:100"
@@ -21,9 +21,11 @@ LINE_TAGS = ("ram:LineOne", "ram:LineTwo", "ram:LineThree")
 
 def _el(parent, tag: str, text: str | None = None, **attributes: str):
     prefix, name = tag.split(":")
-    element = etree.SubElement(parent, f"{{{NSMAP[prefix]}}}{name}", attributes)
+    element = etree.SubElement(
+        parent, f"{{{NSMAP[prefix]}}}{name}", {k: xml_text(v) for k, v in attributes.items()}
+    )
     if text is not None:
-        element.text = text
+        element.text = xml_text(text)
     return element
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lxml import etree
 
-from billing.einvoice import EN16931, INVOICE, EDocument, EParty, ETax
+from billing.einvoice import EN16931, INVOICE, EDocument, EParty, ETax, xml_text
 
 CAC = "urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2"
 CBC = "urn:oasis:names:specification:ubl:schema:xsd:CommonBasicComponents-2"
@@ -21,9 +21,11 @@ NS = {"cac": CAC, "cbc": CBC}
 
 def _el(parent, tag: str, text: str | None = None, **attributes: str):
     prefix, name = tag.split(":")
-    element = etree.SubElement(parent, f"{{{NS[prefix]}}}{name}", attributes)
+    element = etree.SubElement(
+        parent, f"{{{NS[prefix]}}}{name}", {k: xml_text(v) for k, v in attributes.items()}
+    )
     if text is not None:
-        element.text = text
+        element.text = xml_text(text)
     return element
 
 

@@ -16,7 +16,9 @@ from lxml import etree
 
 from billing import downloads
 from billing.einvoice import NotExpressible
+from billing.models import Invoice
 from billing.services import credit_note_issue
+from customers.models import Customer
 from tests.billing.einvoice_validation import available, cii_schema_errors, schematron
 
 pytestmark = [
@@ -153,3 +155,21 @@ def test_the_console_downloads_each_syntax(vat_documents, admin_client):
     fils = vat_documents("S", "KWD")
     back = admin_client.get(f"/admin/documents/{fils.number}/xml/", follow=True)
     assert "EN 16931 allows amounts of at most 2" in back.content.decode()
+
+
+def test_characters_xml_cannot_hold_are_left_out(vat_documents):
+    """A customer's name or address may hold control characters (the API takes them);
+    its e-invoice leaves them out instead of failing, and its PDF is still Factur-X."""
+    invoice = vat_documents("S")
+    customer = invoice.customer
+    Customer.objects.filter(pk=customer.pk).update(
+        name="Nord\x1dlicht\x0c GmbH", billing_address="Hafen\x1fstraße\x07 1\n20457 Hamburg"
+    )
+    invoice = Invoice.objects.get(pk=invoice.pk)
+    assert "\x1d" in invoice.customer.name
+    for syntax in ("cii", "ubl"):
+        xml = downloads.einvoice_xml(invoice, syntax)
+        assert b"Nordlicht GmbH" in xml and "Hafenstraße 1".encode() in xml
+        _valid(xml, syntax)
+    pdf = downloads.facturx_pdf(invoice)
+    assert facturx.get_facturx_xml_from_pdf(io.BytesIO(pdf))[0] == "factur-x.xml"
