@@ -238,6 +238,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         },
         "GET /v1/admin/invoices/{number}": {"path_parameters": {"number": invoice.number}},
         "GET /v1/admin/invoices/{number}.pdf": {"path_parameters": {"number": invoice.number}},
+        "GET /v1/admin/invoices/{number}.xml": {"path_parameters": {"number": invoice.number}},
         "PATCH /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": billed.id}},
         "POST /v1/admin/customers/{customer_id}/users": {
             "path_parameters": {"customer_id": customer.id}
@@ -254,6 +255,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         },
         "GET /v1/customer/invoices/{number}": billed_invoice,
         "GET /v1/customer/invoices/{number}.pdf": billed_invoice,
+        "GET /v1/customer/invoices/{number}.xml": billed_invoice,
         "GET /v1/customer/usage": {"query": {"license_id": old.id, "cursor": ABSENT}},
         "GET /v1/customer/fleet": {"query": {"batch_id": ABSENT, "cursor": ABSENT}},
         "GET /v1/customer/batches": {"query": {"cursor": ABSENT}},
