@@ -5,12 +5,13 @@ with its PDF and the credit-note action; corrections are credit notes, never edi
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from billing import exports
+from billing import exports, vat
 from billing.models import (
     Invoice,
     InvoiceLine,
@@ -20,9 +21,11 @@ from billing.models import (
     UsageConflict,
     UsageDaily,
     UsageRecord,
+    VatRate,
 )
 from config import clock
 from config.admin.base import (
+    CapabilityAdmin,
     IndexedSearchMixin,
     ReadOnlyAdmin,
     ReadOnlyInline,
@@ -30,6 +33,7 @@ from config.admin.base import (
     may,
 )
 from config.admin.display import customer_link, money
+from config.errors import ServiceError
 from licensing.selectors import catalogue_list
 
 
@@ -202,6 +206,52 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
         """The licence whose usage, activation, direct sale or renewal the entry bills
         (a unit's batch is on the entry's page)."""
         return entry.license_id
+
+
+class VatRateForm(forms.ModelForm):
+    class Meta:
+        model = VatRate
+        fields = ("country", "rate", "valid_from", "valid_to")
+
+    def clean(self):
+        data = super().clean()
+        if not self.errors:
+            try:
+                data["country"] = vat.vat_rate_check(
+                    country=data["country"],
+                    rate=data["rate"],
+                    valid_from=data["valid_from"],
+                    valid_to=data.get("valid_to"),
+                    rate_id=self.instance.pk,
+                )
+            except ServiceError as exc:
+                raise forms.ValidationError(exc.detail) from None
+        return data
+
+
+@admin.register(VatRate)
+class VatRateAdmin(CapabilityAdmin):
+    """The VAT rate table (billing.vat): finance adds a country's new rate from the day it
+    applies and ends the old one the day before. Issued documents keep the rate they
+    were issued with; nothing is deleted (the history is what explains them)."""
+
+    form = VatRateForm
+    add_capability = "manage_billing"
+    change_capability = "manage_billing"
+    list_display = ("country", "rate", "valid_from", "valid_to")
+    list_filter = ("country",)
+    search_fields = ("country",)
+    ordering = ("country", "-valid_from")
+
+    def save_model(self, request, obj, form, change):
+        saved = vat.vat_rate_save(
+            country=obj.country,
+            rate=obj.rate,
+            valid_from=obj.valid_from,
+            valid_to=obj.valid_to,
+            rate_id=obj.pk if change else None,
+        )
+        obj.pk = saved.pk
 
 
 @admin.register(PrunedUsageMonth)

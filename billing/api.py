@@ -11,11 +11,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
-from billing import documents, selectors, serializers, services
+from billing import downloads, selectors, serializers, services
 from config import metrics
 from config.api import schema
 from config.api.fields import rendered, validated
-from config.api.renderers import PDFNegotiation
+from config.api.renderers import PDFNegotiation, XMLNegotiation
 from config.api.views import DeviceApi
 from config.errors import InvalidInput
 from operators.permissions import requires
@@ -277,8 +277,10 @@ class InvoicePdfApi(APIView):
         responses={
             (200, "application/pdf"): OpenApiResponse(
                 OpenApiTypes.BINARY,
-                description="The document as sent to the customer: seller and buyer, "
-                "dates, due date, lines and total.",
+                description="The document as sent to the customer (seller and buyer, "
+                "dates, due date, lines, net total, VAT per rate, total due) as Factur-X: "
+                "PDF/A-3b with its EN 16931 CII XML embedded (factur-x.xml); without it "
+                "when the document cannot be an EN 16931 e-invoice.",
             ),
             **schema.errors({**schema.ADMIN_ERRORS, 404: "No such invoice."}),
         },
@@ -287,4 +289,42 @@ class InvoicePdfApi(APIView):
     @requires("view_service")
     def get(self, request, number: str):
         document = selectors.invoice_get(number=number)
-        return documents.pdf_response(document)
+        return downloads.pdf_response(document)
+
+
+EINVOICE_ERRORS = {
+    400: "syntax is not cii or ubl.",
+    404: "No such invoice.",
+    409: "The document cannot be an EN 16931 e-invoice (amounts with more than two "
+    "decimals, or issued before VAT); detail says which.",
+}
+
+
+def einvoice_schema(description: str):
+    return extend_schema(
+        parameters=[
+            schema.id_path("number", "The invoice or credit note (INV-... or CN-...)."),
+            serializers.EInvoiceQuery,
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            (200, "application/xml"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="EN 16931 XML: CII (the Factur-X XML) or UBL 2.1 (Invoice or "
+                "CreditNote).",
+            ),
+            **schema.errors({**schema.ADMIN_ERRORS, **EINVOICE_ERRORS}),
+        },
+        description=description,
+    )
+
+
+class InvoiceXmlApi(APIView):
+    content_negotiation_class = XMLNegotiation  # Accept: application/xml, not 406
+
+    @einvoice_schema("An issued invoice or credit note as an EN 16931 e-invoice.")
+    @requires("view_service")
+    def get(self, request, number: str):
+        syntax = validated(serializers.EInvoiceQuery, request.query_params)["syntax"]
+        document = selectors.invoice_get(number=number)
+        return downloads.xml_response(document, syntax)

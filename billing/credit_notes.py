@@ -1,6 +1,7 @@
 """Credit notes: ``CN-<year>-<seq>`` reverses an invoice.
 
-A credit note carries the invoice's lines and total negated, and the events the invoice
+A credit note carries the invoice's lines, total and VAT breakdown negated (the tax of
+the day the invoice was issued, never re-rated), and the events the invoice
 billed go back to waiting for the customer's next invoice (:func:`billing.ledger.reverse`).
 When the credited invoice was the latest, the next invoice starts where it started (a
 re-issue, ``revision`` + 1; :mod:`billing.periods`).
@@ -14,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from audit.services import audited
-from billing import ledger, limits
+from billing import ledger, limits, vat
 from billing.document_writes import (
     SERIES,
     document_as_drafted,
@@ -67,6 +68,9 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
         period_days=invoice.period_days,
         currency=invoice.currency,
         total=-invoice.total,
+        tax_total=-invoice.tax_total,
+        buyer_country=invoice.buyer_country,
+        buyer_vat_id=invoice.buyer_vat_id,
         issued_at=now,
         credits=invoice,
         revision=invoice.revision,
@@ -84,6 +88,7 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
             for line in invoice.lines.order_by("position")
         ],
     )
+    vat.invoice_tax_store(note, vat.credit_tax_rows(invoice))
     InvoiceUsage.objects.bulk_create(
         InvoiceUsage(
             invoice=note,

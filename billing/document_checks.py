@@ -5,6 +5,9 @@ Every run
     * each line's ``amount`` is its quantity (as printed) times its unit price, rounded
       half-up to the currency's minor unit (:func:`billing.pricing.line_amount`);
     * each document's ``total`` is the sum of its lines;
+    * each VAT row's tax is its taxable amount times its rate, rounded half-up once, and
+      the rows sum to the net total and the tax total (a credit note's negate its
+      invoice's);
     * each credit note is the exact negation of the invoice it credits, line by line
       (kind, SKU, batch, licence, unit and unit price equal; quantity and amount
       negated), in total, in usage meters and in ledger entries;
@@ -37,7 +40,14 @@ from django.db.models import F, Q, Sum
 
 from billing import ledger, pricing, rating, selectors
 from billing.line_builders import maintenance_lines
-from billing.models import DocumentSequence, Invoice, InvoiceLine, InvoiceUsage, LedgerEntry
+from billing.models import (
+    DocumentSequence,
+    Invoice,
+    InvoiceLine,
+    InvoiceTax,
+    InvoiceUsage,
+    LedgerEntry,
+)
 from svccore import money
 from svccore.money import exact
 
@@ -82,6 +92,42 @@ def _arithmetic_problems(documents: dict[str, Invoice], lines: dict[str, list]) 
                 f"of its {len(lines.get(number, []))} lines)"
             )
     return limited(amounts, "line amounts") + limited(totals, "totals")
+
+
+def _tax_problems(documents: dict[str, Invoice], taxes: dict[str, list]) -> list[str]:
+    """VAT (billing.vat): each row's tax is its taxable amount times its rate rounded
+    half-up once; the rows' taxable amounts sum to the net total and their tax to the
+    document's tax total; a credit note's rows negate its invoice's. A document without
+    rows (issued before VAT) must have a tax total of 0."""
+    problems = []
+    for number, document in documents.items():
+        rows = sorted(taxes.get(number, []), key=lambda row: (row.category, row.rate))
+        for row in rows:
+            expected = pricing.money(row.taxable_amount * row.rate / 100, document.currency)
+            if row.tax_amount != expected:
+                problems.append(
+                    f"{number} VAT {row.category} {row.rate} %: tax "
+                    f"{_m(row.tax_amount, document)} stored, {_m(expected, document)} expected"
+                )
+        taxable = sum((row.taxable_amount for row in rows), Decimal(0))
+        tax = sum((row.tax_amount for row in rows), Decimal(0))
+        if rows and taxable != document.total:
+            problems.append(
+                f"{number}: VAT rows tax {_m(taxable, document)}, its net total is "
+                f"{_m(document.total, document)}"
+            )
+        if tax != document.tax_total:
+            problems.append(
+                f"{number}: tax total {_m(document.tax_total, document)} stored, "
+                f"{_m(tax, document)} expected (the sum of its VAT rows)"
+            )
+        credited = documents.get(getattr(document, "credits_number", None) or "")
+        if document.kind == Invoice.Kind.CREDIT_NOTE and credited is not None:
+            theirs = sorted(taxes.get(credited.number, []), key=lambda r: (r.category, r.rate))
+            shape = [(r.category, r.rate, -r.taxable_amount, -r.tax_amount) for r in theirs]
+            if [(r.category, r.rate, r.taxable_amount, r.tax_amount) for r in rows] != shape:
+                problems.append(f"{number}'s VAT rows do not negate {credited.number}'s")
+    return limited(problems, "VAT differences")
 
 
 def _negation_problems(
@@ -408,8 +454,12 @@ def document_problems(*, customer_id: str | None = None, deep: bool = False) -> 
         quantities += _quantity_problems(
             number, mine, lines.get(number, []), meters.get(number, {}), catalogue
         )
+    taxes: dict[str, list[InvoiceTax]] = defaultdict(list)
+    for row in InvoiceTax.objects.filter(of_invoice).annotate(number=F("invoice__number")):
+        taxes[row.number].append(row)
     problems = (
         _arithmetic_problems(documents, lines)
+        + _tax_problems(documents, taxes)
         + _negation_problems(documents, lines, meters)
         + limited(reversals, "credit notes")
         + limited(quantities, "quantity differences")

@@ -87,5 +87,22 @@ def document_as_drafted(document: Invoice) -> dict[str, Any]:
         "period_days": document.period_days,
         "currency": document.currency,
         "total": document.total,
+        "tax_total": document.tax_total,
+        "gross_total": document.gross_total,
+        "tax_breakdown": tax_breakdown(document),
         "lines": [line.as_dict() for line in document.lines.order_by("position")],
     }
+
+
+def tax_breakdown(document: Invoice) -> list[dict[str, Any]]:
+    """The document's VAT rows as every surface shows them (Decimals)."""
+    return [
+        {
+            "category": row.category,
+            "rate": row.rate,
+            "taxable_amount": row.taxable_amount,
+            "tax_amount": row.tax_amount,
+            "exemption_reason": row.exemption_reason,
+        }
+        for row in sorted(document.taxes.all(), key=lambda row: (row.category, row.rate))
+    ]

@@ -1,9 +1,11 @@
 """An issued invoice or credit note as the document a customer is sent: one template
-(``billing/document.html``) rendered as printable HTML (the console) and as PDF
-(WeasyPrint; the console and ``GET /v1/admin/invoices/{number}.pdf``).
+(``billing/document.html``) rendered as printable HTML (the console) and as PDF/A-3b
+(WeasyPrint), which :mod:`billing.downloads` sends as Factur-X (the console, the portal
+and ``GET /v1/admin/invoices/{number}.pdf``).
 
-The seller block comes from settings (``SVC_SELLER_*``), the buyer block from the
-customer (name, billing address, tax id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
+The seller block and bank details come from settings (``SVC_SELLER_*``,
+:mod:`config.seller`), the buyer block from the customer (name, billing address, tax
+id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
 Numbers go through :mod:`config.admin.display`, as everywhere in the console: money with the
 currency's decimals and thousands separators, quantities grouped.
 """
@@ -14,10 +16,9 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse
 from django.template.loader import render_to_string
 
-from billing.models import Invoice, InvoiceLine
+from billing.models import Invoice, InvoiceLine, VatCategory
 from config.admin.display import amount, money, quantity
 
 _KINDS = dict(InvoiceLine.Kind.choices)
@@ -27,11 +28,37 @@ def _day(moment: dt.datetime) -> str:
     return f"{moment.astimezone(dt.UTC):%Y-%m-%d}"
 
 
+def _tax_label(category: str, rate) -> str:
+    if category == VatCategory.STANDARD:
+        return f"VAT {quantity(rate)} %"
+    return f"VAT 0 %, {VatCategory(category).label.lower()} ({category})"
+
+
 def due_date(document: Invoice) -> dt.datetime | None:
     """When an invoice is due: issued plus the payment terms; a credit note has none."""
     if document.kind != Invoice.Kind.INVOICE:
         return None
     return document.issued_at + dt.timedelta(days=settings.SVC_PAYMENT_TERMS_DAYS)
+
+
+def seller_block() -> dict[str, Any]:
+    """The seller as documents print it (``SVC_SELLER_*``, :mod:`config.seller`)."""
+    place = " ".join(
+        part for part in (settings.SVC_SELLER_POSTCODE, settings.SVC_SELLER_CITY) if part
+    )
+    return {
+        "name": settings.SVC_SELLER_NAME,
+        "address": [*settings.SVC_SELLER_ADDRESS, *([place] if place else [])],
+        "country": settings.SVC_SELLER_COUNTRY,
+        "vat_id": settings.SVC_SELLER_VAT_ID,
+        "registration": settings.SVC_SELLER_REGISTRATION,
+        "iban": " ".join(
+            settings.SVC_SELLER_IBAN[i : i + 4] for i in range(0, len(settings.SVC_SELLER_IBAN), 4)
+        ),
+        "bic": settings.SVC_SELLER_BIC,
+        "email": settings.SVC_SELLER_EMAIL,
+        "phone": settings.SVC_SELLER_PHONE,
+    }
 
 
 def document_context(document: Invoice) -> dict[str, Any]:
@@ -43,6 +70,7 @@ def document_context(document: Invoice) -> dict[str, Any]:
     due = due_date(document)
     # The period's last day: a period ends at 00:00 UTC of the day after it.
     last_day = document.period_end - dt.timedelta(days=1)
+    taxes = list(document.taxes.all())
     return {
         "heading": "Credit note" if credit_note else "Invoice",
         "number": document.number,
@@ -55,17 +83,14 @@ def document_context(document: Invoice) -> dict[str, Any]:
         "period": f"{_day(document.period_start)} to {_day(last_day)}",
         "period_days": document.period_days,
         "currency": currency,
-        "seller": {
-            "name": settings.SVC_SELLER_NAME,
-            "address": settings.SVC_SELLER_ADDRESS,
-            "tax_id": settings.SVC_SELLER_TAX_ID,
-            "email": settings.SVC_SELLER_EMAIL,
-        },
+        "seller": seller_block(),
         "buyer": {
             "name": customer.name,
             "id": customer.pk,
             "address": customer.billing_address.splitlines(),
             "tax_id": customer.tax_id,
+            "country": document.buyer_country,
+            "vat_id": document.buyer_vat_id,
             "contact": customer.contact,
         },
         "lines": [
@@ -82,6 +107,21 @@ def document_context(document: Invoice) -> dict[str, Any]:
             for line in document.lines.all().order_by("position")
         ],
         "total": money(document.total, currency),
+        # VAT (billing.vat): the rows fixed at issue; none on a document issued before VAT.
+        "taxes": [
+            {
+                "label": _tax_label(row.category, row.rate),
+                "taxable": amount(row.taxable_amount, currency),
+                "tax": amount(row.tax_amount, currency),
+                "note": row.exemption_reason,
+            }
+            for row in taxes
+        ],
+        "net_total": money(document.total, currency),
+        "tax_total": money(document.tax_total, currency),
+        "gross_total": money(document.gross_total, currency)
+        if taxes
+        else money(document.total, currency),
     }
 
 
@@ -97,19 +137,13 @@ def _no_fetching(url: str, *args: Any, **kwargs: Any):
 
 
 def document_pdf(document: Invoice) -> bytes:
-    """The document as PDF (A4), from the same HTML."""
+    """The document as PDF/A-3b (A4), from the same HTML: the carrier of its Factur-X
+    XML (:func:`billing.downloads.facturx_pdf`)."""
     import weasyprint  # imported on first use: it loads Pango and fonts (~0.3 s)
 
     html = weasyprint.HTML(string=document_html(document), url_fetcher=_no_fetching)
-    return html.write_pdf()
+    return html.write_pdf(pdf_variant="pdf/a-3b")
 
 
 def pdf_filename(document: Invoice) -> str:
     return f"{document.number}.pdf"
-
-
-def pdf_response(document: Invoice) -> HttpResponse:
-    """The document's PDF as a download (the API, the console and the portal)."""
-    response = HttpResponse(document_pdf(document), content_type="application/pdf")
-    response["Content-Disposition"] = f'attachment; filename="{pdf_filename(document)}"'
-    return response

@@ -11,8 +11,17 @@ from typing import IO, Any
 
 from django.db.models import QuerySet
 
+from billing.document_writes import tax_breakdown
 from billing.models import Invoice
-from svccore.csvformat import COLUMNS, iso, line_row, preview_csv, rated_rows, write_csv
+from svccore.csvformat import (
+    COLUMNS,
+    iso,
+    line_row,
+    preview_csv,
+    rated_rows,
+    tax_columns,
+    write_csv,
+)
 
 __all__ = [
     "COLUMNS",
@@ -28,7 +37,7 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
     """One dict per invoice line (keys = COLUMNS, numbers as Decimal), invoices in the
     order given, lines in invoice order."""
     if isinstance(invoices, QuerySet):
-        invoices = invoices.select_related("customer", "credits").prefetch_related("lines")
+        invoices = invoices.select_related("customer", "credits").prefetch_related("lines", "taxes")
     for invoice in invoices:
         header = {
             "invoice_number": invoice.number,
@@ -41,6 +50,11 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
             "period_end": iso(invoice.period_end),
             "currency": invoice.currency,
             "document_total": invoice.total,
+            **tax_columns(
+                tax_breakdown(invoice),
+                invoice.tax_total,
+                invoice.gross_total,
+            ),
         }
         for line in invoice.lines.all():
             yield line_row(header, line.as_dict())

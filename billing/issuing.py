@@ -16,7 +16,7 @@ from django.db import DatabaseError, transaction
 from django.db.models import Count, F, Min, Sum
 
 from audit.services import audited
-from billing import ledger, limits, rating
+from billing import ledger, limits, rating, vat
 from billing.document_writes import (
     SERIES,
     document_as_drafted,
@@ -192,6 +192,9 @@ def invoice_issue(
             f"{money.amount(expected_total, currency)} {currency} confirmed (usage or "
             "activations arrived since the preview); nothing was issued: review it again"
         )
+    taxes, tax_fields = vat.invoice_tax_apply(
+        customer=customer, lines=rated["lines"], currency=currency, on=now.astimezone(dt.UTC).date()
+    )
     invoice = Invoice.objects.create(
         kind=Invoice.Kind.INVOICE,
         number=number,
@@ -205,8 +208,10 @@ def invoice_issue(
         total=rated["total"],
         issued_at=now,
         revision=revision,
+        **tax_fields,
     )
     store_lines(invoice, rated["lines"])
+    vat.invoice_tax_store(invoice, taxes)
     InvoiceUsage.objects.bulk_create(
         InvoiceUsage(
             invoice=invoice,

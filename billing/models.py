@@ -263,6 +263,13 @@ class Invoice(_Immutable):
         "the same period_start before this one (0 for the first).",
     )
     reason = models.CharField(max_length=500, blank=True)
+    # VAT (issue 43, billing.vat): ``total`` stays the net sum of the lines (contract §6);
+    # the tax on top is the sum of the document's InvoiceTax rows, fixed at issue, and
+    # the buyer's country and VAT id are those the category was decided on. Documents
+    # issued before VAT have no tax rows and a tax total of 0.
+    tax_total = models.DecimalField(max_digits=18, decimal_places=3, default=0, db_default=0)
+    buyer_country = models.CharField(max_length=2, blank=True, default="", db_default="")
+    buyer_vat_id = models.CharField(max_length=32, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-year", "-seq"]
@@ -288,6 +295,79 @@ class Invoice(_Immutable):
 
     def __str__(self) -> str:
         return self.number
+
+    @property
+    def gross_total(self):
+        """What the customer pays (or is credited): net total plus tax."""
+        return self.total + self.tax_total
+
+
+class VatCategory(models.TextChoices):
+    """EN 16931 VAT category codes (UNTDID 5305) the service issues (billing.vat)."""
+
+    STANDARD = "S", "Standard rate"
+    REVERSE_CHARGE = "AE", "Reverse charge"
+    EXEMPT = "E", "Exempt from VAT"
+    OUTSIDE_SCOPE = "O", "Not subject to VAT"
+
+
+class VatRate(models.Model):
+    """A country's standard VAT rate over a span of days (``valid_to`` inclusive; empty:
+    until further notice). An invoice takes the rate valid on its issue day and keeps it
+    (InvoiceTax): a rate changed or added later never re-prices an issued invoice."""
+
+    country = models.CharField(max_length=2, help_text="ISO 3166 alpha-2 code.")
+    rate = models.DecimalField(
+        max_digits=5, decimal_places=2, help_text="Percent, e.g. 19.00 for 19 %."
+    )
+    valid_from = models.DateField()
+    valid_to = models.DateField(null=True, blank=True, help_text="Last day; empty: open.")
+
+    class Meta:
+        verbose_name = "VAT rate"
+        ordering = ["country", "-valid_from"]
+        constraints = [
+            models.UniqueConstraint(fields=["country", "valid_from"], name="vat_rate_once"),
+            models.CheckConstraint(
+                condition=Q(rate__gte=0) & Q(rate__lt=100), name="vat_rate_percent"
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_to__isnull=True) | Q(valid_to__gte=F("valid_from")),
+                name="vat_rate_span",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.country} {self.rate} % from {self.valid_from}"
+
+
+class InvoiceTax(_Immutable):
+    """One row of a document's VAT breakdown (EN 16931 BG-23): the category and rate, the
+    sum of the lines taxed so (taxable) and the tax, rounded half-up to the currency's
+    minor unit once per row. A credit note carries its invoice's rows negated."""
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="taxes")
+    category = models.CharField(max_length=2, choices=VatCategory.choices)
+    rate = models.DecimalField(max_digits=5, decimal_places=2)
+    taxable_amount = models.DecimalField(max_digits=18, decimal_places=3)
+    tax_amount = models.DecimalField(max_digits=18, decimal_places=3)
+    exemption_code = models.CharField(
+        max_length=32, blank=True, help_text="VATEX code (categories AE, E, O)."
+    )
+    exemption_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        verbose_name = "invoice tax"
+        verbose_name_plural = "invoice taxes"
+        ordering = ["invoice", "category", "rate"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["invoice", "category", "rate"], name="invoice_tax_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.invoice_id} {self.category} {self.rate}"
 
 
 # An invoice line's fields as one dict (InvoiceLine.as_dict): the one shape of a line.

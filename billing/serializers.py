@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from billing.documents import due_date
 from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
-from billing.models import Invoice, InvoiceLine
+from billing.models import Invoice, InvoiceLine, VatCategory
 from billing.selectors import CONFLICT_PAGE_MAX, INVOICE_PAGE_MAX
 from config.api.fields import (
     BodyIn,
@@ -233,6 +233,34 @@ class InvoicePreviewOut(InCurrency):
     total = MoneyField(max_digits=16, decimal_places=2)
 
 
+class TaxRowOut(serializers.Serializer):
+    """One row of a document's VAT breakdown (EN 16931 BG-23)."""
+
+    category = serializers.ChoiceField(
+        choices=VatCategory.choices,
+        help_text="EN 16931 VAT category: S standard, AE reverse charge, E exempt, O not "
+        "subject to VAT.",
+    )
+    rate = ExactDecimalField(max_digits=5, decimal_places=2, help_text="Percent.")
+    taxable_amount = MoneyField(max_digits=16, decimal_places=2)
+    tax_amount = MoneyField(max_digits=16, decimal_places=2)
+    exemption_reason = serializers.CharField(
+        allow_blank=True, help_text="The legal note of AE, E and O (empty for S)."
+    )
+
+
+class _TaxOut(serializers.Serializer):
+    """VAT on top of the net ``total`` (contract §6), fixed when the document was issued."""
+
+    tax_total = MoneyField(max_digits=16, decimal_places=2)
+    gross_total = MoneyField(
+        max_digits=16, decimal_places=2, help_text="total + tax_total: what is paid."
+    )
+    tax_breakdown = TaxRowOut(
+        many=True, source="taxes.all", help_text="Empty on documents issued before VAT."
+    )
+
+
 def _credited_by(document) -> str | None:
     note = getattr(document, "credit_note", None)  # the reverse one-to-one, if any
     return note.number if note else None
@@ -262,6 +290,10 @@ class _DocumentOut(InCurrency):
     )
     reason = serializers.CharField(allow_blank=True, help_text="A credit note's reason.")
     currency = serializers.CharField()
+    buyer_country = serializers.CharField(
+        allow_blank=True, help_text="The customer's country the VAT was decided on."
+    )
+    buyer_vat_id = serializers.CharField(allow_blank=True)
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_due_at(self, document) -> int | None:
@@ -273,18 +305,27 @@ class _DocumentOut(InCurrency):
         return _credited_by(document)
 
 
-class InvoiceSummaryOut(_DocumentOut):
+class InvoiceSummaryOut(_DocumentOut, _TaxOut):
     """An issued invoice or credit note without its lines (the list)."""
 
-    total = MoneyField(max_digits=16, decimal_places=2)
+    total = MoneyField(max_digits=16, decimal_places=2, help_text="Net (contract §6).")
 
 
-class InvoiceOut(_DocumentOut):
+class InvoiceOut(_DocumentOut, _TaxOut):
     """An issued invoice or credit note with its lines: spec §2.7 plus its number and
     ledger facts."""
 
     lines = InvoiceLineOut(many=True, source="lines.all")
-    total = MoneyField(max_digits=16, decimal_places=2)
+    total = MoneyField(max_digits=16, decimal_places=2, help_text="Net (contract §6).")
+
+
+class EInvoiceQuery(serializers.Serializer):
+    syntax = serializers.ChoiceField(
+        choices=["cii", "ubl"],
+        default="cii",
+        help_text="cii: UN/CEFACT CII (the XML inside Factur-X / ZUGFeRD); ubl: OASIS UBL 2.1. "
+        "Both EN 16931.",
+    )
 
 
 class InvoiceListQuery(serializers.Serializer):

@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/invoices", api.InvoicesApi.as_view(), name="admin-invoices"),
     # .pdf before the detail: an id may hold a dot.
     path("admin/invoices/<id:number>.pdf", api.InvoicePdfApi.as_view(), name="admin-invoice-pdf"),
+    path("admin/invoices/<id:number>.xml", api.InvoiceXmlApi.as_view(), name="admin-invoice-xml"),
     path("admin/invoices/<id:number>", api.InvoiceDetailApi.as_view(), name="admin-invoice-detail"),
     path(
         "admin/invoices/<id:number>/credit-note",

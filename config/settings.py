@@ -11,6 +11,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.seller import seller_settings
 from config.settings_checks import (
     BASE_DIR,
     cidrs,
@@ -310,16 +311,9 @@ SVC_WEBHOOK_SECRET_OVERLAP_HOURS = number(
 
 # Invoice documents (billing.documents): the seller block every invoice and credit note
 # prints, and the payment terms that set an invoice's due date.
-SVC_SELLER_NAME = os.environ.get("SVC_SELLER_NAME", "").strip() or "Licensing authority"
-# Lines separated by "\n" (written as \n in the environment value) or by " | ".
-SVC_SELLER_ADDRESS = [
-    line.strip()
-    for line in os.environ.get("SVC_SELLER_ADDRESS", "").replace("\\n", "\n").replace(" | ", "\n")
-    .splitlines()
-    if line.strip()
-]  # fmt: skip
-SVC_SELLER_TAX_ID = os.environ.get("SVC_SELLER_TAX_ID", "").strip()
-SVC_SELLER_EMAIL = os.environ.get("SVC_SELLER_EMAIL", "").strip()
+# The seller (config.seller): name, address, VAT id, registration, bank account and
+# contact, checked with python-stdnum; production start-up refuses one that is incomplete.
+globals().update(seller_settings(debug=DEBUG))
 SVC_PAYMENT_TERMS_DAYS = number("SVC_PAYMENT_TERMS_DAYS", 30, low=0, high=365)
 
 # Last seen (issue 42): a unit's last_seen_at is written at most once per this many

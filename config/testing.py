@@ -20,3 +20,8 @@ os.environ.setdefault("SVC_SECURE_COOKIES", "0")
 # Console tests log in without a second factor; tests/operators/test_second_factor.py
 # turns it on.
 os.environ.setdefault("SVC_REQUIRE_2FA", "0")
+# Production start-up requires a seller (config.seller): the demo one `make run` writes.
+from config.seller import DEMO as _DEMO_SELLER  # noqa: E402
+
+for _name, _value in _DEMO_SELLER.items():
+    os.environ.setdefault(_name, _value)

@@ -57,6 +57,11 @@ urlpatterns = [
         name="console-document-pdf",
     ),
     path(
+        "admin/documents/<id:number>/xml/",
+        admin.site.admin_view(console_views.document_xml),
+        name="console-document-xml",
+    ),
+    path(
         "admin/documents/<id:number>/print/",
         admin.site.admin_view(console_views.document_print),
         name="console-document-print",

@@ -46,12 +46,41 @@ class BillingFields(forms.Form):
         help_text="Printed on invoices and credit notes, one line per line.",
     )
     tax_id = forms.CharField(
-        max_length=64, required=False, label="Tax id", help_text="VAT or tax number."
+        max_length=64,
+        required=False,
+        label="Tax id",
+        help_text="Another tax or registration number printed on invoices.",
+    )
+    country = forms.CharField(
+        max_length=2,
+        required=False,
+        help_text="ISO 3166 alpha-2 code (DE, FR, US...); empty: the seller's country. "
+        "Decides the VAT category of its invoices.",
+    )
+    vat_id = forms.CharField(
+        max_length=32,
+        required=False,
+        label="VAT id",
+        help_text="An EU VAT id makes a supply to another member state a reverse charge.",
+    )
+    tax_exemption = forms.CharField(
+        max_length=200,
+        required=False,
+        help_text="Why its invoices are VAT-exempt (printed on them); empty: not exempt.",
     )
 
 
 class CustomerCreateForm(BillingFields):
-    field_order = ["name", "kind", "contact", "id", "billing_address", "tax_id"]
+    field_order = [
+        "name",
+        "kind",
+        "contact",
+        "id",
+        "billing_address",
+        "country",
+        "vat_id",
+        "tax_id",
+    ]
     name = forms.CharField(max_length=200)
     kind = forms.ChoiceField(choices=Customer.Kind.choices)
     contact = forms.CharField(max_length=254, required=False, help_text="Contact address.")
@@ -64,7 +93,7 @@ class CustomerCreateForm(BillingFields):
 
 
 class CustomerEditForm(BillingFields):
-    field_order = ["name", "contact", "billing_address", "tax_id"]
+    field_order = ["name", "contact", "billing_address", "country", "vat_id", "tax_id"]
     name = forms.CharField(max_length=200)
     contact = forms.CharField(max_length=254, required=False, help_text="Contact address.")
 
@@ -219,6 +248,9 @@ class CustomerAdmin(HoldMixin, NoEditAdmin):
                 id=data["id"] or None,
                 billing_address=data["billing_address"],
                 tax_id=data["tax_id"],
+                country=data["country"],
+                vat_id=data["vat_id"],
+                tax_exemption=data["tax_exemption"],
             )
             self.message_user(request, f"Customer {customer.id} created.", messages.SUCCESS)
             return HttpResponseRedirect(admin_url("customers_customer_change", customer.pk))

@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST, require_safe
 
-from billing import documents, limits
+from billing import documents, downloads, limits
 from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.exports import preview_csv
@@ -28,6 +28,7 @@ from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_c
 from config.admin.base import may, require
 from config.admin.display import admin_url, amount, counted, money, quantity, utc_time
 from config.errors import ServiceError
+from config.seller import is_demo
 from console import charts, selectors
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
@@ -285,6 +286,10 @@ def invoice_issue(request: HttpRequest) -> HttpResponse:
         # What the operator now confirms: a total that changed is shown, never issued.
         "expected_total": draft["total"],
         "total": total,
+        # VAT as issuing would decide it now (billing.vat): shown, not confirmed (the
+        # net total is what contract §6 rates and what a changed draft is caught by).
+        "tax_total": money(draft["tax_total"], draft["currency"]),
+        "gross_total": money(draft["gross_total"], draft["currency"]),
         "lines": _lines_shown(draft),
         "currency": draft["currency"],
         "caption": f"{customer} for {_window(draft)}, in {draft['currency']}",
@@ -337,6 +342,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         and credited_by is None
         and may(request, "manage_billing"),
         "usage": usage,
+        "demo_seller": is_demo(settings.SVC_SELLER_NAME, settings.SVC_SELLER_IBAN),
     }
     return TemplateResponse(request, "console/document.html", context)
 
@@ -344,7 +350,19 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
 def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
     _require_view(request)
     issued = _document(number)
-    return documents.pdf_response(issued)
+    return downloads.pdf_response(issued)
+
+
+def document_xml(request: HttpRequest, number: str) -> HttpResponse:
+    """The document's EN 16931 XML (``?syntax=cii``, the default, or ``ubl``); one that
+    cannot be an e-invoice goes back to its page saying why."""
+    _require_view(request)
+    issued = _document(number)
+    try:
+        return downloads.xml_response(issued, request.GET.get("syntax", "cii"))
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return HttpResponseRedirect(reverse("console-document", args=[issued.number]))
 
 
 def document_print(request: HttpRequest, number: str) -> HttpResponse:

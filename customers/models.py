@@ -22,6 +22,31 @@ class Customer(models.Model):
     tax_id = models.CharField(
         max_length=64, blank=True, verbose_name="tax id", help_text="VAT or tax number."
     )
+    # VAT (issue 43, billing.vat): where the customer is established, its VAT id (an EU
+    # one makes a cross-border supply a reverse charge), and why its supplies are exempt.
+    country = models.CharField(
+        max_length=2,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="ISO 3166 alpha-2 code; empty: the seller's country.",
+    )
+    vat_id = models.CharField(
+        max_length=32,
+        blank=True,
+        db_default="",
+        default="",
+        verbose_name="VAT id",
+        help_text="EU VAT identification number, check digits verified.",
+    )
+    tax_exemption = models.CharField(
+        max_length=200,
+        blank=True,
+        db_default="",
+        default="",
+        help_text="Why the customer's invoices are VAT-exempt (printed on them); empty: "
+        "not exempt.",
+    )
     created_at = models.DateTimeField(default=clock.now, db_index=True)
 
     class Meta:

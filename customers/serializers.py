@@ -22,6 +22,19 @@ class CustomerIn(BodyIn):
         help_text="Postal address printed on invoices; lines separated by newlines.",
     )  # fmt: skip
     tax_id = StrictCharField(max_length=64, required=False, default="", allow_blank=True)
+    country = StrictCharField(
+        max_length=2, required=False, default="", allow_blank=True,
+        help_text="ISO 3166 alpha-2 code of the country the customer is established in "
+        "(empty: the seller's); decides the VAT category of its invoices.",
+    )  # fmt: skip
+    vat_id = StrictCharField(
+        max_length=32, required=False, default="", allow_blank=True,
+        help_text="VAT id; an EU one is checked (check digits, of the country).",
+    )  # fmt: skip
+    tax_exemption = StrictCharField(
+        max_length=200, required=False, default="", allow_blank=True,
+        help_text="Why the customer's invoices are VAT-exempt (empty: not exempt).",
+    )  # fmt: skip
     id = PatternCharField(
         content=CHOSEN_ID.pattern,
         max_length=64,
@@ -41,6 +54,9 @@ class CustomerPatchIn(BodyIn):
         max_length=500, required=False, allow_blank=True, trim_whitespace=False
     )
     tax_id = StrictCharField(max_length=64, required=False, allow_blank=True)
+    country = StrictCharField(max_length=2, required=False, allow_blank=True)
+    vat_id = StrictCharField(max_length=32, required=False, allow_blank=True)
+    tax_exemption = StrictCharField(max_length=200, required=False, allow_blank=True)
 
 
 class CustomerOut(serializers.ModelSerializer):
@@ -52,4 +68,14 @@ class CustomerOut(serializers.ModelSerializer):
 
     class Meta:
         model = Customer
-        fields = ["customer_id", "name", "kind", "contact", "billing_address", "tax_id"]
+        fields = [
+            "customer_id",
+            "name",
+            "kind",
+            "contact",
+            "billing_address",
+            "tax_id",
+            "country",
+            "vat_id",
+            "tax_exemption",
+        ]

@@ -9,6 +9,7 @@ from django.db.models.functions import Lower, Trim
 from audit.services import audited
 from config.errors import Conflict, InvalidInput, NotFound
 from customers.models import Customer
+from customers.tax_identity import check_country, check_vat_id
 from svccore import ids
 
 # An operator-chosen id, trimmed: 1-59 of A-Z, a-z, 0-9, '-' and '_' (upper-cased when
@@ -64,6 +65,9 @@ def customer_create(
     id: str | None = None,
     billing_address: str = "",
     tax_id: str = "",
+    country: str = "",
+    vat_id: str = "",
+    tax_exemption: str = "",
 ) -> Customer:
     """Create a customer; an operator-chosen ``id`` is stored with the ``CUST-`` prefix.
     The name is trimmed and must not be another customer's (ignoring case): Conflict
@@ -81,6 +85,8 @@ def customer_create(
         customer_id = ids.chosen_customer_id(id)
     else:
         customer_id = ids.customer_id()
+    country = check_country(country)
+    vat_id = check_vat_id(vat_id, country=country)
     if Customer.objects.filter(pk=customer_id).exists():
         raise Conflict(f"customer id {customer_id} is already taken")
     if existing := _customer_named(name):
@@ -94,6 +100,9 @@ def customer_create(
                 contact=contact,
                 billing_address=_address(billing_address),
                 tax_id=tax_id.strip(),
+                country=country,
+                vat_id=vat_id,
+                tax_exemption=" ".join(tax_exemption.split()),
             )
     except IntegrityError:
         # A concurrent create won: the database's unique id or name said which.
@@ -102,7 +111,15 @@ def customer_create(
         raise Conflict(f"customer id {customer_id} is already taken") from None
 
 
-EDITABLE = ("name", "contact", "billing_address", "tax_id")
+EDITABLE = (
+    "name",
+    "contact",
+    "billing_address",
+    "tax_id",
+    "country",
+    "vat_id",
+    "tax_exemption",
+)
 
 
 def _address(text: str) -> str:
@@ -118,9 +135,10 @@ def _changes_detail(customer: Customer, arguments: dict) -> dict:
 @audited("customer.update", detail=_changes_detail)
 @transaction.atomic
 def customer_update(*, customer_id: str, **values: str) -> Customer:
-    """Change a customer's name, contact, billing address or tax id (the others keep
-    theirs). The audit entry holds each changed field's value before and after
-    (``customer.changes``); a new name must not be another customer's."""
+    """Change a customer's name, contact, billing address, tax id, country, VAT id or tax
+    exemption (the others keep theirs; a VAT id is checked against the country). The audit
+    entry holds each changed field's value before and after (``customer.changes``); a new
+    name must not be another customer's."""
     unknown = sorted(set(values) - set(EDITABLE))
     if unknown:
         raise InvalidInput(f"not editable: {', '.join(unknown)} (editable: {', '.join(EDITABLE)})")
@@ -131,6 +149,16 @@ def customer_update(*, customer_id: str, **values: str) -> Customer:
         name: _address(value) if name == "billing_address" else value.strip()
         for name, value in values.items()
     }
+    if "country" in cleaned:
+        cleaned["country"] = check_country(cleaned["country"])
+    if "country" in cleaned or "vat_id" in cleaned:
+        # A VAT id is checked against the country the customer will have.
+        cleaned["vat_id"] = check_vat_id(
+            cleaned.get("vat_id", customer.vat_id),
+            country=cleaned.get("country", customer.country),
+        )
+    if "tax_exemption" in cleaned:
+        cleaned["tax_exemption"] = " ".join(cleaned["tax_exemption"].split())
     if "name" in cleaned:
         if not cleaned["name"]:
             raise InvalidInput("name must not be empty")

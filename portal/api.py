@@ -12,14 +12,15 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing import documents
+from billing import downloads
 from billing import selectors as billing_selectors
-from billing.serializers import InvoiceOut, InvoicePageOut
+from billing.api import EINVOICE_ERRORS
+from billing.serializers import EInvoiceQuery, InvoiceOut, InvoicePageOut
 from config import clock
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.api.paging import named_row_page
-from config.api.renderers import PDFNegotiation
+from config.api.renderers import PDFNegotiation, XMLNegotiation
 from customers.services import customer_get
 from licensing import selectors as licensing_selectors
 from licensing.serializers import FleetOut
@@ -158,7 +159,25 @@ class CustomerInvoicePdfApi(CustomerApi):
     )
     def get(self, request, number: str):
         document = selectors.document_of(request.user.customer, number)
-        return documents.pdf_response(document)
+        return downloads.pdf_response(document)
+
+
+class CustomerInvoiceXmlApi(CustomerApi):
+    content_negotiation_class = XMLNegotiation  # Accept: application/xml, not 406
+
+    @extend_schema(
+        parameters=[schema.id_path("number", "The invoice or credit note."), EInvoiceQuery, RETRY],
+        responses={
+            (200, "application/xml"): OpenApiResponse(OpenApiTypes.BINARY),
+            **schema.errors({**CUSTOMER_ERRORS, **EINVOICE_ERRORS}),
+        },
+        description="One of the customer's invoices or credit notes as an EN 16931 e-invoice "
+        "(CII or UBL 2.1).",
+    )
+    def get(self, request, number: str):
+        syntax = validated(EInvoiceQuery, request.query_params)["syntax"]
+        document = selectors.document_of(request.user.customer, number)
+        return downloads.xml_response(document, syntax)
 
 
 # --- the operators' side: invitations --------------------------------------------------

@@ -19,6 +19,11 @@ urlpatterns = [
         name="customer-invoice-pdf",
     ),
     path(
+        "customer/invoices/<id:number>.xml",
+        api.CustomerInvoiceXmlApi.as_view(),
+        name="customer-invoice-xml",
+    ),
+    path(
         "customer/invoices/<id:number>",
         api.CustomerInvoiceDetailApi.as_view(),
         name="customer-invoice-detail",

@@ -29,7 +29,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing import documents
+from billing import documents, downloads
 from billing import selectors as billing_selectors
 from config import clock
 from config.admin.display import money, utc_time, utc_time_html
@@ -362,7 +362,7 @@ def invoices(request: HttpRequest) -> HttpResponse:
     except ServiceError:  # a cursor this page did not give: start from the newest
         return redirect("portal-invoices")
     rows = [
-        {"document": d, "total": money(d.total, d.currency), "issued": utc_time(d.issued_at),
+        {"document": d, "total": money(d.gross_total, d.currency), "issued": utc_time(d.issued_at),
          "due": utc_time(documents.due_date(d)) if d.kind == "invoice" else ""}
         for d in page.invoices
     ]  # fmt: skip
@@ -387,7 +387,19 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
 @customer_page
 def document_pdf(request: HttpRequest, number: str) -> HttpResponse:
     found = selectors.document_of(request.customer, number)
-    return documents.pdf_response(found)
+    return downloads.pdf_response(found)
+
+
+@customer_page
+def document_xml(request: HttpRequest, number: str) -> HttpResponse:
+    """The document's EN 16931 XML (``?syntax=cii``, the default, or ``ubl``), or its
+    page saying why not."""
+    found = selectors.document_of(request.customer, number)
+    try:
+        return downloads.xml_response(found, request.GET.get("syntax", "cii"))
+    except ServiceError as exc:
+        messages.error(request, exc.detail)
+        return redirect("portal-document", number=found.number)
 
 
 # --- renewal requests ----------------------------------------------------------------

@@ -50,7 +50,13 @@ COLUMNS = (
     "unit",
     "unit_price",
     "amount",
-    "document_total",  # the document's total, on each of its rows
+    "document_total",  # the document's net total (contract §6), on each of its rows
+    # VAT (issue 43): the line's category and rate, the document's tax and gross totals;
+    # empty on a preview (tax is decided when a document is issued).
+    "vat_category",
+    "vat_rate",
+    "document_tax_total",
+    "document_gross_total",
 )
 # What a spreadsheet may read as the start of a formula, after NFKC normalisation (so
 # every compatibility form of these is covered too). U+2212 has no NFKC decomposition.
@@ -66,6 +72,18 @@ def iso(moment: dt.datetime | int) -> str:
     if isinstance(moment, int):
         moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def tax_columns(breakdown: Any, tax_total: Any, gross_total: Any) -> dict[str, Any]:
+    """The VAT columns of a document's rows: one category and rate per document (the
+    first row of its breakdown), blank without one (a preview, or issued before VAT)."""
+    first = breakdown[0] if breakdown else None
+    return {
+        "vat_category": first["category"] if first else "",
+        "vat_rate": exact(first["rate"], 0) if first else "",
+        "document_tax_total": exact(tax_total, 2) if tax_total is not None else "",
+        "document_gross_total": exact(gross_total, 2) if gross_total is not None else "",
+    }
 
 
 def line_row(header: dict[str, Any], line: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +115,7 @@ def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[di
         "period_end": iso(rated["period_end"]),
         "currency": rated["currency"],
         "document_total": exact(rated["total"], 2),
+        **tax_columns(rated.get("tax_breakdown"), rated.get("tax_total"), rated.get("gross_total")),
     }
     for line in rated["lines"]:
         yield line_row(header, line)

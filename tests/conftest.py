@@ -21,6 +21,7 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from billing.vat import vat_rates_seed
 from config import clock
 from licensing import revocations
 from licensing.services import batch_issue, catalogue_seed, seen
@@ -248,6 +249,7 @@ def _isolation(request, settings):
         )
         request.getfixturevalue("transactional_db" if transactional else "db")
         catalogue_seed()
+        vat_rates_seed()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from config.seller import DEMO as DEMO_SELLER
 from tests.conftest import REPO
 
 
@@ -27,6 +28,7 @@ def production_env(**extra: str) -> dict[str, str]:
         "SVC_SECRET_KEY": secrets.token_urlsafe(50),
         "SVC_ALLOWED_HOSTS": "licensing.example.com",
         "SVC_ENV_FILE": "",  # never a developer's var/dev.env
+        **DEMO_SELLER,  # production requires a seller (config.seller)
         **extra,
     }
 

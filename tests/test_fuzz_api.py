@@ -86,6 +86,7 @@ _CURSOR = r"cursor: not a cursor of this listing"  # opaque: the service's own e
 _CURSOR_BEFORE = r"cursor and before cannot be used together"
 _PAGE_CURSOR = r"cursor must be a next_cursor this API gave"
 _SKU = r"unknown SKU "  # the catalogue is data (spec §7: 400), not a fixed enum
+_TAX_IDENTITY = (r"country must be an ISO 3166", r"vat_id ", r"a VAT id needs the customer's")
 CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     "POST /v1/admin/batches": (_SKU,),
     "POST /v1/admin/licenses": (_SKU,),
@@ -121,6 +122,10 @@ CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
         r"(batch|licence) \S+ (is perpetual|is of SKU .*, which has no default term|ended at "
         r"\d+ and is in its grace period|would end after the year 9999)",
     ),
+    # A customer's tax identity (issue 43): a country that is no ISO 3166 code, a VAT id
+    # whose check digits or country are wrong, or without a country to check it against.
+    "POST /v1/admin/customers": _TAX_IDENTITY,
+    "PATCH /v1/admin/customers/{customer_id}": _TAX_IDENTITY,
     # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
     "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
 }
@@ -233,6 +238,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         },
         "GET /v1/admin/invoices/{number}": {"path_parameters": {"number": invoice.number}},
         "GET /v1/admin/invoices/{number}.pdf": {"path_parameters": {"number": invoice.number}},
+        "GET /v1/admin/invoices/{number}.xml": {"path_parameters": {"number": invoice.number}},
         "PATCH /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": billed.id}},
         "POST /v1/admin/customers/{customer_id}/users": {
             "path_parameters": {"customer_id": customer.id}
@@ -249,6 +255,7 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         },
         "GET /v1/customer/invoices/{number}": billed_invoice,
         "GET /v1/customer/invoices/{number}.pdf": billed_invoice,
+        "GET /v1/customer/invoices/{number}.xml": billed_invoice,
         "GET /v1/customer/usage": {"query": {"license_id": old.id, "cursor": ABSENT}},
         "GET /v1/customer/fleet": {"query": {"batch_id": ABSENT, "cursor": ABSENT}},
         "GET /v1/customer/batches": {"query": {"cursor": ABSENT}},

@@ -91,6 +91,10 @@ class PDFRenderer(_OwnAnswer):
     media_type = "application/pdf"
 
 
+class XMLRenderer(_OwnAnswer):
+    media_type = "application/xml"
+
+
 class PrometheusTextRenderer(_OwnAnswer):
     """Prometheus's text exposition format (``text/plain; version=0.0.4``)."""
 
@@ -123,6 +127,13 @@ class PDFNegotiation(_AlsoAnswers):
     asks every route for JSON)."""
 
     answers = (PDFRenderer,)
+
+
+class XMLNegotiation(_AlsoAnswers):
+    """A document's e-invoice XML (CII or UBL): to a client accepting XML, and to one
+    accepting JSON (svcctl asks every route for JSON)."""
+
+    answers = (XMLRenderer,)
 
 
 class MetricsNegotiation(_AlsoAnswers):

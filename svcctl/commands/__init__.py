@@ -28,6 +28,7 @@ ORDER = (
     "invoice",
     "invoices",
     "invoice-show",
+    "invoice-download",
     "credit-note",
     "catalogue",
     "webhooks",

@@ -220,6 +220,15 @@ def _print_document(d: dict) -> None:
         align_right={0, 4, 6, 7},
     )
     print(f"\ntotal {output.money(d['total'], currency, grouped=True)}")
+    for row in d.get("tax_breakdown") or []:
+        print(
+            f"VAT {row['category']} {output.quantity(row['rate'])} % on "
+            f"{output.amount(row['taxable_amount'], currency, grouped=True)}: "
+            f"{output.money(row['tax_amount'], currency, grouped=True)}"
+            + (f" ({row['exemption_reason']})" if row.get("exemption_reason") else "")
+        )
+    if d.get("gross_total") is not None:
+        print(f"total due {output.money(d['gross_total'], currency, grouped=True)}")
 
 
 def cmd_invoice_show(args) -> int:
@@ -241,6 +250,34 @@ def cmd_invoice_show(args) -> int:
         output.print_json(document)
     else:
         _print_document(document)
+    return EXIT_OK
+
+
+# --format: the route's suffix and the default file name's.
+DOWNLOADS = {"pdf": (".pdf", ".pdf"), "cii": (".xml", ".cii.xml"), "ubl": (".xml", ".ubl.xml")}
+
+
+def cmd_invoice_download(args) -> int:
+    """The document as the customer gets it: Factur-X PDF, or its EN 16931 XML."""
+    client = connect(args)
+    suffix, extension = DOWNLOADS[args.format]
+    out = args.out or f"{args.number}{extension}"
+    path = f"invoices/{segment(args.number)}{suffix}"
+    query = {"syntax": args.format} if args.format != "pdf" else {}
+    if out == "-":
+        client.download(path, sys.stdout.buffer, **query)
+        sys.stdout.flush()
+        return EXIT_OK
+    files.refuse_existing(out, "--out", force=args.force)
+    partial = f"{out}.part"
+    try:
+        with open(partial, "wb") as target:
+            size = client.download(path, target, **query)
+    except BaseException:
+        os.unlink(partial)
+        raise
+    os.replace(partial, out)
+    print(f"wrote {out} ({size:,} bytes)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -292,6 +329,24 @@ def _invoice_show_arguments(p: argparse.ArgumentParser) -> None:
         "refused unless --force",
     )
     p.add_argument("--force", action="store_true", help="replace an existing --pdf file")
+
+
+def _invoice_download_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("number", help="invoice or credit note number, INV-... or CN-...")
+    p.add_argument(
+        "--format",
+        choices=sorted(DOWNLOADS),
+        default="pdf",
+        help="pdf: Factur-X (PDF/A-3 with the CII XML inside); cii or ubl: the EN 16931 "
+        "XML alone (default pdf)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where to write it (- = stdout; default NUMBER.pdf or NUMBER.<format>.xml); an "
+        "existing FILE is refused unless --force",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing file")
 
 
 def _credit_note_arguments(p: argparse.ArgumentParser) -> None:
@@ -370,6 +425,18 @@ COMMANDS = [
         summary="one invoice or credit note with its lines; --pdf saves the document",
         handler=cmd_invoice_show,
         arguments=_invoice_show_arguments,
+    ),
+    Command(
+        "invoice-download",
+        online=True,
+        summary="save an invoice or credit note: Factur-X PDF, or EN 16931 XML (CII, UBL)",
+        handler=cmd_invoice_download,
+        description="Save a document as the customer gets it: --format pdf (default) is "
+        "Factur-X, a PDF/A-3 with its EN 16931 CII XML inside; cii and ubl are the XML "
+        "alone (UN/CEFACT CII, OASIS UBL 2.1). A document that cannot be an EN 16931 "
+        "e-invoice (amounts with more than two decimals, or issued before VAT) has no "
+        "XML: the service says why (exit 1).",
+        arguments=_invoice_download_arguments,
     ),
     Command(
         "credit-note",

@@ -19,6 +19,9 @@ def cmd_customer(args) -> int:
     body: dict[str, Any] = {"name": args.name, "kind": args.kind, "contact": args.contact}
     if args.id:
         body["id"] = args.id
+    for name in ("country", "vat_id", "tax_exemption"):
+        if getattr(args, name):
+            body[name] = getattr(args, name)
     result = connect(args).post("customers", body)
     if args.json:
         output.print_json(result)
@@ -138,6 +141,11 @@ def _customer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", required=True, choices=["oem", "end_user"], help="customer kind")
     p.add_argument("--contact", default="", help="contact address")
     p.add_argument("--id", help="choose the id (stored with the CUST- prefix); default: random")
+    p.add_argument(
+        "--country", default="", help="ISO 3166 alpha-2 code (VAT: default the seller's)"
+    )
+    p.add_argument("--vat-id", default="", help="the customer's VAT id (EU ids are checked)")
+    p.add_argument("--tax-exemption", default="", help="why its invoices are VAT-exempt")
 
 
 COMMANDS = [

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 
 import pytest
 
-from licensing.models import Activation, License
+from billing.services import invoice_issue
+from customers.services import customer_create
+from licensing.models import Activation, License, Sku
 from licensing.services import license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from tests.history import rewritten
@@ -92,3 +95,57 @@ def upload(device_api):
         )
 
     return go
+
+
+# --- VAT and e-invoices (issue 43) ----------------------------------------------------
+
+VAT_JAN, VAT_FEB = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2))
+# A customer per VAT category, as billing.vat decides it for the test run's seller (DE).
+VAT_CUSTOMERS = {
+    "S": {"country": "DE", "vat_id": "DE136695976"},
+    "AE": {"country": "FR", "vat_id": "FR40303265045"},
+    "S-consumer": {"country": "NL"},
+    "O": {"country": "US"},
+    "E": {"country": "DE", "tax_exemption": "Exempt under a test arrangement (not real)"},
+}
+# Per price list: its currency, the unit price of the licence and the price per 1000
+# inferences over the allowance. KWD's amounts are in fils; KWD-10's whole tens of fils
+# (what EN 16931's two decimals can hold).
+VAT_PRICES = {
+    "EUR": ("EUR", "1234.5", "1.2345"),
+    "JPY": ("JPY", "99999", "12"),
+    "KWD": ("KWD", "4.125", "0.0125"),
+    "KWD-10": ("KWD", "4.12", "10"),
+}
+
+
+@pytest.fixture
+def vat_documents(direct, upload):
+    """``make(case, prices)``: a customer of a VAT case (VAT_CUSTOMERS) sold a direct
+    licence of a metered SKU priced by ``prices`` (VAT_PRICES) in January, 123,456
+    inferences over its allowance, invoiced for January; returns the invoice."""
+    made: set[str] = set()
+    serial = itertools.count(1)
+
+    def make(case: str, prices: str = "EUR"):
+        code = f"METER-{prices}"
+        currency, unit_price, per_1000 = VAT_PRICES[prices]
+        if code not in made:
+            entry = Sku.objects.get(pk="API-METERED")
+            entry.pk, entry.currency = code, currency
+            entry.unit_price_tiers = [{"from_units": 1, "unit_price": unit_price}]
+            entry.overage_tiers = [{"from_inferences": 0, "price_per_1000": per_1000}]
+            entry.save()
+            made.add(code)
+        owner = customer_create(
+            name=f"Käufer {case} {prices} {next(serial)} Überseehandel GmbH & Co. KG",
+            kind="oem",
+            billing_address="Überseeallee 12\n20457 Hamburg",
+            **VAT_CUSTOMERS[case],
+        )
+        lic = direct(code, f"cam-{case}-{prices}", at=VAT_JAN + dt.timedelta(days=2), owner=owner)
+        answer = upload(lic, [record(hour(VAT_JAN) + 5 * 86400, inferences=10_000 + 123_456)])
+        assert answer.status_code == 200, answer.content
+        return invoice_issue(customer_id=owner.id, period_days=31, end=VAT_FEB, currency=currency)
+
+    return make

@@ -23,8 +23,10 @@ def _context(lines: int) -> dict:
         "heading": "Invoice", "number": NUMBER, "credit_note": False, "credits": "",
         "reason": "", "issued": "2026-01-31", "due": "2026-02-14", "terms_days": 14,
         "period": "2026-01-01 to 2026-01-31", "period_days": 31, "currency": "EUR",
-        "seller": {"name": "Vision Licensing B.V.", "address": "Keizersgracht 1",
-                   "tax_id": "NL001234567B01", "email": "billing@example.com"},
+        "seller": {"name": "Vision Licensing B.V.", "address": ["Keizersgracht 1"],
+                   "country": "NL", "vat_id": "NL004495445B01", "registration": "KvK 12345678",
+                   "iban": "NL91 ABNA 0417 1643 00", "bic": "ABNANL2A",
+                   "email": "billing@example.com", "phone": ""},
         "buyer": {"name": "Nordlicht Sicherheitstechnik GmbH", "id": "CUST-NORDLICHT",
                   "address": ["Hafenstraße 1", "20457 Hamburg"], "tax_id": "DE123456789",
                   "contact": "ap@example.com"},
@@ -34,7 +36,9 @@ def _context(lines: int) -> dict:
              "quantity": "12", "unit": "unit", "unit_price": "19.995", "amount": "239.94"}
             for n in range(1, lines + 1)
         ],
-        "total": "9,597.60 EUR",
+        "total": "9,597.60 EUR", "net_total": "9,597.60 EUR", "tax_total": "1,823.54 EUR",
+        "gross_total": "11,421.14 EUR",
+        "taxes": [{"label": "VAT 19 %", "taxable": "9,597.60", "tax": "1,823.54", "note": ""}],
     }  # fmt: skip
 
 
@@ -63,7 +67,7 @@ def test_no_line_is_split_and_the_payment_line_never_stands_alone():
     for lines in sorted({1, second - 1, second, second + 1, third - 1, third, third + 1}):
         pages = _pages(lines)
         last = pages[-1]
-        assert "Please pay 9,597.60 EUR" in last, lines
+        assert "Please pay 11,421.14 EUR" in last, lines
         # With the payment line: the total and at least the invoice's last line.
         assert "Total due" in last and f"VISION-PRO-{lines}" in last, (lines, last)
         for number, page in enumerate(pages, start=1):

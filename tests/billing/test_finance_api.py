@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from decimal import ROUND_HALF_UP, Decimal
 
 import pypdf
 import pytest
@@ -21,8 +22,13 @@ pytestmark = pytest.mark.django_db
 JAN, FEB, MAR = (dt.datetime(2026, m, 1, tzinfo=dt.UTC) for m in (1, 2, 3))
 SELLER = {
     "SVC_SELLER_NAME": "Vision Licensing B.V.",
-    "SVC_SELLER_ADDRESS": ["Keizersgracht 1", "1015 CJ Amsterdam"],
-    "SVC_SELLER_TAX_ID": "NL001234567B01",
+    "SVC_SELLER_ADDRESS": ["Keizersgracht 1"],
+    "SVC_SELLER_POSTCODE": "1015 CJ",
+    "SVC_SELLER_CITY": "Amsterdam",
+    "SVC_SELLER_COUNTRY": "NL",
+    "SVC_SELLER_VAT_ID": "NL004495445B01",
+    "SVC_SELLER_IBAN": "NL91ABNA0417164300",
+    "SVC_SELLER_BIC": "ABNANL2A",
     "SVC_PAYMENT_TERMS_DAYS": 14,
 }
 
@@ -107,7 +113,9 @@ def test_the_pdf_of_an_invoice_and_of_its_credit_note(admin_api, documents):
         f"Invoice {first.number}",
         "Vision Licensing B.V.",
         "Keizersgracht 1",
-        "NL001234567B01",
+        "1015 CJ Amsterdam",
+        "VAT id NL004495445B01",
+        "IBAN NL91 ABNA 0417 1643 00, BIC ABNANL2A",
         "Nordlicht Sicherheitstechnik",
         "Hafenstraße 1",
         "DE123456789",
@@ -117,14 +125,21 @@ def test_the_pdf_of_an_invoice_and_of_its_credit_note(admin_api, documents):
         "Direct licences, API-METERED",
         "Metered overage, API-METERED",
         "2,040,000 used",  # numbers in descriptions grouped
-        f"Total due {first.total:,.2f} EUR",
+        # VAT on top of the net total, as issued: the fixture issued it under the test
+        # run's seller (DE, 19 %) to a customer of no stated country (the seller's).
+        f"Net total {first.total:,.2f} EUR",
+        f"VAT 19 % on {first.total:,.2f} {first.tax_total:,.2f}",
+        f"Total due {first.gross_total:,.2f} EUR",
     ]:
         assert expected in text, (expected, text)
+    assert first.tax_total == (first.total * Decimal("0.19")).quantize(
+        Decimal("0.01"), rounding=ROUND_HALF_UP
+    )
     credit = _pdf_text(admin_api.get(f"/v1/admin/invoices/{note.number}.pdf").content)
     for expected in [
         f"Credit note {note.number}",
         f"Credits invoice {first.number}: wrong price agreed",
-        f"Total credited -{first.total:,.2f} EUR",
+        f"Total credited -{first.gross_total:,.2f} EUR",
     ]:
         assert expected in credit, (expected, credit)
     assert "Due " not in credit

@@ -78,6 +78,9 @@ def test_a_customer_is_edited_and_the_audit_entry_holds_before_and_after(admin_a
         "contact": "old@acme.example",  # left out: kept
         "billing_address": "Hafenstraße 1\n20457 Hamburg\nGermany",
         "tax_id": "DE123456789",
+        "country": "",  # VAT (issue 43): the seller's country
+        "vat_id": "",
+        "tax_exemption": "",
     }
     entry = AuditEntry.objects.filter(action="customer.update").get()
     assert entry.target == "CUST-ACME88" and entry.result == "ok"
@@ -121,6 +124,6 @@ def test_an_unknown_field_on_create_is_400_not_a_random_id(admin_api):
     assert response.status_code == 400
     assert response.json()["detail"] == (
         "unknown field 'customer_id': this endpoint takes name, kind, contact, "
-        "billing_address, tax_id, id"
+        "billing_address, tax_id, country, vat_id, tax_exemption, id"
     )
     assert not Customer.objects.exists()

@@ -51,7 +51,12 @@ def test_server_refuses_a_key_readable_by_others(tmp_path, settings):
 
 
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SVC_")}
+    # The test run's seller stays: production start-up requires one (config.seller).
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SVC_") or k.startswith("SVC_SELLER_")
+    }
     return subprocess.run(
         [sys.executable, "-c", code],
         cwd=REPO,

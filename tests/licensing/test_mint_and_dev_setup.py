@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEntry
+from config.seller import DEMO as DEMO_SELLER
 from config.settings_checks import root_keys
 from devices import token as codec
 from devices.keys import parse_certificate
@@ -130,6 +131,7 @@ def test_dev_setup_writes_the_servers_environment_and_the_public_key(settings, t
         "SVC_SECURE_COOKIES": "0",
         "SVC_HSTS_SECONDS": "0",
         "SVC_REQUIRE_2FA": "0",  # the guides: no second factor under make run
+        **DEMO_SELLER,  # an obvious demo seller: production start-up requires one
     }
     public = read_private_key(settings.SVC_SIGNING_KEY_FILE).public_key()
     pub_file = var / "signing-key.pub"
@@ -160,7 +162,10 @@ def test_settings_read_the_env_file_and_the_environment_wins(tmp_path):
     env_file = tmp_path / "dev.env"
     env_file.write_text("# a comment\nSVC_SECRET_KEY=from-the-file\nSVC_ISSUER=file-issuer\n")
     read = _settings_of(
-        "print(s.SECRET_KEY, s.SVC_ISSUER)", SVC_ENV_FILE=str(env_file), SVC_ISSUER="from-env"
+        "print(s.SECRET_KEY, s.SVC_ISSUER)",
+        SVC_ENV_FILE=str(env_file),
+        SVC_ISSUER="from-env",
+        **DEMO_SELLER,
     )
     assert read.returncode == 0, read.stderr
     assert read.stdout.split() == ["from-the-file", "from-env"]

@@ -60,6 +60,7 @@ def test_issuing_confirms_the_total_then_shows_the_issued_document(admin_client,
     assert Decimal(form["expected_total"]) == Decimal("270")
     confirm = admin_client.post("/admin/invoice-issue/", form).content.decode()
     assert "Yes, issue the invoice for 270.00 EUR" in confirm
+    assert 'VAT on top: <span id="confirm-tax">51.30 EUR</span>' in confirm
     assert owed.name in confirm and "Direct licences" in confirm
     assert not Invoice.objects.exists()  # asked, not issued
 
@@ -75,7 +76,9 @@ def test_issuing_confirms_the_total_then_shows_the_issued_document(admin_client,
     pdf = admin_client.get(f"/admin/documents/{invoice.number}/pdf/")
     assert pdf["Content-Type"] == "application/pdf"
     text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
-    assert f"Invoice {invoice.number}" in text and "Total due 270.00 EUR" in text
+    assert f"Invoice {invoice.number}" in text and "Net total 270.00 EUR" in text
+    # VAT on top (the test run's seller is in DE, the customer too): 19 % of 270.00.
+    assert "VAT 19 % on 270.00 51.30" in text and "Total due 321.30 EUR" in text
 
 
 def test_a_total_that_changed_since_the_confirmation_is_not_issued(admin_client, owed):

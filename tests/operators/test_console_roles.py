@@ -21,6 +21,7 @@ PAGES = {
     "console-invoice-issue": ("POST", "/admin/invoice-issue/", "manage_billing"),
     "console-document": ("GET", "/admin/documents/INV-NOPE/", "view_service"),
     "console-document-pdf": ("GET", "/admin/documents/INV-NOPE/pdf/", "view_service"),
+    "console-document-xml": ("GET", "/admin/documents/INV-NOPE/xml/", "view_service"),
     "console-document-print": ("GET", "/admin/documents/INV-NOPE/print/", "view_service"),
     "console-credit-note": ("GET", "/admin/documents/INV-NOPE/credit-note/", "manage_billing"),
 }
@@ -30,6 +31,7 @@ FORMS = {
     "/admin/licensing/batch/add/": "issue_licences",
     "/admin/licensing/license/add/": "issue_licences",
     "/admin/licensing/sku/add/": "manage_billing",
+    "/admin/billing/vatrate/add/": "manage_billing",
     "/admin/events/webhook/add/": "manage_webhooks",
     "/admin/events/webhook/NOPE/rotate/": "manage_webhooks",
     "/admin/events/webhook/NOPE/enable/": "manage_webhooks",

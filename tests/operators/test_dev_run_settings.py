@@ -70,6 +70,6 @@ def test_production_defaults_keep_the_second_factor(tmp_path):
     secrets = dict(
         line.split("=", 1)
         for line in (tmp_path / "dev.env").read_text().splitlines()
-        if line.startswith(("SVC_SECRET_KEY=", "SVC_ADMIN_KEY="))
+        if line.startswith(("SVC_SECRET_KEY=", "SVC_ADMIN_KEY=", "SVC_SELLER_"))
     )
     assert settings_of({"SVC_ENV_FILE": "", **secrets}) == "2fa True debug False"

@@ -50,6 +50,7 @@ MATRIX = {
     ("v1/admin/invoices", "GET"): "view_service",
     ("v1/admin/invoices", "POST"): "manage_billing",
     ("v1/admin/invoices/<id:number>.pdf", "GET"): "view_service",
+    ("v1/admin/invoices/<id:number>.xml", "GET"): "view_service",
     ("v1/admin/invoices/<id:number>", "GET"): "view_service",
     ("v1/admin/invoices/<id:number>/credit-note", "POST"): "manage_billing",
     ("v1/admin/webhooks", "GET"): "view_service",

@@ -18,6 +18,7 @@ import urllib.request
 from decimal import Decimal
 from pathlib import Path
 
+import facturx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -539,7 +540,7 @@ ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "rein
 ONLINE += ["release"]
 ONLINE += ["renew", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
-ONLINE += ["credit-note"]
+ONLINE += ["invoice-download", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
@@ -1044,6 +1045,19 @@ def test_finance_from_the_terminal_list_show_pdf_and_credit_note(
     assert pdf.read_bytes().startswith(b"%PDF-")
     again = svcctl("invoice-show", invoice.number, "--pdf", str(pdf), env=online)
     assert again.returncode == 1 and "already exists" in again.stderr
+    # VAT and e-invoices (issue 43): the total due, and the document as Factur-X PDF
+    # (its CII XML inside) or as EN 16931 XML.
+    assert re.search(r"^VAT S 19 % on ", shown.stdout, re.M), shown.stdout
+    assert f"total due {invoice.gross_total:,.2f} EUR" in shown.stdout
+    saved = {}
+    for form in ("pdf", "cii", "ubl"):
+        out = tmp_path / f"document-{form}"
+        got = svcctl("invoice-download", invoice.number, "--format", form, "--out", str(out),
+                     env=online)  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        saved[form] = out.read_bytes()
+    assert b"<rsm:CrossIndustryInvoice" in saved["cii"] and b"<Invoice" in saved["ubl"]
+    assert facturx.get_facturx_xml_from_pdf(io.BytesIO(saved["pdf"]))[1] == saved["cii"]
 
     # No terminal to ask on: refused without --yes, naming the amount.
     refused = svcctl("credit-note", invoice.number, "--reason", "wrong SKU", env=online, stdin="")

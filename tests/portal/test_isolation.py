@@ -34,6 +34,7 @@ WITH_IDS = {
     "portal-batch": ("GET", "batch_id"),
     "portal-document": ("GET", "number"),
     "portal-document-pdf": ("GET", "number"),
+    "portal-document-xml": ("GET", "number"),
     "portal-api-key-revoke": ("POST", "prefix"),
     "portal-webhook-delete": ("POST", "webhook_id"),
     "portal-webhook-rotate": ("POST", "webhook_id"),
@@ -109,6 +110,7 @@ def test_the_customer_api_with_another_customers_ids_is_404(worlds):
     assert api.get("/v1/customer/usage", {"license_id": beta.direct.pk}).status_code == 404
     assert api.get(f"/v1/customer/invoices/{beta.invoice.number}").status_code == 404
     assert api.get(f"/v1/customer/invoices/{beta.invoice.number}.pdf").status_code == 404
+    assert api.get(f"/v1/customer/invoices/{beta.invoice.number}.xml").status_code == 404
     # A customer filter is not taken: the key's customer is the only one.
     answer = api.get("/v1/customer/fleet", {"customer_id": beta.customer.pk})
     assert answer.status_code == 200
@@ -136,7 +138,7 @@ def test_a_staff_user_is_not_a_portal_user_and_a_portal_user_is_not_staff(
     assert answer.status_code == 302 and "/admin/login/" in answer["Location"]
 
 
-@pytest.mark.parametrize("suffix", ["", ".pdf"])
+@pytest.mark.parametrize("suffix", ["", ".pdf", ".xml"])
 def test_another_customers_invoice_number_and_a_missing_one_answer_alike(worlds, suffix):
     """Issue 39 item 6: the customer API does not tell which invoice numbers exist. Another
     customer's number and one never issued get the same status, headers and body, byte

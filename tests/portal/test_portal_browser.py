@@ -200,8 +200,9 @@ def test_invoice_page_shows_the_document_and_its_total(
     with server_clock.at(today - dt.timedelta(days=3)):
         license_issue(customer_id=customer.pk, sku="DETECT-STD", device_id="nl-lobby-01")
     invoice = invoice_issue(customer_id=customer.pk, period_days=30)
-    total = money(invoice.total, invoice.currency)
-    assert invoice.total > 0, total
+    # What is due: the net total and VAT on top (issue 43).
+    total = money(invoice.gross_total, invoice.currency)
+    assert invoice.total > 0 and invoice.tax_total > 0, total
     account_for(customer, "ana.ruiz@nordlicht-videoanalyse.example")
     url = live_service.url
     with sync_playwright() as playwright:

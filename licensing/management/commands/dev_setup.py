@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from audit.context import acting_from_cli
 from config import clock
 from config.errors import ServiceError
+from config.seller import DEMO as DEMO_SELLER
 from devices import token as codec
 from devices.keys import KeyNotTrusted, parse_certificate
 from signing.models import SigningKey
@@ -128,6 +129,9 @@ class Command(BaseCommand):
                     # second factor, on by default there, is turned off here: the first
                     # console login needs no authenticator app (docs/configuration.md).
                     f"SVC_REQUIRE_2FA={DEV_REQUIRE_2FA}",
+                    # An obvious demo seller (config.seller.DEMO): production start-up
+                    # requires one, and nobody could take these invoices for real ones.
+                    *(f"{name}={value}" for name, value in DEMO_SELLER.items()),
                     "",
                 ]
             ),
