@@ -174,23 +174,7 @@ def charges_for(
 
 
 def charge_rows(charges: list[AddOnCharge]) -> list[tuple[type, dict[str, Any]]]:
-    """``charges`` as rows for ``config.rows`` (the activation's one statement)."""
-    return [
-        (
-            AddOnCharge,
-            {
-                "grant_id": c.grant_id,
-                "customer_id": c.customer_id,
-                "sku": c.sku,
-                "batch_id": c.batch_id,
-                "license_id": c.license_id,
-                "charged_at": c.charged_at,
-                "starts_at": c.starts_at,
-                "ends_at": c.ends_at,
-                "quantity": c.quantity,
-                "unit_price": c.unit_price,
-                "currency": c.currency,
-            },
-        )
-        for c in charges
-    ]
+    """``charges`` as rows for ``config.rows`` (the activation's one statement): every
+    column but the id."""
+    columns = [f.attname for f in AddOnCharge._meta.concrete_fields if not f.primary_key]
+    return [(AddOnCharge, {name: getattr(c, name) for name in columns}) for c in charges]

@@ -98,10 +98,10 @@ def days_between(starts_at: dt.datetime, ends_at: dt.datetime) -> int:
     return max(0, -(-seconds // DAY))
 
 
-def line_quantity(*, days: int, licences: int, term_days: int) -> Decimal:
-    """The quantity of an add-on's invoice line: ``days`` (summed over its licences) over
-    the ``term_days`` its price is for, three decimals half-up; a perpetual add-on
-    (``term_days`` 0) bills one per licence."""
+def line_quantity(*, charged: int, term_days: int) -> Decimal:
+    """The quantity of an add-on's invoice line from what its charges hold, summed over
+    its licences: days over the ``term_days`` its price is for, three decimals half-up;
+    for a perpetual add-on (``term_days`` 0) one per licence, as charged."""
     if term_days == 0:
-        return Decimal(licences)
-    return (Decimal(days) / Decimal(term_days)).quantize(QUANTITY, rounding=ROUND_HALF_UP)
+        return Decimal(charged)
+    return (Decimal(charged) / Decimal(term_days)).quantize(QUANTITY, rounding=ROUND_HALF_UP)
