@@ -92,6 +92,7 @@ SLOW_MODULES = frozenset(
         "tests/operators/test_browser.py",
         "tests/operators/test_console_layout.py",
         "tests/billing/test_rating_oracle.py",
+        "tests/billing/test_addon_oracle.py",
         "tests/billing/test_document_pages.py",
         "tests/devices/test_device_crash.py",
         "tests/test_browser_walk.py",
