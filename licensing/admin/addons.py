@@ -98,7 +98,7 @@ def grants_shown(owner_license_id: str, *, units: tuple[int, int] | None = None)
             '<p class="svc-quiet" id="addon-delivery">{} of {} carry them now; the others '
             "receive them at their next sync.</p>",
             f"{carrying:,}",
-            counted(activated, "unit activated", "units activated"),
+            counted(activated, "activated unit"),
         )
     return format_html('<ul class="svc-addons">{}</ul>{}', rows, after)
 

@@ -47,7 +47,7 @@ def test_add_and_remove_an_add_on_on_selected_batches(admin_client, make_batch):
     assert (
         "<strong>anpr</strong> (Number-plate recognition): 60.00 EUR per unit per 365-day" in text
     )
-    assert "0 of 1 unit activated carry them now" in text
+    assert "0 of 1 activated unit carry them now" in text
 
     removal = {"action": "remove_addon_batches", "_selected_action": [batch.pk]}
     asked = admin_client.post(url, removal).content.decode()
