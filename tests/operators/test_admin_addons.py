@@ -60,7 +60,7 @@ def test_add_and_remove_an_add_on_on_selected_batches(admin_client, make_batch):
     assert grant.removed_at is not None and grant.remove_reason == "no longer needed"
 
 
-def test_a_direct_licence_page_lists_its_add_ons_and_a_unit_refusal_is_shown(
+def test_a_direct_license_page_lists_its_add_ons_and_a_unit_refusal_is_shown(
     admin_client, customer, make_batch
 ):
     lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-d")
