@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from config.api.fields import BodyIn, MoneyField, StrictCharField, UnixField
+from config.api.fields import BodyIn, MoneyField, PatternCharField, StrictCharField, UnixField
 from svccore.addons import CODE
 
 
@@ -33,8 +33,10 @@ class AddOnOut(serializers.Serializer):
 
 
 class AddOnIn(BodyIn):
-    addon = StrictCharField(
-        max_length=32, help_text="The code of one of the SKU's add-ons (the catalogue's addons)."
+    addon = PatternCharField(
+        content=CODE.pattern,
+        max_length=32,
+        help_text="The code of one of the SKU's add-ons (the catalogue's addons).",
     )
 
     def validate_addon(self, value: str) -> str:
