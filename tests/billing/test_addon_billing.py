@@ -16,7 +16,7 @@ from billing.issuing import NothingToInvoice, invoice_issue
 from billing.models import Invoice, LedgerEntry
 from billing.reconciliation import ledger_reconcile
 from billing.services import credit_note_issue
-from licensing.models import AddOnCharge, License
+from licensing.models import AddOnCharge, License, Sku
 from licensing.services import addon_add, addon_remove, batch_issue, license_issue
 from licensing.services.activation import unit_activate
 from licensing.services.renewals import license_refresh
@@ -180,3 +180,23 @@ def test_a_grant_may_still_be_removed_once(customer):
     with pytest.raises(DatabaseError, match="refused"), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("UPDATE licensing_addongrant SET removed_at = NULL")
+
+
+def test_an_add_on_priced_in_another_currency_gets_that_currencys_invoice(customer, server_clock):
+    """The SKU's currency changed after the licence was sold: the add-on is priced in the
+    SKU's currency of its sale, and the customer gets an invoice in it too."""
+    with server_clock.at(at(2026, 1, 1)):
+        lic = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-c")
+    Sku.objects.filter(pk="DETECT-STD").update(currency="USD")
+    with server_clock.at(at(2026, 1, 10)):
+        addon_add(addon="streams-4", license_id=lic.id)
+    with server_clock.at(at(2026, 2, 1, 6)):
+        usd = invoice_issue(
+            customer_id=customer.id, period_days=31, end=at(2026, 2, 1), currency="USD"
+        )
+        eur = invoice_issue(
+            customer_id=customer.id, period_days=31, end=at(2026, 2, 1), currency="EUR"
+        )
+    assert [line.kind for line in usd.lines.all()] == ["addon"]
+    assert usd.lines.get().amount == Decimal("24.38")  # 356 / 365 = 0.975 x 25 = 24.375
+    assert "addon" not in [line.kind for line in eur.lines.all()]
