@@ -259,6 +259,10 @@ def _quantity_problems(
             billed[(InvoiceLine.Kind.DIRECT_LICENSE.value, sku, "", unit_price)] += n
         elif kind == LedgerEntry.Kind.RENEWAL:
             billed[(InvoiceLine.Kind.RENEWAL.value, sku, batch_id, unit_price)] += n
+        elif kind == LedgerEntry.Kind.ADDON:
+            # Days per grant, billed as a rounded share of its term: the deep check rates
+            # each add-on line again from its grant's entries (_rerated_problems).
+            continue
         else:
             sums = usage[sku]
             sums[2 if late else 0] += n
@@ -359,6 +363,7 @@ def _rerated_problems(
             directs=mine.directs,
             meters=mine.meters,
             renewals=mine.renewals,
+            addons=mine.addons,
             units=units,
             maintenance=(
                 maintenance_lines(invoice.customer_id, invoice.period_end, catalogue)

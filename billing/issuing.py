@@ -67,10 +67,12 @@ def _nothing_owed(
     the first day a period holding it can be issued."""
     inferences = sum(meter.inferences + meter.late_inferences for meter in taken.meters.values())
     renewals = sum(row.renewals for row in taken.renewals)
+    addons = sum(row.licenses for row in taken.addons)
     held = (
         f"{_plural(sum(row.units for row in taken.activations), 'new activation')}, "
         f"{_plural(sum(row.licenses for row in taken.directs), 'direct licence')}, "
         + (f"{_plural(renewals, 'renewal')}, " if renewals else "")
+        + (f"{_plural(addons, 'add-on charge')}, " if addons else "")
         + f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
     )
     activations = Activation.objects.filter(
@@ -180,6 +182,7 @@ def invoice_issue(
         entries=entries,
         currency=currency,
         renewals=taken.renewals,
+        addons=taken.addons,
     )
     if not rated["total"]:
         raise NothingToInvoice(

@@ -20,6 +20,10 @@ What is attributed
       direct licence), in the period that contains its ``renewed_at``; billed while the
       sum of its entries is positive. A renewal of a batch with no unit activated bills
       nothing and is never attributed.
+    * An add-on charge (``licensing.AddOnCharge``, issue 42) is attributed the same way,
+      as itself, by its id, with its days as the quantity (1 for a perpetual add-on), in
+      the period that contains its ``charged_at``; the invoice's add-on line of its grant
+      sums them (:func:`billing.line_builders.addon_lines`).
 
 Taking (:func:`take`, one issue)
     Under the customer's row lock (taken by :mod:`billing.issuing`, so issuers and
@@ -50,16 +54,16 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 
-from billing.line_builders import ActivationRow, DirectRow, Meter, RenewalRow
+from billing.line_builders import ActivationRow, AddOnRow, DirectRow, Meter, RenewalRow
 from billing.models import LedgerEntry, UsageDaily
 from config.errors import Conflict
-from licensing.models import Activation, Batch, License, Renewal
+from licensing.models import Activation, AddOnCharge, Batch, License, Renewal
 
 _COLUMNS = (
     "document_id, customer_id, kind, sku, license_id, bucket_id, day, batch_id, unit_price, "
-    "currency, late, records, quantity, renewal_id"
+    "currency, late, records, quantity, renewal_id, addon_charge_id"
 )
 
 
@@ -71,6 +75,7 @@ class Taken:
     directs: list[DirectRow] = field(default_factory=list)
     meters: dict[str, Meter] = field(default_factory=dict)
     renewals: list[RenewalRow] = field(default_factory=list)
+    addons: list[AddOnRow] = field(default_factory=list)
 
 
 def _tables() -> dict[str, str]:
@@ -82,6 +87,7 @@ def _tables() -> dict[str, str]:
         "batch": quote(Batch._meta.db_table),
         "license": quote(License._meta.db_table),
         "renewal": quote(Renewal._meta.db_table),
+        "addon_charge": quote(AddOnCharge._meta.db_table),
     }
 
 
@@ -190,7 +196,7 @@ def take(
             f"""
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
-                day < %s, records - billed_records, inferences - billed_inferences, NULL
+                day < %s, records - billed_records, inferences - billed_inferences, NULL, NULL
             FROM {daily}
             WHERE customer_id = %s AND day < %s AND sku IN ({skus})
                 AND (records <> billed_records OR inferences <> billed_inferences)
@@ -221,7 +227,7 @@ def take(
                 f"""
                 INSERT INTO {ledger} ({_COLUMNS})
                 SELECT %s, customer_id, %s, sku, license_id, NULL, NULL, batch_id,
-                    unit_price, currency, at < %s, 0, 1, NULL
+                    unit_price, currency, at < %s, 0, 1, NULL, NULL
                 FROM ({events}) event
                 WHERE at < %s AND NOT EXISTS (
                     SELECT 1 FROM {ledger} e WHERE e.kind = %s
@@ -243,12 +249,26 @@ def take(
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, r.customer_id, 'renewal', r.sku, r.license_id, NULL, NULL,
                 COALESCE(r.batch_id, ''), r.unit_price, r.currency, r.renewed_at < %s, 0,
-                r.units, r.id
+                r.units, r.id, NULL
             FROM {tables["renewal"]} r
             WHERE r.customer_id = %s AND r.currency = %s AND r.renewed_at < %s AND r.units > 0
                 AND NOT EXISTS (
                 SELECT 1 FROM {ledger} e WHERE e.renewal_id = r.id
                 GROUP BY e.renewal_id HAVING SUM(e.quantity) > 0)
+            """,  # noqa: S608
+            [document, _moment(start), customer_id, currency, _moment(end)],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {ledger} ({_COLUMNS})
+            SELECT %s, c.customer_id, 'addon', c.sku, c.license_id, NULL, NULL,
+                COALESCE(c.batch_id, ''), c.unit_price, c.currency, c.charged_at < %s, 0,
+                c.quantity, NULL, c.id
+            FROM {tables["addon_charge"]} c
+            WHERE c.customer_id = %s AND c.currency = %s AND c.charged_at < %s
+                AND NOT EXISTS (
+                SELECT 1 FROM {ledger} e WHERE e.addon_charge_id = c.id
+                GROUP BY e.addon_charge_id HAVING SUM(e.quantity) > 0)
             """,  # noqa: S608
             [document, _moment(start), customer_id, currency, _moment(end)],
         )
@@ -283,7 +303,7 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
     documents (``reconcile --deep`` re-rates every invoice from them)."""
     rows = (
         LedgerEntry.objects.filter(scope)
-        .exclude(kind=LedgerEntry.Kind.RENEWAL)
+        .exclude(kind__in=[LedgerEntry.Kind.RENEWAL, LedgerEntry.Kind.ADDON])
         .values("document_id", "kind", "sku", "batch_id", "unit_price", "currency", "late")
         .annotate(quantity=Sum("quantity"), records=Sum("records"))
         .order_by()
@@ -317,14 +337,16 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
                 meter.inferences += row["quantity"]
                 meter.records += row["records"]
     renewals = _renewals(scope)
+    addons = _addons(scope)
     return {
         document: Taken(
             list(activations[document].values()),
             list(directs[document].values()),
             meters[document],
             renewals.get(document, []),
+            addons.get(document, []),
         )
-        for document in set(activations) | set(directs) | set(meters) | set(renewals)
+        for document in set(activations) | set(directs) | set(meters) | set(renewals) | set(addons)
     }
 
 
@@ -356,5 +378,53 @@ def _renewals(scope: Q) -> dict[str, list[RenewalRow]]:
         item.late += row["units"] if row["late"] else 0
     return {
         document: [item for item in items.values() if item.units]
+        for document, items in found.items()
+    }
+
+
+def _addons(scope: Q) -> dict[str, list[AddOnRow]]:
+    """The add-on charges each document billed, summed per grant: one line each."""
+    rows = (
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.ADDON)
+        .values(
+            "document_id",
+            "late",
+            "sku",
+            "batch_id",
+            "unit_price",
+            "currency",
+            grant_id=F("addon_charge__grant_id"),
+            code=F("addon_charge__grant__code"),
+            name=F("addon_charge__grant__name"),
+            term_days=F("addon_charge__grant__term_days"),
+            target=F("addon_charge__grant__license_id"),
+        )
+        .annotate(days=Sum("quantity"), licenses=Count("addon_charge__license_id", distinct=True))
+        .order_by()
+    )
+    found: dict[str, dict[int, AddOnRow]] = defaultdict(dict)
+    for row in rows:
+        item = found[row["document_id"]].setdefault(
+            row["grant_id"],
+            AddOnRow(
+                grant_id=row["grant_id"],
+                code=row["code"],
+                name=row["name"],
+                sku=row["sku"],
+                batch_id=row["batch_id"] or None,
+                license_id=row["target"],
+                unit_price=row["unit_price"],
+                currency=row["currency"],
+                term_days=row["term_days"],
+            ),
+        )
+        # A credit note's entries are negative: its licences count as taken back.
+        sign = 1 if row["days"] >= 0 else -1
+        item.days += row["days"]
+        item.licenses += sign * row["licenses"]
+        if row["late"]:
+            item.late += sign * row["licenses"]
+    return {
+        document: [item for item in items.values() if item.days]
         for document, items in found.items()
     }

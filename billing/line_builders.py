@@ -1,6 +1,6 @@
 """The lines of an invoice, one builder per kind (contract §6): from the rows the ledger
 (:mod:`billing.ledger`) attributes to an invoice or a rated window reads (new
-activations, direct licences, renewals, metered usage), and the maintenance of
+activations, direct licenses, renewals, metered usage), and the maintenance of
 perpetual units. Each line is rounded once (:func:`billing.pricing.line_amount`); late
 events of earlier periods get lines of their own, priced in this period's tiers.
 :mod:`billing.rating` puts them together.
@@ -17,7 +17,7 @@ from billing import pricing, selectors
 from billing.models import InvoiceLine
 from config.admin.display import counted
 from config.errors import MisconfiguredService
-from svccore import money
+from svccore import addons, money
 
 
 @dataclass
@@ -56,6 +56,27 @@ class RenewalRow:
     currency: str
     units: int
     renewals: int = 0
+    late: int = 0
+
+
+@dataclass
+class AddOnRow:
+    """The charges of one add-on grant billed on an invoice (issue 42): ``days`` summed
+    over its ``licenses`` (each the days from when a token carrying it was signed to that
+    token's end; 1 per licence for a perpetual add-on), ``late`` licences charged before
+    its period. The grant's ``term_days`` is the term its ``unit_price`` is for."""
+
+    grant_id: int
+    code: str
+    name: str
+    sku: str
+    batch_id: str | None
+    license_id: str  # the batch key of a batch's grant, or the direct licence
+    unit_price: Decimal
+    currency: str
+    term_days: int
+    days: int = 0
+    licenses: int = 0
     late: int = 0
 
 
@@ -160,6 +181,38 @@ def renewal_lines(rows: list[RenewalRow]) -> list[dict]:
                 description=description + _late_note(row.late, "renewed"),
                 quantity=row.units,
                 unit="unit" if row.batch_id else "licence",
+                unit_price=row.unit_price,
+                currency=row.currency,
+                batch_id=row.batch_id or None,
+                license_id=None if row.batch_id else row.license_id,
+            )
+        )
+    return lines
+
+
+def addon_lines(rows: list[AddOnRow]) -> list[dict]:
+    """One line per add-on grant (docs/finance.md, "Add-ons"): quantity = the days its
+    licences were charged over the term the price is for, three decimals half-up
+    (:func:`svccore.addons.line_quantity`), at the unit price as quoted; a perpetual
+    add-on, one per licence."""
+    lines = []
+    for row in sorted(rows, key=lambda r: (r.sku, r.batch_id or "", r.license_id, r.grant_id)):
+        on = f"batch {row.batch_id}" if row.batch_id else f"licence {row.license_id}"
+        units = "unit" if row.batch_id else "licence"
+        if row.term_days:
+            basis = (
+                f"{counted(row.licenses, units)}, {row.days:,} days of {row.term_days}-day terms"
+            )
+        else:
+            basis = f"{counted(row.licenses, units)}, once each"
+        lines.append(
+            _line(
+                kind=InvoiceLine.Kind.ADDON.value,
+                sku=row.sku,
+                description=f"{row.sku} add-on {row.name} ({row.code}) on {on}: {basis}"
+                + _late_note(row.late, "charged"),
+                quantity=addons.line_quantity(charged=row.days, term_days=row.term_days),
+                unit=f"{units}-term" if row.term_days else units,
                 unit_price=row.unit_price,
                 currency=row.currency,
                 batch_id=row.batch_id or None,

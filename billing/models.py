@@ -392,6 +392,7 @@ class InvoiceLine(_Immutable):
         METERED_OVERAGE_LATE = "metered_overage_late", "Metered overage, late usage"
         MAINTENANCE = "maintenance", "Maintenance"
         RENEWAL = "renewal", "Renewals"
+        ADDON = "addon", "Add-ons"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
     position = models.PositiveIntegerField()
@@ -402,7 +403,7 @@ class InvoiceLine(_Immutable):
         max_length=64,
         blank=True,
         verbose_name="licence",
-        help_text="On a direct licence's renewal line.",
+        help_text="On a direct licence's renewal or add-on line.",
     )
     description = models.CharField(max_length=300)
     quantity = models.DecimalField(max_digits=18, decimal_places=3)
@@ -455,7 +456,8 @@ class LedgerEntry(_Immutable):
 
     ``usage``: the part of a rollup bucket (licence x UTC day) billed, in records and
     inferences; ``activation``: one unit's activation; ``direct``: one direct licence;
-    ``renewal``: one renewal (``licensing.Renewal``), its units.
+    ``renewal``: one renewal (``licensing.Renewal``), its units; ``addon``: one add-on
+    charge (``licensing.AddOnCharge``), its days (1 for a perpetual add-on).
     A thing is billed when the sum of its entries is positive (see billing.ledger).
     """
 
@@ -464,6 +466,7 @@ class LedgerEntry(_Immutable):
         ACTIVATION = "activation", "Unit activation"
         DIRECT = "direct", "Direct licence"
         RENEWAL = "renewal", "Renewal"
+        ADDON = "addon", "Add-on charge"
 
     # By number, which is known before the (immutable) document row is written; the
     # constraint is checked at commit.
@@ -506,6 +509,16 @@ class LedgerEntry(_Immutable):
         blank=True,
         related_name="+",
     )
+    addon_charge = models.ForeignKey(
+        "licensing.AddOnCharge",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name="add-on charge",
+    )
     day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
     unit_price = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
@@ -513,7 +526,8 @@ class LedgerEntry(_Immutable):
     late = models.BooleanField(default=False, help_text="Dated before the document's period.")
     records = models.BigIntegerField(default=0)
     quantity = models.BigIntegerField(
-        help_text="Inferences (usage), +1/-1 (one event) or +/- a renewal's units."
+        help_text="Inferences (usage), +1/-1 (one event), +/- a renewal's units or an add-on "
+        "charge's days."
     )
 
     class Meta:
@@ -524,6 +538,11 @@ class LedgerEntry(_Immutable):
             models.Index(fields=["customer", "kind", "sku"], name="ledger_customer"),
             models.Index(
                 fields=["renewal"], name="ledger_renewal", condition=Q(renewal__isnull=False)
+            ),
+            models.Index(
+                fields=["addon_charge"],
+                name="ledger_addon_charge",
+                condition=Q(addon_charge__isnull=False),
             ),
         ]
 

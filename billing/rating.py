@@ -23,10 +23,12 @@ from billing import limits, selectors
 from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.line_builders import (
     ActivationRow,
+    AddOnRow,
     DirectRow,
     Meter,
     RenewalRow,
     activation_lines,
+    addon_lines,
     direct_lines,
     maintenance_lines,
     meter_lines,
@@ -35,7 +37,7 @@ from billing.line_builders import (
 from billing.models import InvoiceLine
 from config.errors import Conflict, InvalidInput
 from customers.services import customer_get
-from licensing.models import License, Renewal, Sku
+from licensing.models import AddOnCharge, License, Renewal, Sku
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -105,6 +107,7 @@ def invoice_lines(
     units: dict[str, int],
     maintenance: list[dict],
     entries: dict[str, dict[str, Any]],
+    addons: list[AddOnRow] | None = None,
 ) -> list[dict]:
     """The lines of these events, in contract order, those of quantity 0 left out; each
     line keeps its ``_currency``. Pure: the caller reads ``units`` (N per SKU) and the
@@ -118,6 +121,7 @@ def invoice_lines(
         )
         + maintenance
         + renewal_lines(renewals)
+        + addon_lines(addons or [])
     )
     return [line for line in lines if line["quantity"]]
 
@@ -133,11 +137,12 @@ def rated(
     entries: dict[str, dict[str, Any]],
     currency: str,
     renewals: list[RenewalRow] | None = None,
+    addons: list[AddOnRow] | None = None,
 ) -> dict[str, Any]:
     """The invoice in ``currency`` of these events for the period [start, end): spec
     §2.7 with Decimal money, the lines of other currencies left to their own invoice.
     The allowance counts the period's actual length in days; maintenance is charged when
-    that length is 365 days or more; renewals come last."""
+    that length is 365 days or more; renewals, then add-ons, come last."""
     period_days = (end - start) // dt.timedelta(days=1)
     lines = invoice_lines(
         customer_id=customer_id,
@@ -149,6 +154,7 @@ def rated(
         units=selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end),
         maintenance=maintenance_lines(customer_id, end, entries) if period_days >= 365 else [],
         entries=entries,
+        addons=addons,
     )
     lines = [line for line in lines if line.pop("_currency") == currency]
     return {
@@ -228,6 +234,44 @@ def _window_renewals(customer_id: str, start: dt.datetime, end: dt.datetime):
     ]
 
 
+def _window_addons(customer_id: str, start: dt.datetime, end: dt.datetime):
+    """Add-on charges of the window, summed per grant."""
+    rows = (
+        AddOnCharge.objects.filter(
+            customer_id=customer_id, charged_at__gte=start, charged_at__lt=end
+        )
+        .values(
+            "grant_id",
+            "grant__code",
+            "grant__name",
+            "grant__term_days",
+            "grant__license_id",
+            "sku",
+            "batch_id",
+            "unit_price",
+            "currency",
+        )
+        .annotate(days=Sum("quantity"), licenses=Count("license_id", distinct=True))
+        .order_by()
+    )
+    return [
+        AddOnRow(
+            grant_id=row["grant_id"],
+            code=row["grant__code"],
+            name=row["grant__name"],
+            sku=row["sku"],
+            batch_id=row["batch_id"],
+            license_id=row["grant__license_id"],
+            unit_price=row["unit_price"],
+            currency=row["currency"],
+            term_days=row["grant__term_days"],
+            days=row["days"],
+            licenses=row["licenses"],
+        )
+        for row in rows
+    ]
+
+
 def _whole_second_after(moment: dt.datetime) -> dt.datetime:
     """``moment`` rounded up to the second. Events are stamped to the microsecond; a
     window ending there counts everything that happened before ``moment`` and is reported
@@ -249,9 +293,10 @@ def invoice_rate(
     Returns spec §2.7 with Decimal money: ``{customer_id, period_start, period_end,
     currency, lines, total}``; each line carries ``kind``, ``sku``, ``description``,
     ``quantity``, ``unit``, ``unit_price`` and ``amount`` (rounded half-up to the cent),
-    plus ``batch_id`` on unit activation and batch renewal lines, ``license_id`` on a
-    direct licence's renewal line. Nothing is stored, and the window ignores
-    what issued invoices have billed: it is a preview of the window, not of the ledger.
+    plus ``batch_id`` on unit activation, batch renewal and batch add-on lines,
+    ``license_id`` on a direct licence's renewal and add-on lines. Nothing is stored,
+    and the window ignores what issued invoices have billed: it is a preview of the
+    window, not of the ledger.
     A customer buying in several currencies has one invoice per currency: ``currency``
     names which (without it, :class:`SeveralCurrencies`, a 409 naming them).
     """
@@ -275,4 +320,5 @@ def invoice_rate(
             entries=entries,
             currency=currency,
             renewals=_window_renewals(customer.id, start, end),
+            addons=_window_addons(customer.id, start, end),
         )

@@ -3,8 +3,9 @@ operator dashboard.
 
 Per customer and SKU it reports inferences stored, billed, waiting for the next invoice
 and unbillable (dated after today: no period that can be issued contains them yet),
-activations, direct licences and renewals (their units) stored vs billed (an
-activation on a released seat is a transfer: counted apart, never billed). It reads
+activations, direct licences, renewals (their units) and add-on charges (their days)
+stored vs billed (an activation on a released seat is a transfer: counted apart, never
+billed). It reads
 the daily rollups and the ledger, and compares every rollup with the usage records it
 sums for every month not pruned (one grouped read of the records; issue 38: an
 inflated or forged rollup fails the daily check, naming the bucket with both figures):
@@ -46,7 +47,7 @@ from billing.models import (
     UsageRecord,
 )
 from customers.models import Customer
-from licensing.models import ActivationDaily, License, Renewal
+from licensing.models import ActivationDaily, AddOnCharge, License, Renewal
 
 ROLLUP_CHECK_WORK_MEM = "64MB"  # per query, while the daily check runs (PostgreSQL)
 
@@ -70,6 +71,8 @@ class LedgerRow:
     licenses_billed: int = 0
     renewal_units: int = 0  # units of renewals (1 per direct licence renewal)
     renewal_units_billed: int = 0
+    addon_days: int = 0  # days of add-on charges (1 per perpetual add-on charge)
+    addon_days_billed: int = 0
 
 
 @dataclass
@@ -148,6 +151,11 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     )
     for item in renewals:
         rows[(item["customer_id"], item["sku"])].renewal_units = item["n"]
+    charges = (
+        AddOnCharge.objects.filter(scope).values("customer_id", "sku").annotate(n=Sum("quantity"))
+    ).order_by()
+    for item in charges:
+        rows[(item["customer_id"], item["sku"])].addon_days = item["n"]
     billed = (
         LedgerEntry.objects.filter(scope)
         .exclude(kind=LedgerEntry.Kind.USAGE)
@@ -161,6 +169,8 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
             row.activations_billed = item["n"]
         elif item["kind"] == LedgerEntry.Kind.RENEWAL:
             row.renewal_units_billed = item["n"]
+        elif item["kind"] == LedgerEntry.Kind.ADDON:
+            row.addon_days_billed = item["n"]
         else:
             row.licenses_billed = item["n"]
 
@@ -216,7 +226,9 @@ def _bucket_problems(customer_id: str | None) -> list[str]:
 def _event_problems(scope: Q) -> list[str]:
     twice = (
         LedgerEntry.objects.filter(scope)
-        .exclude(kind__in=[LedgerEntry.Kind.USAGE, LedgerEntry.Kind.RENEWAL])
+        .exclude(
+            kind__in=[LedgerEntry.Kind.USAGE, LedgerEntry.Kind.RENEWAL, LedgerEntry.Kind.ADDON]
+        )
         .values("kind", "license_id")
         .annotate(n=Sum("quantity"))
         .exclude(n__in=[0, 1])
@@ -230,7 +242,7 @@ def _event_problems(scope: Q) -> list[str]:
     ]
     if len(found) > EXAMPLES:
         problems.append(f"... and {twice.count() - EXAMPLES} more events like these")
-    return problems + _renewal_problems(scope)
+    return problems + _renewal_problems(scope) + _addon_problems(scope)
 
 
 def _renewal_problems(scope: Q) -> list[str]:
@@ -250,6 +262,27 @@ def _renewal_problems(scope: Q) -> list[str]:
             for rid in wrong
         ],
         "renewals",
+    )
+
+
+def _addon_problems(scope: Q) -> list[str]:
+    """Add-on charges whose entries sum to neither 0 (waiting) nor their days (billed
+    once)."""
+    billed = dict(
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.ADDON)
+        .values("addon_charge_id")
+        .annotate(n=Sum("quantity"))
+        .exclude(n=0)
+        .values_list("addon_charge_id", "n")
+    )
+    charged = dict(AddOnCharge.objects.filter(pk__in=billed).values_list("id", "quantity"))
+    wrong = sorted(cid for cid, n in billed.items() if n != charged.get(cid))
+    return limited(
+        [
+            f"add-on charge {cid} ({charged.get(cid, 'not on file')} days) is billed {billed[cid]}"
+            for cid in wrong
+        ],
+        "add-on charges",
     )
 
 

@@ -21,7 +21,7 @@ from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily,
 from config import clock
 from config.api.paging import id_page
 from config.errors import NotFound
-from licensing.models import Activation, ActivationDaily, Batch, License
+from licensing.models import Activation, ActivationDaily, AddOnCharge, Batch, License
 from licensing.selectors import filters_check
 
 USAGE_FIELDS = ("inferences", "frames", "stream_seconds", "events", "records")
@@ -292,7 +292,7 @@ def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, An
 
 def customer_currencies(*, customer_id: str, usage_currencies: dict[str, str]) -> list[str]:
     """Every currency the customer has bought in, sorted: its batches', direct and
-    renewed licences', and the catalogue currency (``usage_currencies``: SKU ->
+    renewed licences', its add-on charges', and the catalogue currency (``usage_currencies``: SKU ->
     currency) of each SKU it has usage of. One invoice per currency (contract §6).
     Usage of a SKU missing from ``usage_currencies`` has no currency to bill in: it is
     left to the caller, which names it."""
@@ -300,6 +300,13 @@ def customer_currencies(*, customer_id: str, usage_currencies: dict[str, str]) -
     found |= set(
         License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT)
         .exclude(device_id="*")
+        .values_list("currency", flat=True)
+        .distinct()
+    )
+    # Add-ons are priced in their SKU's currency when sold, which a catalogue edit may
+    # have made another than the batch's (issue 42).
+    found |= set(
+        AddOnCharge.objects.filter(customer_id=customer_id)
         .values_list("currency", flat=True)
         .distinct()
     )

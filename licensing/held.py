@@ -41,6 +41,8 @@ class HeldLicense:
     expires_at: dt.datetime | None
     batch_expires_at: dt.datetime | None  # a unit's batch: its end after renewals
     issued_at: dt.datetime  # a unit licence: when its device activated
+    addons_version: int = 0  # a unit: its batch's add-ons version its token carries
+    batch_addons_version: int = 0  # a unit's batch: its add-ons version now
 
 
 def license_held(
@@ -81,13 +83,15 @@ def license_held(
             "expires_at",
             "batch__expires_at",
             "issued_at",
+            "addons_version",
+            "batch__addons_version",
         )
         .first()
     )
     if row is None:
         raise Forbidden(f"licence {license_id} is not on file with this authority")
     (kind, customer_id, sku, bound_to, revoked_at, current, stored, expires_at, batch_end,
-     issued_at) = row  # fmt: skip
+     issued_at, addons_version, batch_addons_version) = row  # fmt: skip
     token_check_issued(
         license_id=license_id,
         token_sha256=token_digest(token),
@@ -100,5 +104,15 @@ def license_held(
         suffix = f"; {revoked_means}" if revoked_means else ""
         raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}{suffix}")
     return HeldLicense(
-        license_id, kind, customer_id, sku, current, stored, expires_at, batch_end, issued_at
+        license_id,
+        kind,
+        customer_id,
+        sku,
+        current,
+        stored,
+        expires_at,
+        batch_end,
+        issued_at,
+        addons_version,
+        batch_addons_version or 0,
     )

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.db.models.lookups import GreaterThanOrEqual
 
 from config import clock
-from svccore import catalogue
+from svccore import addons, catalogue
 
 
 def token_digest(token: str) -> str:
@@ -141,6 +141,13 @@ class Batch(models.Model):
         verbose_name="max offline days",
         help_text="Check-in lease of the batch's units, overriding the SKU's (empty: the SKU's).",
     )
+    addons_version = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        verbose_name="add-ons version",
+        help_text="Moves with every add-on added to or removed from the batch (issue 42): a "
+        "unit whose licence carries an older one is re-signed when its device next asks.",
+    )
 
     class Meta:
         ordering = ["-issued_at"]
@@ -225,6 +232,18 @@ class License(models.Model):
         blank=True,
         help_text="When its device last received a signed status (activation or sync): "
         "its lease runs from here.",
+    )
+    addons_version = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        verbose_name="add-ons version",
+        help_text="A unit licence: its batch's add-ons version that its token carries.",
+    )
+    sold_claims = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A direct licence with add-ons: its entitlements and caps as sold ({ent, "
+        "lim}), before any add-on (empty: its claims are as sold).",
     )
 
     class Meta:
@@ -593,3 +612,192 @@ class Suspension(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.target}"
+
+
+class AddOn(models.Model):
+    """A module or a raised cap sold for a SKU's batches and licences after the sale
+    (issue 42 item 4): the catalogue's add-on, priced per unit per term of its SKU (per
+    unit, once, for a perpetual SKU) in the SKU's currency. What a grant sold is copied
+    onto it (:class:`AddOnGrant`): editing an add-on changes later sales only."""
+
+    # Goes with its SKU (an add-on of no SKU sells nothing); one that was sold is kept
+    # by its grants (PROTECT), and so is its SKU.
+    sku = models.ForeignKey(
+        Sku, on_delete=models.CASCADE, related_name="addons", verbose_name="SKU", db_index=False
+    )
+    code = models.CharField(
+        max_length=32,
+        help_text='Short name, unique for the SKU, e.g. "anpr" (lower case letters, digits, '
+        "- and _).",
+    )
+    name = models.CharField(max_length=200)
+    modules = models.JSONField(
+        default=list, blank=True, help_text='Modules it switches on, e.g. ["anpr"].'
+    )
+    extra_streams = models.PositiveIntegerField(
+        default=0, help_text="Added to lim.max_streams of each unit (0: none)."
+    )
+    extra_fps = models.PositiveIntegerField(
+        default=0, help_text="Added to lim.max_fps of each unit (0: none)."
+    )
+    extra_api_calls = models.PositiveBigIntegerField(
+        default=0,
+        verbose_name="extra API calls",
+        help_text="Added to lim.api_calls of each unit (0: none; an unmetered unit stays "
+        "unmetered).",
+    )
+    unit_price = models.DecimalField(
+        max_digits=14,
+        decimal_places=4,
+        help_text="Per unit for one term of the SKU (term_days), billed pro rata for the rest "
+        "of the term; per unit, once, for a perpetual SKU. In the SKU's currency.",
+    )
+    available = models.BooleanField(
+        default=True, help_text="Offered for sale; grants already made are unaffected."
+    )
+
+    class Meta:
+        ordering = ["sku", "code"]
+        verbose_name = "add-on"
+        constraints = [
+            models.UniqueConstraint(fields=["sku", "code"], name="addon_code_per_sku"),
+            models.CheckConstraint(condition=Q(unit_price__gt=0), name="addon_priced"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sku_id} {self.code}"
+
+    def clean(self) -> None:
+        problem = addons.addon_problem(
+            code=self.code,
+            modules=self.modules,
+            extra_streams=self.extra_streams,
+            extra_fps=self.extra_fps,
+            extra_api_calls=self.extra_api_calls,
+        )
+        if problem:
+            raise ValidationError(problem)
+
+
+class AddOnGrant(models.Model):
+    """An add-on sold for a batch (every unit of it, activated now or later) or for a
+    direct licence, from ``added_at`` until removed (issue 42 item 4). The terms sold are
+    copied from the catalogue: modules, caps, unit price, currency and the term the price
+    is for. Billing reads them (``billing.ledger``); on PostgreSQL a trigger refuses to
+    change them (billing migration 0015), and a grant is never deleted: removal sets
+    ``removed_at``."""
+
+    addon = models.ForeignKey(
+        AddOn, on_delete=models.PROTECT, related_name="grants", verbose_name="add-on"
+    )
+    code = models.CharField(max_length=32, help_text="The add-on's code when sold.")
+    name = models.CharField(max_length=200, help_text="The add-on's name when sold.")
+    # Indexed by addon_grant_customer (customer first), not by an index of its own.
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="addon_grants", db_index=False
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    batch = models.ForeignKey(
+        Batch, on_delete=models.PROTECT, null=True, blank=True, related_name="addon_grants"
+    )
+    license = models.ForeignKey(
+        License,
+        on_delete=models.PROTECT,
+        related_name="addon_grants",
+        verbose_name="licence",
+        help_text="The batch key of a batch's add-on, or the direct licence.",
+    )
+    modules = models.JSONField(default=list, blank=True)
+    extra_streams = models.PositiveIntegerField(default=0)
+    extra_fps = models.PositiveIntegerField(default=0)
+    extra_api_calls = models.PositiveBigIntegerField(default=0, verbose_name="extra API calls")
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4)
+    currency = models.CharField(max_length=3)
+    term_days = models.PositiveIntegerField(
+        help_text="The term the unit price is for (the SKU's when sold); 0: perpetual, the "
+        "price is per unit, once."
+    )
+    added_at = models.DateTimeField()
+    removed_at = models.DateTimeField(null=True, blank=True)
+    remove_reason = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["-added_at", "-id"]
+        verbose_name = "add-on grant"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["license", "code"],
+                condition=Q(removed_at__isnull=True),
+                name="addon_grant_active_once",
+            ),
+            models.CheckConstraint(
+                condition=Q(removed_at__isnull=True) | Q(removed_at__gte=F("added_at")),
+                name="addon_grant_removed_after_added",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["customer", "-added_at"], name="addon_grant_customer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.code} on {self.batch_id or self.license_id}"
+
+    @property
+    def active(self) -> bool:
+        return self.removed_at is None
+
+
+class AddOnCharge(models.Model):
+    """What one licence is billed for an add-on it carries (issue 42 item 4): written in
+    the transaction that signs a token carrying the add-on for time not yet paid for
+    (the add-on's sale to a direct licence, a unit's activation or its re-signing at the
+    sync after the add-on was added or its batch renewed), from ``starts_at`` to
+    ``ends_at`` (the token's end). ``quantity``: days of that time (pro rata of the
+    grant's ``term_days``), or 1 for a perpetual add-on. Billed once, as itself, by its id
+    (``billing.ledger``); written once: on PostgreSQL a trigger refuses UPDATE and DELETE
+    (billing migration 0015)."""
+
+    grant = models.ForeignKey(AddOnGrant, on_delete=models.PROTECT, related_name="charges")
+    # Indexed by addon_charge_customer (customer first), not by an index of its own.
+    customer = models.ForeignKey(
+        "customers.Customer", on_delete=models.PROTECT, related_name="+", db_index=False
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    batch = models.ForeignKey(
+        Batch, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
+    license = models.ForeignKey(
+        License,
+        on_delete=models.PROTECT,
+        related_name="addon_charges",
+        verbose_name="licence",
+        help_text="The unit or direct licence that carries the add-on.",
+    )
+    charged_at = models.DateTimeField()
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField(null=True, blank=True, help_text="Empty: perpetual.")
+    quantity = models.PositiveIntegerField(
+        help_text="Days from starts_at to ends_at, a started day counted whole; 1 for a "
+        "perpetual add-on."
+    )
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4)
+    currency = models.CharField(max_length=3)
+
+    class Meta:
+        ordering = ["-charged_at", "-id"]
+        verbose_name = "add-on charge"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["license", "grant", "starts_at"], name="addon_charge_once"
+            ),
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")),
+                name="addon_charge_covers_time",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["customer", "charged_at"], name="addon_charge_customer"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.grant_id} on {self.license_id} from {self.starts_at:%Y-%m-%d}"

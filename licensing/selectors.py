@@ -9,7 +9,7 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils.crypto import salted_hmac
 
@@ -19,7 +19,7 @@ from config.errors import InvalidInput, NotFound
 from customers.selectors import customer_check
 from devices import term
 from licensing import leases
-from licensing.models import Activation, Batch, License, Sku
+from licensing.models import Activation, AddOn, AddOnGrant, Batch, License, Sku
 from licensing.unit_states import UnitState
 from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
@@ -48,7 +48,42 @@ def batch_get(*, batch_id: str) -> Batch:
 
 
 def catalogue_list() -> QuerySet[Sku]:
-    return Sku.objects.order_by("code")
+    return Sku.objects.order_by("code").prefetch_related(
+        Prefetch("addons", queryset=AddOn.objects.order_by("code"))
+    )
+
+
+@dataclass(frozen=True)
+class AddOnGrants:
+    """The add-ons of a batch or a licence (issue 42): active first, newest first."""
+
+    batch_id: str | None
+    license_id: str  # the batch key of a batch, or the licence asked about
+    addons: list[AddOnGrant]
+
+
+def addon_grants(*, batch_id: str | None = None, license_id: str | None = None) -> AddOnGrants:
+    """The add-ons granted to a batch, or to a licence: a direct licence's own, a batch
+    key's or a unit's those of its batch. NotFound for an unknown one."""
+    if license_id is not None:
+        lic = License.objects.filter(pk=license_id).values("kind", "batch_id").first()
+        if lic is None:
+            raise NotFound(f"licence {license_id} does not exist")
+        if lic["kind"] == License.Kind.BATCH_KEY:
+            batch_id = Batch.objects.values_list("id", flat=True).get(license_id=license_id)
+        elif lic["batch_id"]:
+            batch_id = lic["batch_id"]
+    if batch_id is not None:
+        key = Batch.objects.filter(pk=batch_id).values_list("license_id", flat=True).first()
+        if key is None:
+            raise NotFound(f"batch {batch_id} does not exist")
+        owner = key
+    else:
+        owner = license_id
+    grants = AddOnGrant.objects.filter(license_id=owner).order_by(
+        F("removed_at").desc(nulls_first=True), "-added_at", "-id"
+    )
+    return AddOnGrants(batch_id, license_id or owner, list(grants))
 
 
 # A unit of the fleet as GET /v1/admin/fleet and its CSV export give it (documented by

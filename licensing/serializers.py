@@ -18,7 +18,8 @@ from config.api.fields import (
     StrictIntegerField,
     UnixField,
 )
-from licensing import fleet_serializers, renewal_serializers
+from licensing import addon_serializers, fleet_serializers, renewal_serializers
+from licensing.addon_serializers import AddOnOut
 from licensing.models import Batch, License
 from svccore import money
 from svccore.claims import (
@@ -36,7 +37,8 @@ from svccore.claims import (
 # Unix seconds 0..LAST_SECOND, 9999-12-31T23:59:59Z).
 #
 # The fleet's shapes live in licensing.fleet_serializers, the renewals' and the expiring
-# list's in licensing.renewal_serializers; they are named at the end of this module too.
+# list's in licensing.renewal_serializers, the add-ons' in licensing.addon_serializers;
+# they are named at the end of this module too.
 
 
 # --- what a device gets ----------------------------------------------------------------
@@ -134,7 +136,9 @@ class LicenseStatusOut(serializers.Serializer):
 
 class LicenseRefreshOut(serializers.Serializer):
     license_id = serializers.CharField()
-    token = serializers.CharField(help_text="The licence's current token (renewed).")
+    token = serializers.CharField(
+        help_text="The licence's current token (renewed, or re-signed with its add-ons)."
+    )
     expires_at = serializers.IntegerField(help_text="Its end, Unix seconds (0: perpetual).")
     certificates = _certificates()
 
@@ -174,6 +178,11 @@ class SkuOut(InCurrency):
         allow_null=True,
         help_text="Check-in lease of the SKU's batches and licences in days (issue 42; a "
         "batch or licence may override it), or null: no lease.",
+    )
+    addons = AddOnOut(
+        many=True,
+        help_text="Add-ons sold for the SKU's batches and licences after the sale (issue 42), "
+        "in its currency.",
     )
 
 
@@ -449,3 +458,8 @@ RenewalQuoteOut = renewal_serializers.RenewalQuoteOut
 ExpiringQuery = renewal_serializers.ExpiringQuery
 ExpiringOut = renewal_serializers.ExpiringOut
 ExpiringListOut = renewal_serializers.ExpiringListOut
+AddOnIn = addon_serializers.AddOnIn
+AddOnRemoveQuery = addon_serializers.AddOnRemoveQuery
+AddOnGrantOut = addon_serializers.AddOnGrantOut
+AddOnChangeOut = addon_serializers.AddOnChangeOut
+AddOnListOut = addon_serializers.AddOnListOut

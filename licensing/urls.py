@@ -6,7 +6,7 @@ from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
 from licensing import device_urls
-from licensing.api import fleet, licenses, renewals
+from licensing.api import addons, fleet, licenses, renewals
 
 urlpatterns = [
     *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
@@ -15,7 +15,27 @@ urlpatterns = [
     path(
         "admin/batches/<id:batch_id>", licenses.BatchDetailApi.as_view(), name="admin-batch-detail"
     ),
+    path(
+        "admin/batches/<id:batch_id>/addons",
+        addons.BatchAddOnsApi.as_view(),
+        name="admin-batch-addons",
+    ),
+    path(
+        "admin/batches/<id:batch_id>/addons/<id:addon>",
+        addons.BatchAddOnApi.as_view(),
+        name="admin-batch-addon",
+    ),
     path("admin/licenses", licenses.LicenseCreateApi.as_view(), name="admin-licenses"),
+    path(
+        "admin/licenses/<id:license_id>/addons",
+        addons.LicenseAddOnsApi.as_view(),
+        name="admin-license-addons",
+    ),
+    path(
+        "admin/licenses/<id:license_id>/addons/<id:addon>",
+        addons.LicenseAddOnApi.as_view(),
+        name="admin-license-addon",
+    ),
     path(
         "admin/licenses/register",
         licenses.LicenseRegisterApi.as_view(),

@@ -20,7 +20,7 @@ from config import clock
 from config.errors import NotFound
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
-from licensing.models import Activation, ActivationDaily, Batch, License, Sku
+from licensing.models import Activation, ActivationDaily, AddOnGrant, Batch, License, Sku
 from portal.models import CustomerApiKey, CustomerUser
 from svccore.timeunits import unix
 
@@ -139,6 +139,27 @@ def document_of(customer: Customer, number: str):
 
 def batches_of(customer: Customer):
     return Batch.objects.filter(customer=customer).order_by("-issued_at", "-id")
+
+
+def active_addons_of(batch_ids: list[str]) -> dict[str, list[AddOnGrant]]:
+    """The active add-ons of these batches (issue 42), oldest first: one query."""
+    found: dict[str, list[AddOnGrant]] = {batch_id: [] for batch_id in batch_ids}
+    grants = AddOnGrant.objects.filter(batch_id__in=batch_ids, removed_at__isnull=True)
+    for grant in grants.order_by("added_at", "id"):
+        found[grant.batch_id].append(grant)
+    return found
+
+
+def addons_pending(batch: Batch, license_ids: list[str]) -> set[str]:
+    """Which of these unit licences of ``batch`` do not carry its add-ons of now yet:
+    they receive them (or lose a removed one) at their next sync."""
+    if not batch.addons_version:
+        return set()
+    return set(
+        License.objects.filter(pk__in=license_ids)
+        .exclude(addons_version=batch.addons_version)
+        .values_list("pk", flat=True)
+    )
 
 
 def licenses_of(customer: Customer):

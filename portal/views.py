@@ -182,13 +182,16 @@ def invitation(request: HttpRequest, secret: str) -> HttpResponse:
 
 def _batches(customer, limit: int | None = None) -> list[dict]:
     rows = selectors.batches_of(customer)
+    rows = list(rows[:limit] if limit else rows)
+    addons = selectors.active_addons_of([b.pk for b in rows])
     return [
         {
             "batch": b,
             "bar": progress_bar(activated=b.units_activated, purchased=b.units_purchased),
             "expires": utc_time(b.expires_at) or "perpetual",
+            "addons": [grant.code for grant in addons[b.pk]],
         }
-        for b in (rows[:limit] if limit else rows)
+        for b in rows
     ]
 
 
@@ -243,16 +246,36 @@ def batch(request: HttpRequest, batch_id: str) -> HttpResponse:
     units = licensing_selectors.fleet_page(
         customer_id=request.customer.pk, batch_id=found.pk, limit=FLEET_PAGE
     )
+    shown = _units(units.units)
+    # Add-ons (issue 42): the batch's, and which units receive a change at their next sync.
+    pending = selectors.addons_pending(found, [u["license_id"] for u in shown])
+    for unit in shown:
+        unit["addons_pending"] = unit["license_id"] in pending
     context = _context(
         request,
         f"Batch {found.pk}",
         batch=found,
         bar=progress_bar(activated=found.units_activated, purchased=found.units_purchased),
         expires=utc_time(found.expires_at) or "perpetual",
-        units=_units(units.units),
+        units=shown,
         more=units.next_cursor is not None,
+        addons=[
+            {"code": g.code, "name": g.name, "since": utc_time(g.added_at), "adds": _adds(g)}
+            for g in selectors.active_addons_of([found.pk])[found.pk]
+        ],
+        addons_pending=len(pending),
     )
     return TemplateResponse(request, "portal/batch.html", context)
+
+
+def _adds(grant) -> str:
+    """What an add-on adds, in words: ``anpr``, ``+4 streams``."""
+    parts = list(grant.modules)
+    for count, what in ((grant.extra_streams, "streams"), (grant.extra_fps, "fps"),
+                        (grant.extra_api_calls, "API calls")):  # fmt: skip
+        if count:
+            parts.append(f"+{count:,} {what}")
+    return ", ".join(parts)
 
 
 def _units(units: list[dict]) -> list[dict]:

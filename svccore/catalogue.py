@@ -43,6 +43,35 @@ def load_entries(path: Path | str = SEED_FILE) -> list[dict[str, Any]]:
     return [normalise_entry(entry) for entry in entries]
 
 
+ADDON_FIELDS = (
+    "sku",
+    "code",
+    "name",
+    "modules",
+    "extra_streams",
+    "extra_fps",
+    "extra_api_calls",
+    "unit_price",
+)
+
+
+def load_addons(path: Path | str = SEED_FILE) -> list[dict[str, Any]]:
+    """The add-ons of a catalogue file (its ``addons``, issue 42: none in an older file),
+    each naming its SKU, its price as Decimal."""
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle, parse_float=Decimal)
+    addons = data.get("addons", []) if isinstance(data, dict) else []
+    out = []
+    for addon in addons:
+        missing = [name for name in ADDON_FIELDS if name not in addon]
+        if missing:
+            raise ValueError(f"catalogue add-on {addon.get('code')!r} lacks {', '.join(missing)}")
+        entry = {name: addon[name] for name in ADDON_FIELDS}
+        entry["unit_price"] = _price(addon["unit_price"], addon["sku"], "add-on price")
+        out.append(entry)
+    return out
+
+
 def _price(value: Any, sku: Any, what: str) -> Decimal:
     """A catalogue price as Decimal, refused when it has more decimals than prices are
     recorded with (``money.PRICE_PLACES``): a price is billed exactly as quoted."""

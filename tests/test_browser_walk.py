@@ -354,6 +354,15 @@ def test_every_console_page_as_a_superuser_at_two_widths(site, browser):
     console.action("revoke signing key", "/admin/signing/signingkey/", "revoke_keys")
     console.action("renew licences", "/admin/licensing/license/", "renew_licenses", 3)
     console.action("renew batches", "/admin/licensing/batch/", "renew_batches", 3)
+    # Add-ons (issue 42): the add and remove confirmations, three rows selected.
+    console.action("add add-on to batches", "/admin/licensing/batch/", "add_addon_batches", 3)
+    console.action(
+        "remove add-on from batches", "/admin/licensing/batch/", "remove_addon_batches", 3
+    )
+    console.action("add add-on to licences", "/admin/licensing/license/", "add_addon_licenses", 3)
+    console.action(
+        "remove add-on from licences", "/admin/licensing/license/", "remove_addon_licenses", 3
+    )
 
     # Scripts and forms under the policy. The batch key's Copy button (console.js):
     console.watch.current = "batch page: Copy"

@@ -53,7 +53,7 @@ from events.services import webhook_create
 from licensing.models import License
 from licensing.revocations import answers_forget
 from licensing.selectors import fleet_page
-from licensing.services import batch_issue, license_issue
+from licensing.services import addon_add, batch_issue, license_issue
 from licensing.services.activation import unit_activate
 from licensing.services.renewals import license_renew
 from portal.services import customer_key_create, invitation_create
@@ -87,6 +87,8 @@ _CURSOR_BEFORE = r"cursor and before cannot be used together"
 _PAGE_CURSOR = r"cursor must be a next_cursor this API gave"
 _SKU = r"unknown SKU "  # the catalogue is data (spec §7: 400), not a fixed enum
 _TAX_IDENTITY = (r"country must be an ISO 3166", r"vat_id ", r"a VAT id needs the customer's")
+_ADDON = r"SKU \S+ of (batch|licence) \S+ has no add-on |add-on \S+ of SKU \S+ is no longer"
+_ADDON_LICENSE = r"licence \S+ (is a unit licence|was minted offline)"
 CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     "POST /v1/admin/batches": (_SKU,),
     "POST /v1/admin/licenses": (_SKU,),
@@ -126,6 +128,10 @@ CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     # whose check digits or country are wrong, or without a country to check it against.
     "POST /v1/admin/customers": _TAX_IDENTITY,
     "PATCH /v1/admin/customers/{customer_id}": _TAX_IDENTITY,
+    # The catalogue is data: which add-ons a SKU has; and what the licence is (issue 42).
+    "POST /v1/admin/batches/{batch_id}/addons": (_ADDON,),
+    "POST /v1/admin/licenses/{license_id}/addons": (_ADDON, _ADDON_LICENSE),
+    "DELETE /v1/admin/licenses/{license_id}/addons/{addon}": (_ADDON_LICENSE,),
     # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
     "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
 }
@@ -179,6 +185,9 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
     # token it was activated with; another batch for the fuzzed renewals.
     license_renew(idempotency_key="fuzz-seed", batch_id=batch.id)
     renewable = batch_issue(customer_id=customer.id, sku="DETECT-STD", units=10)
+    # Add-ons (issue 42) on the camera's batch and the direct licence, for their removal.
+    addon_add(addon="anpr", batch_id=batch.id)
+    addon_add(addon="streams-4", license_id=direct.id)
     # Webhook endpoints on loopback (the server allows it here); the activations above
     # wrote events to send again. One endpoint to delete, one for the rest.
     kept = webhook_create(url="http://127.0.0.1:9/kept", events=["*"])
@@ -230,6 +239,24 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "POST /v1/admin/renew/quote": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
         "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
+        "GET /v1/admin/batches/{batch_id}/addons": {"path_parameters": {"batch_id": batch.id}},
+        "POST /v1/admin/batches/{batch_id}/addons": {
+            "path_parameters": {"batch_id": batch.id},
+            "body": {"addon": "anpr"},
+        },
+        "DELETE /v1/admin/batches/{batch_id}/addons/{addon}": {
+            "path_parameters": {"batch_id": batch.id, "addon": "anpr"}
+        },
+        "GET /v1/admin/licenses/{license_id}/addons": {
+            "path_parameters": {"license_id": direct.id}
+        },
+        "POST /v1/admin/licenses/{license_id}/addons": {
+            "path_parameters": {"license_id": direct.id},
+            "body": {"addon": "streams-4"},
+        },
+        "DELETE /v1/admin/licenses/{license_id}/addons/{addon}": {
+            "path_parameters": {"license_id": direct.id, "addon": "streams-4"}
+        },
         "GET /v1/admin/customers/{customer_id}": {"path_parameters": {"customer_id": customer.id}},
         "GET /v1/admin/usage/{license_id}": {"path_parameters": {"license_id": unit.license_id}},
         "GET /v1/admin/invoice/{customer_id}": {"path_parameters": {"customer_id": customer.id}},

@@ -14,8 +14,8 @@ from django.utils import timezone
 from devices.documents import parse_revocation_page
 from events.models import Event
 from licensing import health, revocations
-from licensing.models import Batch
-from licensing.services import license_issue, license_revoke
+from licensing.models import AddOnCharge, Batch
+from licensing.services import addon_add, license_issue, license_revoke
 from licensing.services.activation import unit_activate
 from signing import keyring
 
@@ -95,6 +95,23 @@ def test_new_activation_is_the_lookup_then_seat_license_activation(
     # The event reports the units left, which only the seat's UPDATE knew.
     event = Event.objects.filter(type="license.activated").latest("id")
     assert event.data["device_id"] == "cam-new" and event.data["units_remaining"] == 98
+
+
+def test_a_new_activation_on_a_batch_with_an_add_on_reads_its_add_ons_once_more(
+    device_api, warm_batch, django_assert_num_queries
+):
+    """Issue 42: the batch's add-ons are one read more; the unit's charge goes in the
+    statement (or transaction) that writes the unit. A batch that never had one reads
+    nothing more (the test above)."""
+    addon_add(addon="anpr", batch_id=warm_batch.id)
+    on_sqlite = 0 if POSTGRESQL else 1  # the charge's own INSERT
+    with django_assert_num_queries(1 + 1 + NEW_UNIT + on_sqlite):
+        response = activate(device_api, warm_batch.license.token, "cam-anpr")
+    assert response.status_code == 200
+    assert AddOnCharge.objects.filter(license_id=response.json()["license_id"]).count() == 1
+    # Re-activating it costs what it always did: one query (nothing to re-sign).
+    with django_assert_num_queries(1):
+        assert activate(device_api, warm_batch.license.token, "cam-anpr").status_code == 200
 
 
 def test_a_transfer_onto_a_released_seat_costs_two_more_statements(

@@ -79,7 +79,7 @@ def unguard(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0013_guarded_sums_and_bypass'),
+        ('billing', '0015_addons'),
     ]
 
     operations = [

@@ -13,6 +13,7 @@ from config.admin.base import (
 )
 from config.admin.display import admin_url, counted, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
+from licensing.admin.addons import AddOnMixin, addon_action, grants_shown
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -56,7 +57,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
+class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
@@ -86,13 +87,21 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
         "expires_at",
         "max_offline_days",
         "hold",
+        "addons",
         "license_link",
         "key_state_full",
         "batch_key",
         "key_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_batch_keys", "renew_batches", "suspend_batches", "reinstate_batches"]
+    actions = [
+        "revoke_batch_keys",
+        "renew_batches",
+        "suspend_batches",
+        "reinstate_batches",
+        "add_addon_batches",
+        "remove_addon_batches",
+    ]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, batch: Batch):
@@ -113,6 +122,14 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
             utc_time(held.suspended_at),
             held.reason,
         )
+
+    @admin.display(description="add-ons")
+    def addons(self, batch: Batch):
+        if not batch.addons_version:  # never had one: no count over its units
+            return "none"
+        # Units whose licence carries the batch's add-ons of now (licensing.addons).
+        carrying = batch.unit_licenses.filter(addons_version=batch.addons_version).count()
+        return grants_shown(batch.license_id, units=(carrying, batch.units_activated))
 
     @admin.display(description="units activated", ordering="units_activated")
     def progress(self, batch: Batch):
@@ -239,3 +256,17 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, NoEditAdmin):
     @admin.action(description="Renew selected batches for another term…", permissions=["renew"])
     def renew_batches(self, request, queryset):
         return renew_with_term(self, request, queryset, target="batch_id", what="batches")
+
+    @admin.action(description="Add an add-on to selected batches…", permissions=["addon"])
+    def add_addon_batches(self, request, queryset):
+        return addon_action(
+            self, request, queryset, target="batch_id", what="batches",
+            action_name="add_addon_batches", add=True,
+        )  # fmt: skip
+
+    @admin.action(description="Remove an add-on from selected batches…", permissions=["addon"])
+    def remove_addon_batches(self, request, queryset):
+        return addon_action(
+            self, request, queryset, target="batch_id", what="batches",
+            action_name="remove_addon_batches", add=False,
+        )  # fmt: skip

@@ -6,6 +6,7 @@ from django.contrib import admin
 
 from config.admin.base import CapabilityAdmin
 from config.admin.display import money
+from licensing.admin.addons import AddOnInline
 from licensing.models import (
     Sku,
 )
@@ -31,6 +32,7 @@ class SkuAdmin(CapabilityAdmin):
     ]
     list_filter = ["currency", "term_days"]
     search_fields = ["code", "name"]
+    inlines = [AddOnInline]
 
     @admin.display(description="unit price tiers")
     def unit_prices(self, sku: Sku) -> str:

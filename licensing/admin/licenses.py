@@ -13,6 +13,7 @@ from config.admin.base import (
 )
 from config.admin.display import admin_url, customer_link, money, pretty_json, utc_time
 from config.drafts import drafted
+from licensing.admin.addons import AddOnMixin, addon_action, grants_shown
 from licensing.admin.display import (
     admin_link,
     copyable,
@@ -77,7 +78,9 @@ class ActivationModeFilter(admin.SimpleListFilter):
 
 
 @admin.register(License)
-class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, NoEditAdmin):
+class LicenseAdmin(
+    LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin
+):
     add_capability = "issue_licences"
     # What finds a licence and says whether it works, narrow enough for a 1000 px window
     # (licence and customer ids are long); the SKU, activation mode and issue time are
@@ -109,13 +112,21 @@ class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, Hold
         "checked_in_at",
         "unit_price_shown",
         "state",
+        "addons",
         "revoked_at",
         "revoke_reason",
         "license_token",
         "token_claims",
     ]
     readonly_fields = fields
-    actions = ["revoke_licenses", "renew_licenses", "suspend_licenses", "reinstate_licenses"]
+    actions = [
+        "revoke_licenses",
+        "renew_licenses",
+        "suspend_licenses",
+        "reinstate_licenses",
+        "add_addon_licenses",
+        "remove_addon_licenses",
+    ]
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_link(self, lic: License):
@@ -133,6 +144,22 @@ class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, Hold
         if lic.expires_at is None and lic.revoked_at is None:
             return format_html('{} <span class="svc-nowrap">(no end)</span>', badge)
         return badge
+
+    @admin.display(description="add-ons")
+    def addons(self, lic: License):
+        if lic.kind == License.Kind.DIRECT:
+            return grants_shown(lic.pk)
+        if lic.kind == License.Kind.UNIT:
+            batch = lic.batch
+            carries = (
+                "carries"
+                if lic.addons_version == batch.addons_version
+                else "receives at its next sync"
+            )
+            return format_html(
+                "its batch's, which it {}: {}", carries, grants_shown(batch.license_id)
+            )
+        return "the batch's (on the batch's page)" if lic.kind == License.Kind.BATCH_KEY else "none"
 
     @admin.display(description="unit price", ordering="unit_price")
     def unit_price_shown(self, lic: License) -> str | None:
@@ -225,3 +252,19 @@ class LicenseAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, Hold
     )
     def renew_licenses(self, request, queryset):
         return renew_with_term(self, request, queryset, target="license_id", what="licences")
+
+    @admin.action(description="Add an add-on to selected direct licences…", permissions=["addon"])
+    def add_addon_licenses(self, request, queryset):
+        return addon_action(
+            self, request, queryset, target="license_id", what="licences",
+            action_name="add_addon_licenses", add=True,
+        )  # fmt: skip
+
+    @admin.action(
+        description="Remove an add-on from selected direct licences…", permissions=["addon"]
+    )
+    def remove_addon_licenses(self, request, queryset):
+        return addon_action(
+            self, request, queryset, target="license_id", what="licences",
+            action_name="remove_addon_licenses", add=False,
+        )  # fmt: skip

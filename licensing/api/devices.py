@@ -305,7 +305,9 @@ class LicenseRefreshApi(DeviceApi):
         description="The device module's sync asks this with the licence it holds (unit, "
         "direct or offline), as Authorization: Bearer <token>: after a renewal it receives "
         "the renewed token (a unit of a renewed batch is re-signed to the batch's end on "
-        "this call), otherwise 304. A token a renewal replaced still authenticates.",
+        "this call), after an add-on was added or removed the token re-signed with its "
+        "add-ons (same end; a unit of the batch is re-signed on this call), otherwise 304. "
+        "A token a renewal or an add-on replaced still authenticates.",
     )
     def get(self, request):
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")

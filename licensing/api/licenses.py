@@ -21,7 +21,10 @@ class CatalogueApi(APIView):
     )
     @requires("view_service")
     def get(self, request):
-        skus = [sku.entry() for sku in selectors.catalogue_list()]
+        # Each entry with its add-ons (issue 42): an addition to contract §5.
+        skus = [
+            sku.entry() | {"addons": list(sku.addons.all())} for sku in selectors.catalogue_list()
+        ]
         return Response(rendered(serializers.CatalogueOut, {"skus": skus}))
 
 

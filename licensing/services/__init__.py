@@ -12,7 +12,9 @@ callers import from here (``from licensing.services import batch_issue``):
 - last seen (:mod:`.seen`): ``unit_seen``, a unit's last status fetch, usage upload or
   re-activation, written at most once per ``SVC_LAST_SEEN_MINUTES``;
 - holds (:mod:`.holds`): ``license_suspend``, ``license_reinstate`` (a reversible hold
-  on a licence, a batch key or a customer, issue 42).
+  on a licence, a batch key or a customer, issue 42);
+- add-ons (:mod:`.addons`): ``addon_add``, ``addon_remove`` (a catalogue add-on sold
+  for a batch or a direct licence after the sale, or ended, issue 42).
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -23,6 +25,7 @@ modules. Reads are in :mod:`licensing.selectors`; the revocation list's document
 """
 
 from licensing.services.activation import ActivationResult, unit_activate
+from licensing.services.addons import AddOnChange, addon_add, addon_remove
 from licensing.services.holds import Hold, license_reinstate, license_suspend
 from licensing.services.licenses import (
     batch_issue,
@@ -43,7 +46,10 @@ from licensing.services.seen import unit_seen
 
 __all__ = [
     "ActivationResult",
+    "AddOnChange",
     "Hold",
+    "addon_add",
+    "addon_remove",
     "RefreshResult",
     "ReleasePolicy",
     "ReleaseResult",

@@ -52,14 +52,23 @@ from config.rows import insert_rows, insert_rows_after
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
-from licensing import leases
+from licensing import addons, leases
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
-from licensing.models import Activation, Batch, License, Sku, Suspension, token_digest
+from licensing.models import (
+    Activation,
+    AddOnGrant,
+    Batch,
+    License,
+    Sku,
+    Suspension,
+    token_digest,
+)
 from licensing.revocations import ListPosition, list_position
 from licensing.services import renewals, seats, seen
 from licensing.services.licenses import license_claims
 from signing import keyring
 from svccore import ids
+from svccore.addons import sold_part, with_addons
 from svccore.claims import device_id_problem
 from svccore.timeunits import unix
 
@@ -67,7 +76,8 @@ from svccore.timeunits import unix
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
 LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
-    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}
+    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL},
+    b.addons_version, u.addons_version
 FROM licensing_license k
 JOIN licensing_batch b ON b.license_id = k.id
 LEFT JOIN licensing_sku s ON s.code = b.sku
@@ -238,19 +248,28 @@ def _aware(value: Any) -> dt.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-def _lookup(
-    key: BatchKey, device_id: str, now: dt.datetime
-) -> tuple[dt.datetime | None, ActivationResult | None, leases.LeaseAndHold]:
-    """The batch key's current end, the device's licence when it is on file (else
-    None) and the check-in lease and hold its status carries (:mod:`licensing.leases`);
-    Forbidden when the batch key has expired (past its end, whatever renewal set it to)
-    or it or that licence is revoked. A licence signed before its batch was renewed is
-    re-signed to the batch's end (once per renewal)."""
+@dataclass(frozen=True)
+class Lookup:
+    """What the lookup found: the batch key's current end, the device's licence when
+    it is on file (else None), the check-in lease and hold its status carries
+    (:mod:`licensing.leases`) and the batch's add-ons version (``licensing.addons``)."""
+
+    ends: dt.datetime | None
+    existing: ActivationResult | None
+    terms: leases.LeaseAndHold
+    addons_version: int
+
+
+def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Lookup:
+    """:class:`Lookup` of ``device_id`` on the batch of ``key``; Forbidden when the batch
+    key has expired (past its end, whatever renewal set it to) or it or that licence is
+    revoked. A licence signed before its batch was renewed, or before its batch's
+    add-ons changed, is re-signed (once per change)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
-        (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held) = (
-            cursor.fetchone()
-        )
+        (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
+         version, unit_version) = cursor.fetchone()  # fmt: skip
+    version = version or 0
     terms = leases.from_values(days, None, None, held)
     if key_revoked:
         raise _key_revoked(key)
@@ -260,22 +279,23 @@ def _lookup(
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
         )
     if license_id is None:
-        return ends, None, terms
+        return Lookup(ends, None, terms, version)
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
     rekey = keyring.key_stale(token)  # signed by a key retired or revoked since
-    if rekey or (ends is not None and (unit_ends is None or unit_ends < ends)):
+    addons_stale = unit_version != version
+    if rekey or addons_stale or (ends is not None and (unit_ends is None or unit_ends < ends)):
         token = renewals.unit_token_current(
             license_id=license_id,
             token=token,
             token_sha256=sha,
-            claims=None,
             expires_at=unit_ends,
             batch_expires_at=ends,
             rekey=rekey,
+            addons_stale=addons_stale,
         )
-    return ends, ActivationResult(license_id, token, reactivated=True), terms
+    return Lookup(ends, ActivationResult(license_id, token, reactivated=True), terms, version)
 
 
 def _held(key: BatchKey, device_id: str) -> Forbidden:
@@ -314,17 +334,19 @@ def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
 
 
 def _unit_sign(
-    key: BatchKey, device_id: str, expires_at: dt.datetime | None
+    key: BatchKey, device_id: str, expires_at: dt.datetime | None, grants: list[AddOnGrant]
 ) -> tuple[dt.datetime, str, dict[str, Any]]:
     """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
     carries the batch key's entitlements, caps and grace, whatever the catalogue says
-    today: the customer bought what the key says.
+    today: the customer bought what the key says; and the add-ons ``grants`` of its
+    batch (``licensing.addons``).
 
     Done before the seat is taken, outside the transaction: a signer that is slow or
     unreachable (an HSM) then holds no lock on the batch row, and its failure leaves
     nothing to roll back."""
     now = clock.now()
-    lim = key.claims["lim"]
+    sold = with_addons(sold_part(key.claims), grants)
+    lim = sold["lim"]
     claims = license_claims(
         license_id=ids.license_id(),
         sku=key.sku,
@@ -333,7 +355,7 @@ def _unit_sign(
         activation=License.Activation.OPTIONAL,
         issued_at=now,
         expires_at=expires_at,
-        entitlements=key.claims["ent"],
+        entitlements=sold["ent"],
         max_streams=lim["max_streams"],
         max_fps=lim["max_fps"],
         api_calls=lim["api_calls"],
@@ -355,9 +377,13 @@ def _unit_rows(
     signed_unit: tuple[dt.datetime, str, dict[str, Any]],
     units_remaining: int,
     leased: bool = False,
+    addons_version: int = 0,
+    grants: tuple[AddOnGrant, ...] = (),
 ) -> list[tuple[type, dict[str, Any]]]:
-    """The rows of a new unit: its signed licence, its activation record and its event
-    (the outbox: reported only if it happened), for ``config.rows``."""
+    """The rows of a new unit: its signed licence, its activation record, its event
+    (the outbox: reported only if it happened) and the charges of the add-ons it carries
+    (``licensing.addons``: for a transfer, beyond what its predecessors were charged),
+    for ``config.rows``."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
     license_row = dict(
@@ -380,6 +406,7 @@ def _unit_rows(
         revoke_reason="",
         # Under a check-in lease its status, handed out with it, starts the lease.
         checked_in_at=now if leased else None,
+        addons_version=addons_version,
     )
     activation_row = dict(
         batch_id=key.batch_id,
@@ -408,7 +435,20 @@ def _unit_rows(
             "transfer": transfer_of is not None,
         },
     )
-    return [(License, license_row), (Activation, activation_row), event]
+    charges = addons.charges_for(
+        license_id=signed["lic"],
+        grants=list(grants),
+        ends_at=expires_at,
+        now=now,
+        new=True,
+        transfer_of=transfer_of,
+    )
+    return [
+        (License, license_row),
+        (Activation, activation_row),
+        event,
+        *addons.charge_rows(charges),
+    ]
 
 
 def _seat_and_unit(
@@ -480,7 +520,8 @@ def unit_activate(
     now = clock.now()
     if key.claims["nbf"] > unix(now):
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
-    expires_at, existing, terms = _lookup(key, device_id, now)
+    found = _lookup(key, device_id, now)
+    expires_at, existing, terms = found.ends, found.existing, found.terms
     if existing is not None:
         result = _positioned(existing, device_id, terms) if positioned else existing
         # After the answer is built: no query when this process recorded the unit as
@@ -492,7 +533,9 @@ def unit_activate(
         # Units already on file keep re-activating (their status says suspended); a held
         # batch or customer takes no new seat, so nothing is billed while it is held.
         raise _held(key, device_id)
-    signed_unit = _unit_sign(key, device_id, expires_at)
+    # The batch's add-ons (one query, only for a batch that ever had one).
+    grants = addons.active_grants(license_id=key.license_id) if found.addons_version else []
+    signed_unit = _unit_sign(key, device_id, expires_at, grants)
     position = None
     if positioned:
         position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id, terms=terms)
@@ -504,6 +547,8 @@ def unit_activate(
         client_ip=client_ip,
         signed_unit=signed_unit,
         leased=terms.days is not None,
+        addons_version=found.addons_version,
+        grants=tuple(grants),
     )
     try:
         if connection.vendor == "postgresql":
@@ -522,10 +567,10 @@ def unit_activate(
             insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
         # Another request for this device won: no seat taken here, the winner's licence.
-        _, existing, terms = _lookup(key, device_id, now)
-        if existing is None:
+        again = _lookup(key, device_id, now)
+        if again.existing is None:
             raise
-        return _positioned(existing, device_id, terms) if positioned else existing
+        return _positioned(again.existing, device_id, again.terms) if positioned else again.existing
     signed_at, token, signed = signed_unit
     seen.unit_seen_noted(license_id=signed["lic"], device_id=device_id, now=signed_at)
     return ActivationResult(

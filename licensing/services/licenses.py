@@ -28,6 +28,7 @@ from events.models import Event
 from events.services import event_emit
 from licensing import revocations
 from licensing.models import (
+    AddOn,
     Batch,
     License,
     Revocation,
@@ -332,6 +333,15 @@ def catalogue_seed() -> int:
         code = fields.pop("sku")
         _, created = Sku.objects.get_or_create(code=code, defaults=fields)
         added += created
+    # The seeded add-ons (issue 42) of SKUs present, once: an operator's edit or removal
+    # of the catalogue's add-ons stands.
+    present = set(Sku.objects.values_list("code", flat=True))
+    for addon in catalogue.load_addons():
+        fields = catalogue.to_json(addon)
+        sku, code = fields.pop("sku"), fields.pop("code")
+        if sku in present:
+            _, created = AddOn.objects.get_or_create(sku_id=sku, code=code, defaults=fields)
+            added += created
     return added
 
 

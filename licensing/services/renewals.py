@@ -45,9 +45,11 @@ from devices.errors import BadSignature
 from devices.term import ACTIVE, GRACE
 from events.models import Event
 from events.services import event_emit
+from licensing import addons
 from licensing.held import license_held
 from licensing.models import (
     Activation,
+    AddOnCharge,
     Batch,
     License,
     Renewal,
@@ -116,7 +118,7 @@ def _replay(key: str, digest: str) -> RenewalResult | None:
     return RenewalResult(earlier, replayed=True)
 
 
-def _resign(claims: dict[str, Any], *, expires_at: dt.datetime | None, now: dt.datetime):
+def resign(claims: dict[str, Any], *, expires_at: dt.datetime | None, now: dt.datetime):
     """(token, signed claims) of ``claims`` signed again by the active key, with a new
     end (None: the end it has): ``exp`` moves and ``iat`` is the signing time;
     everything else, ``nbf`` included, stays as issued (a device whose clock lags a little
@@ -130,7 +132,7 @@ def _resign(claims: dict[str, Any], *, expires_at: dt.datetime | None, now: dt.d
 
 def _replace_token(lic: License, *, expires_at: dt.datetime, now: dt.datetime) -> None:
     """Re-sign a locked licence row with a new end; its token so far stays issued."""
-    token, signed = _resign(lic.claims, expires_at=expires_at, now=now)
+    token, signed = resign(lic.claims, expires_at=expires_at, now=now)
     # The current token: never superseded before (a replaced token never comes back).
     SupersededToken.objects.create(
         license_id=lic.id, token_sha256=lic.token_sha256, superseded_at=now
@@ -230,6 +232,17 @@ def _renew(
     _replace_token(lic, expires_at=expires_at, now=now)
     if batch is not None:
         Batch.objects.filter(pk=batch.pk).update(expires_at=expires_at)
+    else:
+        # A direct licence's add-ons run on with it: the new term is charged now (a
+        # batch's units are, each as it fetches its renewed licence).
+        AddOnCharge.objects.bulk_create(
+            addons.charges_for(
+                license_id=lic.id,
+                grants=addons.active_grants(license_id=lic.id),
+                ends_at=expires_at,
+                now=now,
+            )
+        )
     event_emit(
         Event.Type.LICENSE_RENEWED,
         customer_id=lic.customer_id,
@@ -358,28 +371,31 @@ def unit_token_current(
     license_id: str,
     token: str,
     token_sha256: str,
-    claims: dict[str, Any] | None,
     expires_at: dt.datetime | None,
     batch_expires_at: dt.datetime | None,
     rekey: bool = False,
+    addons_stale: bool = False,
 ) -> str:
-    """The current token of a licence whose row holds ``token`` (with its hash, claims
-    and end): the same token while its end is its batch's (a unit's) and its key is in
-    use, else the licence re-signed by the active key, to end with its renewed batch, and
-    stored (the row's token, claims, end and hash are then the token answered, and the
-    token it replaces stays issued). ``rekey``: ``token``'s key is retired or revoked
-    (``keyring.key_stale``), so it is re-signed whatever its end.
+    """The current token of a licence whose row holds ``token`` (with its hash and end):
+    the same token while its end is its batch's (a unit's), its key is in use and it
+    carries its batch's add-ons of now, else the licence re-signed by the active key, to
+    end with its renewed batch, with its batch's add-ons (``licensing.addons``), and
+    stored (the row's token, claims, end, hash and add-ons version are then the token
+    answered, and the token it replaces stays issued). ``rekey``: ``token``'s key is
+    retired or revoked (``keyring.key_stale``), so it is re-signed whatever its end;
+    ``addons_stale``: its batch's add-ons changed since it was signed.
 
-    Concurrent refreshes of one licence each sign, but one conditional UPDATE wins; the
-    others answer the winner's token. Forbidden if the licence was revoked meanwhile."""
+    Whatever a re-signed token carries for time not yet charged is charged in the same
+    transaction (:func:`licensing.addons.charges_for`). Concurrent refreshes of one
+    licence each sign, but one conditional UPDATE wins (and charges); the others answer
+    the winner's token. Forbidden if the licence was revoked meanwhile."""
     extends = batch_expires_at is not None and (expires_at is None or expires_at < batch_expires_at)
-    if not (extends or rekey):
+    if not (extends or rekey or addons_stale):
         return token
     end = batch_expires_at if extends else expires_at
-    if claims is None:
-        claims = License.objects.values_list("claims", flat=True).get(pk=license_id)
+    signing = addons.unit_signing(license_id)
     now = clock.now().replace(microsecond=0)
-    renewed, signed = _resign(claims, expires_at=end, now=now)
+    renewed, signed = resign(signing.claims, expires_at=end, now=now)
     with transaction.atomic():
         stored = License.objects.filter(
             pk=license_id, token_sha256=token_sha256, revoked_at__isnull=True
@@ -388,10 +404,16 @@ def unit_token_current(
             claims=signed,
             token_sha256=token_digest(renewed),
             expires_at=end,
+            addons_version=signing.version,
         )
         if stored:
             SupersededToken.objects.create(
                 license_id=license_id, token_sha256=token_sha256, superseded_at=now
+            )
+            AddOnCharge.objects.bulk_create(
+                addons.charges_for(
+                    license_id=license_id, grants=signing.grants, ends_at=end, now=now
+                )
             )
             return renewed
     current, revoked_at = License.objects.values_list("token", "revoked_at").get(pk=license_id)
@@ -433,15 +455,17 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
     rekey = keyring.key_stale(current)
     if kind != License.Kind.UNIT:
         batch_end = None
-    if rekey or (batch_end is not None and batch_end != expires_at):
+    # A unit whose batch's add-ons changed since its token was signed (issue 42).
+    addons_stale = kind == License.Kind.UNIT and held.addons_version != held.batch_addons_version
+    if rekey or addons_stale or (batch_end is not None and batch_end != expires_at):
         current = unit_token_current(
             license_id=license_id,
             token=current,
             token_sha256=stored_sha256,
-            claims=None,
             expires_at=expires_at,
             batch_expires_at=batch_end,
             rekey=rekey,
+            addons_stale=addons_stale,
         )
         if batch_end is not None:
             expires_at = max(expires_at, batch_end) if expires_at else batch_end

@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
-from svcctl.commands import batches, billing, customers, fleet, keys, licenses, minting, webhooks
+from svcctl.commands import (
+    addons,
+    batches,
+    billing,
+    customers,
+    fleet,
+    keys,
+    licenses,
+    minting,
+    webhooks,
+)
 from svcctl.commands.base import Command
 
 ORDER = (
@@ -20,6 +30,9 @@ ORDER = (
     "reinstate",
     "release",
     "renew",
+    "addon-add",
+    "addon-remove",
+    "addons",
     "expiring",
     "fleet",
     "batch-status",
@@ -40,7 +53,7 @@ ORDER = (
     "certify",
     "register",
 )
-MODULES = (customers, batches, licenses, fleet, billing, webhooks, minting, keys)
+MODULES = (customers, batches, licenses, addons, fleet, billing, webhooks, minting, keys)
 
 
 def ordered() -> list[Command]:

@@ -136,6 +136,35 @@ def cmd_catalogue(args) -> int:
             for e in result["skus"]
         ),
     )
+    # Add-ons (issue 42): sold for a SKU's batches and licences after the sale.
+    addons = [(e, a) for e in result["skus"] for a in e.get("addons", [])]
+    if addons:
+        print("\nadd-ons (svcctl addon-add):")
+        output.table(
+            ["sku", "add-on", "name", "adds", "price"],
+            (
+                [
+                    e["sku"],
+                    a["code"] + ("" if a["available"] else " (withdrawn)"),
+                    a["name"],
+                    " ".join(
+                        [f"+{m}" for m in a["modules"]]
+                        + [
+                            f"+{a[name]:,} {label}"
+                            for name, label in (
+                                ("extra_streams", "streams"),
+                                ("extra_fps", "fps"),
+                                ("extra_api_calls", "API calls"),
+                            )
+                            if a[name]
+                        ]
+                    ),
+                    f"{output.amount(a['unit_price'], e['currency'])} {e['currency']} per unit"
+                    + (f" per {e['term_days']}-day term" if e["term_days"] else ", once"),
+                ]
+                for e, a in addons
+            ),
+        )
     return EXIT_OK
 
 

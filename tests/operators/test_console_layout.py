@@ -29,7 +29,13 @@ from config.errors import ServiceError
 from customers.services import customer_create
 from events.models import DeliveryAttempt, Event, Webhook
 from licensing.models import Activation, License
-from licensing.services import batch_issue, license_issue, license_register, license_revoke
+from licensing.services import (
+    addon_add,
+    batch_issue,
+    license_issue,
+    license_register,
+    license_revoke,
+)
 from licensing.services.seats import seat_release
 from tests.conftest import tool_missing
 from tests.history import rewritten
@@ -198,6 +204,10 @@ def _seed(url: str) -> dict[str, str]:
     )
     seat_release(license_id=Activation.objects.get(device_id="rtm-quay-03").license_id,
                  reason="camera died: water in the housing")  # fmt: skip
+    # Add-ons (issue 42): number-plate recognition on the Hamburg batch (its cameras have
+    # not synced since: pending), four more streams on the lobby camera's licence.
+    addon_add(addon="anpr", batch_id=vision.id)
+    addon_add(addon="streams-4", license_id=direct.id)
     # Acme's gate camera licensed ten days ago: an issued invoice, then its credit note.
     gate = license_issue(customer_id=acme.id, sku="API-METERED", device_id="acme-gate-0001")
     with rewritten():

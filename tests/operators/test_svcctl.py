@@ -538,7 +538,7 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer-keys"]
 ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
 ONLINE += ["release"]
-ONLINE += ["renew", "expiring", "fleet"]
+ONLINE += ["renew", "addon-add", "addon-remove", "addons", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
 ONLINE += ["invoice-download", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
@@ -834,6 +834,43 @@ def test_suspend_and_reinstate_a_batch_and_a_lease_from_svcctl(online, transacti
     assert both.returncode != 0 and "exactly one" in both.stderr
     none = svcctl("reinstate", "--customer", "CUST-NOBODY", env=online)
     assert none.returncode == 1 and "does not exist" in none.stderr
+
+
+@pytest.mark.live
+def test_add_list_and_remove_an_add_on_from_svcctl(online, transactional_db):
+    customer = _json(svcctl("customer", "Plate Readers", "--kind", "oem", "--json", env=online))
+    sold = _json(svcctl("batch", customer["customer_id"], "VISION-PRO", "3", "--json", env=online))
+    catalogue = svcctl("catalogue", env=online).stdout
+    assert re.search(r"^VISION-PRO\s+anpr\s+Number-plate recognition\s+\+anpr\s+60\.00 EUR "
+                     r"per unit per 365-day term$", catalogue, re.M), catalogue  # fmt: skip
+
+    added = svcctl("addon-add", "anpr", "--batch", sold["batch_id"], env=online)
+
+    assert added.returncode == 0, added.stderr
+    assert re.search(rf"^on\s+batch {sold['batch_id']}$", added.stdout, re.M), added.stdout
+    assert re.search(
+        r"^price\s+60\.00 EUR per unit per 365-day term, pro rata$", added.stdout, re.M
+    )
+    again = svcctl("addon-add", "anpr", "--batch", sold["batch_id"], env=online)
+    assert (
+        again.stdout
+        == f"add-on anpr of batch {sold['batch_id']} was already active; nothing changed\n"
+    )
+    listed = svcctl("addons", "--batch", sold["batch_id"], env=online)
+    assert "1 add-on(s)" in listed.stdout and re.search(r"^anpr\s+\+anpr\s", listed.stdout, re.M)
+    removed = _json(
+        svcctl("addon-remove", "anpr", "--batch", sold["batch_id"], "--reason", "trial over",
+               "--json", env=online)
+    )  # fmt: skip
+    assert (removed["active"], removed["changed"], removed["remove_reason"]) == (
+        False, True, "trial over",
+    )  # fmt: skip
+    unknown = svcctl("addon-add", "nope", "--batch", sold["batch_id"], env=online)
+    assert (
+        unknown.returncode == 1 and "has no add-on 'nope'; its add-ons are anpr" in unknown.stderr
+    )
+    both = svcctl("addon-add", "anpr", "LIC-1", "--batch", "B-1", env=online)
+    assert both.returncode != 0 and "exactly one" in both.stderr
 
 
 @pytest.mark.live

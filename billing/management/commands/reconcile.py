@@ -12,6 +12,7 @@ from customers.models import Customer
 _COLUMNS = (
     "customer", "SKU", "stored", "billed", "waiting", "unbillable", "activ. stored",
     "billed", "direct stored", "billed", "transfers", "renewed units", "billed",
+    "add-on days", "billed",
 )  # fmt: skip
 _TEXT_COLUMNS = 2  # customer and SKU, left-aligned; the numbers right-aligned
 
@@ -36,7 +37,8 @@ class Command(BaseCommand):
     help = (
         "Reconcile the billing ledger: per customer and SKU, inferences stored, billed, "
         "waiting for the next invoice and unbillable (dated after today), and "
-        "activations, direct licences and renewed units stored vs billed. Exits 1 when "
+        "activations, direct licences, renewed units and add-on days stored vs billed. "
+        "Exits 1 when "
         "any record or event is billed twice, any invoice's quantities do not match its "
         "records, or any daily rollup differs from the usage records it sums (months not "
         "pruned). "
@@ -80,6 +82,8 @@ class Command(BaseCommand):
                     row.transfers,
                     row.renewal_units,
                     row.renewal_units_billed,
+                    row.addon_days,
+                    row.addon_days_billed,
                 ]
                 for row in [*result.rows, result.totals()]
             ]
