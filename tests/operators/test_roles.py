@@ -32,6 +32,8 @@ MATRIX = {
     ("v1/admin/batches/<id:batch_id>", "GET"): "view_service",
     ("v1/admin/licenses", "POST"): "issue_licences",
     ("v1/admin/licenses/register", "POST"): "issue_licences",
+    ("v1/admin/offline/activations", "POST"): "issue_licences",
+    ("v1/admin/offline/usage", "POST"): "issue_licences",
     ("v1/admin/revoke", "POST"): "revoke_licences",
     ("v1/admin/suspend", "POST"): "suspend_licences",
     ("v1/admin/reinstate", "POST"): "suspend_licences",
