@@ -615,6 +615,11 @@ class OfflineExchange(models.Model):
     )
     actor = models.CharField(max_length=150, blank=True)
     exchanged_at = models.DateTimeField(default=clock.now)
+    seat_taken = models.BooleanField(
+        default=False,
+        help_text="The request took the seat (a new licence): read again, its answer "
+        "still says so, and the camera starts its usage total at zero.",
+    )
 
     class Meta:
         constraints = [

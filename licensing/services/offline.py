@@ -73,7 +73,14 @@ def answer_sign(
 
 
 def exchange_record(
-    *, license_id: str, device_id: str, kind: str, nonce: str, channel: str, actor: str = ""
+    *,
+    license_id: str,
+    device_id: str,
+    kind: str,
+    nonce: str,
+    channel: str,
+    actor: str = "",
+    seat_taken: bool = False,
 ) -> None:
     """Note one file exchange of a unit (once per file: reading it again is not another)."""
     customer_id = License.objects.filter(pk=license_id).values_list("customer_id", flat=True)
@@ -88,6 +95,7 @@ def exchange_record(
                     "device_id": device_id,
                     "channel": channel,
                     "actor": actor[:150],
+                    "seat_taken": seat_taken,
                 },
             )
     except IntegrityError:  # the same file read twice at once: one row
@@ -121,6 +129,14 @@ def offline_activate(
     )
     position = result.position
     assert position is not None  # positioned=True
+    # The same file read again answers as it did the first time: a request whose first
+    # reading took the seat still says "new licence", so the camera starts from zero.
+    first_took_seat = OfflineExchange.objects.filter(
+        license_id=result.license_id,
+        kind=OfflineExchange.Kind.ACTIVATION,
+        nonce=request.nonce,
+        seat_taken=True,
+    ).exists()
     answer = answer_sign(
         kind=offline.ACTIVATION,
         device_id=request.device_id,
@@ -129,7 +145,7 @@ def offline_activate(
         status=position.status,
         certificates=position.certificates,
         token=result.token,
-        reactivated=result.reactivated,
+        reactivated=result.reactivated and not first_took_seat,
     )
     exchange_record(
         license_id=result.license_id,
@@ -138,5 +154,6 @@ def offline_activate(
         nonce=request.nonce,
         channel=channel,
         actor=actor,
+        seat_taken=not result.reactivated,
     )
     return OfflineActivation(answer=answer, result=result, device_id=request.device_id)

@@ -3,7 +3,17 @@
 
 from __future__ import annotations
 
-from svcctl.commands import batches, billing, customers, fleet, keys, licenses, minting, webhooks
+from svcctl.commands import (
+    batches,
+    billing,
+    customers,
+    fleet,
+    keys,
+    licenses,
+    minting,
+    offline,
+    webhooks,
+)
 from svcctl.commands.base import Command
 
 ORDER = (
@@ -25,6 +35,8 @@ ORDER = (
     "batch-status",
     "usage",
     "usage-conflicts",
+    "offline-activate",
+    "offline-usage",
     "invoice",
     "invoices",
     "invoice-show",
@@ -39,7 +51,7 @@ ORDER = (
     "certify",
     "register",
 )
-MODULES = (customers, batches, licenses, fleet, billing, webhooks, minting, keys)
+MODULES = (customers, batches, licenses, fleet, billing, offline, webhooks, minting, keys)
 
 
 def ordered() -> list[Command]:

@@ -539,7 +539,7 @@ ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "rein
 ONLINE += ["release"]
 ONLINE += ["renew", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
-ONLINE += ["credit-note"]
+ONLINE += ["credit-note", "offline-activate", "offline-usage"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
