@@ -538,8 +538,8 @@ ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer
 ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
 ONLINE += ["release"]
 ONLINE += ["renew", "expiring", "fleet"]
-ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
-ONLINE += ["credit-note", "offline-activate", "offline-usage"]
+ONLINE += ["batch-status", "usage", "usage-conflicts", "offline-activate", "offline-usage"]
+ONLINE += ["invoice", "invoices", "invoice-show", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
