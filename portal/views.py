@@ -449,6 +449,12 @@ def renewals(request: HttpRequest) -> HttpResponse:
 
 class KeyForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the key is for (e.g. fleet-sync).")
+    write = forms.BooleanField(
+        required=False,
+        label="May upload air-gapped cameras' files",
+        help_text="Activation requests (each takes a seat) and usage files, through "
+        "/v1/customer/offline/...; without it the key only reads.",
+    )
 
 
 @customer_page
@@ -463,6 +469,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 name=form.cleaned_data["name"],
                 created_by=request.user.get_username(),
                 owner=request.account,
+                write=form.cleaned_data["write"],
             )
         except ServiceError as exc:
             form.add_error("name", exc.detail)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from rest_framework.test import APIClient
 
 import devices
 from billing.models import UsageRecord
@@ -14,6 +15,8 @@ from devices import offline
 from devices.__main__ import main
 from events.models import Event
 from licensing.models import Activation, Batch, License, OfflineExchange
+from portal.services import customer_key_create
+from tests.factories import CustomerFactory
 from tests.test_end_to_end import HOUR, T0, SharedClock
 
 pytestmark = pytest.mark.django_db
@@ -309,3 +312,42 @@ def test_the_command_line_writes_and_installs_the_files(air, admin_api, customer
     receipt.write_text(air.upload(usage.read_text()).json()["answer"])
     assert main(["offline-install", str(receipt), "--pubkey", str(pub), *state]) == 0
     assert "kind=usage" in capsys.readouterr().out
+
+
+def _customer_client(customer, *, write: bool) -> APIClient:
+    _, key = customer_key_create(
+        customer_id=customer.pk, name=f"site-{write}", created_by="t", write=write
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+def test_the_customer_api_answers_files_with_a_write_key_for_its_own_batches(air, customer):
+    reader = _customer_client(customer, write=False)
+    writer = _customer_client(customer, write=True)
+    request = air.request("cam-c")
+    refused = reader.post("/v1/customer/offline/activations", {"request": request}, format="json")
+    assert refused.status_code == 403 and "read-only" in refused.json()["detail"]
+    assert _seats(air.batch["batch_id"]) == 0
+    answered = writer.post("/v1/customer/offline/activations", {"request": request}, format="json")
+    assert answered.status_code == 200, answered.json()
+    assert _seats(air.batch["batch_id"]) == 1
+    row = OfflineExchange.objects.get(device_id="cam-c")
+    assert row.channel == "customer-api" and row.customer_id == customer.pk
+    air.install(answered.json()["answer"], "cam-c")
+    usage = air.export("cam-c")
+    stored = writer.post("/v1/customer/offline/usage", {"usage": usage}, format="json")
+    assert stored.status_code == 200 and stored.json()["revoked"] is False
+    assert reader.post("/v1/customer/offline/usage", {"usage": usage}).status_code == 403
+
+    # Another customer's write key: the batch and the licence do not exist for it.
+    other = _customer_client(CustomerFactory(), write=True)
+    foreign = other.post(
+        "/v1/customer/offline/activations", {"request": air.request("cam-d")}, format="json"
+    )
+    assert foreign.status_code == 404 and "no such batch key" in foreign.json()["detail"]
+    assert _seats(air.batch["batch_id"]) == 1
+    foreign = other.post("/v1/customer/offline/usage", {"usage": usage}, format="json")
+    assert foreign.status_code == 404
+    assert OfflineExchange.objects.count() == 2
