@@ -14,6 +14,8 @@ the same receipt's content.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from billing.ingestion import unit_token_claims, usage_ingest
@@ -22,7 +24,9 @@ from devices import offline
 from devices.errors import LicenseError
 from licensing import revocations
 from licensing.models import License, OfflineExchange
-from licensing.services.offline import answer_sign, exchange_record
+from licensing.services.offline import answer_sign, exchange_record, offline_activate
+
+_SPACE = re.compile(r"\s+")
 
 
 def usage_file_ingest(
@@ -81,3 +85,57 @@ def usage_file_ingest(
         "device_id": export.device_id,
         "revoked": status["revoked"],
     }
+
+
+@dataclass(frozen=True)
+class OfflineFileAnswer:
+    """What a page answers for an uploaded file: the answer file and a line saying what
+    the exchange did."""
+
+    filename: str
+    answer: str
+    message: str
+
+
+def offline_file_answer(
+    *, text: str, channel: str, customer_id: str | None = None, actor: str = ""
+) -> OfflineFileAnswer:
+    """Answer a file from an air-gapped camera whatever its kind (the portal's and the
+    console's one upload field): an activation request (:func:`offline_activate`) or a
+    usage export (:func:`usage_file_ingest`); InvalidInput for anything else."""
+    kind = _SPACE.sub("", text or "")[:6]
+    scope = {"channel": channel, "customer_id": customer_id, "actor": actor}
+    if kind == f"{offline.REQUEST_PREFIX}.":
+        done = offline_activate(request_text=text, **scope)
+        seat = (
+            "already on file: no seat taken"
+            if done.result.reactivated
+            else f"a seat taken ({done.result.batch_units_remaining} left on the batch)"
+        )
+        return OfflineFileAnswer(
+            filename=f"{_file_stem(done.device_id)}.svcresp",
+            answer=done.answer,
+            message=f"Activation of {done.device_id}: licence {done.result.license_id}, {seat}.",
+        )
+    if kind == f"{offline.EXPORT_PREFIX}.":
+        result = usage_file_ingest(export_text=text, **scope)
+        said = (
+            "revoked: nothing stored; the answer tells the camera"
+            if result["revoked"]
+            else f"{result['accepted']} records stored, {result['duplicates']} already held, "
+            f"{len(result['conflicts'])} conflicts, {len(result['refused'])} refused"
+        )
+        return OfflineFileAnswer(
+            filename=f"{_file_stem(result['device_id'])}.svcrcpt",
+            answer=result["answer"],
+            message=f"Usage of {result['device_id']} (licence {result['license_id']}): {said}.",
+        )
+    raise InvalidInput(
+        "not a file from an air-gapped camera: an activation request starts with SVCQ1., a "
+        "usage file with SVCE1. (python -m devices offline-request / usage-export)"
+    )
+
+
+def _file_stem(device_id: str) -> str:
+    """A file name of the device id: what a download may carry in its name."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", device_id)[:64] or "camera"

@@ -23,6 +23,7 @@ urlpatterns = [
     path("invoices/<id:number>/", views.document, name="portal-document"),
     path("invoices/<id:number>/pdf/", views.document_pdf, name="portal-document-pdf"),
     path("renewals/", views.renewals, name="portal-renewals"),
+    path("offline/", views.offline, name="portal-offline"),
     path("api-keys/", views.api_keys, name="portal-api-keys"),
     path("api-keys/<str:prefix>/revoke/", views.api_key_revoke, name="portal-api-key-revoke"),
     path("webhooks/", views.webhooks, name="portal-webhooks"),
