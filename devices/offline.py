@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -303,6 +302,8 @@ def parse_answer(text: Any, keyring: Any) -> OfflineAnswer:
 
 
 def new_nonce() -> str:
+    import secrets  # on first use, as the networking modules: `import devices` loads neither
+
     return secrets.token_urlsafe(16)
 
 

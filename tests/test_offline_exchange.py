@@ -128,6 +128,15 @@ def test_offline_round_trip_takes_one_seat_and_clears_the_spool_by_receipt(air):
     assert UsageRecord.objects.get(license_id=lic.id).inferences == 7
     summary = air.install(body["answer"])
     assert (summary["kind"], summary["removed"], summary["pending"]) == ("usage", 1, 0)
+    sizes = {
+        "request": len(request), "activation answer": len(answer["answer"]),
+        "usage (1 record)": len(usage), "receipt": len(body["answer"]),
+    }  # fmt: skip
+    print("file sizes (characters, one line each):", sizes)
+    # Each fits a QR code of version 40 in byte mode (2,953 bytes) but the activation
+    # answer with a key certificate chain; docs/devices.md states these sizes.
+    assert sizes["request"] < 1400 and sizes["usage (1 record)"] < 1400
+    assert sizes["activation answer"] < 4000 and sizes["receipt"] < 3000
     # The same file again changes nothing: a duplicate, the same totals, one row per file.
     again = air.upload(usage).json()
     assert (again["accepted"], again["duplicates"]) == (0, 1)
