@@ -7,6 +7,7 @@ nothing."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -14,6 +15,7 @@ from django.urls import reverse
 import devices
 from licensing.models import Batch, OfflineExchange
 from licensing.services import batch_issue
+from operators.services import roles_ensure
 from tests.factories import CustomerFactory
 from tests.portal.conftest import account_for
 from tests.test_end_to_end import HOUR, T0, SharedClock
@@ -104,3 +106,16 @@ def test_an_operator_answers_files_in_the_console_and_sees_every_customers_units
     assert "cam-o1" in listed and site[1].customer_id in listed
     assert OfflineExchange.objects.get().channel == "console"
     assert reverse("console-offline") in admin_client.get(reverse("admin:index")).content.decode()
+
+
+def test_a_viewer_reads_the_console_page_but_cannot_answer_a_file(site, django_user_model):
+    roles_ensure()
+    viewer = django_user_model.objects.create_user("u-viewer", password="x", is_staff=True)
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    client = Client()
+    client.force_login(viewer)
+    page = reverse("console-offline")
+    shown = client.get(page)
+    assert shown.status_code == 200 and 'id="offline-form"' not in shown.content.decode()
+    assert client.post(page, {"text": _request(site, "cam-v1")}).status_code == 403
+    assert Batch.objects.get(pk=site[1].pk).units_activated == 0
