@@ -145,9 +145,10 @@ class Exchanging:
             raise LicenseError("the answer's licence and its token differ", code=Code.BAD_RESPONSE)
         with self._lock:
             if not answer.reactivated and not (self.state_dir / STATE_FILE).exists():
-                # A new licence has used nothing: no usage total to restore.
+                # A new licence has used nothing: no usage total to restore (the state
+                # file the status's floor is written to says so; an engine opened anew
+                # then starts, as after activate()).
                 self._restore_pending = False
-                self._problems = [p for p in self._problems if "no state file" not in p]
             stale = self._status_take(answer.status, answer.license_id)
             try:
                 atomic_write_bytes(
