@@ -6,11 +6,16 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from config.api.fields import BodyIn, StrictCharField
-from devices.offline import MAX_FILE_CHARS, MAX_REQUEST_CHARS
+from devices.offline import MAX_REQUEST_CHARS
+
+# A usage file holds at most 1000 hours (the device's upload bound): about 55 KB, and
+# under 110 KB with every counter at its largest.
+USAGE_FILE_CHARS = 128 << 10
 
 
 class OfflineActivationIn(BodyIn):
     request = StrictCharField(
+        min_length=1,
         max_length=MAX_REQUEST_CHARS,
         trim_whitespace=True,
         help_text="The activation request file's text (SVCQ1), as `python -m devices "
@@ -35,7 +40,8 @@ class OfflineActivationOut(serializers.Serializer):
 
 class OfflineUsageIn(BodyIn):
     usage = StrictCharField(
-        max_length=MAX_FILE_CHARS,
+        min_length=1,
+        max_length=USAGE_FILE_CHARS,
         trim_whitespace=True,
         help_text="The usage export file's text (SVCE1), as `python -m devices "
         "usage-export` wrote it.",
