@@ -12,12 +12,14 @@ from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
 from billing import downloads, selectors, serializers, services
+from billing.offline import usage_file_ingest
 from config import metrics
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.api.renderers import PDFNegotiation, XMLNegotiation
 from config.api.views import DeviceApi
 from config.errors import InvalidInput
+from licensing.offline_serializers import OfflineUsageIn
 from operators.permissions import requires
 from signing import keyring
 from signing.selectors import signed_key_name
@@ -328,3 +330,36 @@ class InvoiceXmlApi(APIView):
         syntax = validated(serializers.EInvoiceQuery, request.query_params)["syntax"]
         document = selectors.invoice_get(number=number)
         return downloads.xml_response(document, syntax)
+
+
+def usage_file_answer(request, **scope) -> Response:
+    """Read a usage export file (``{"usage": text}``) and answer it (issue 44)."""
+    data = validated(OfflineUsageIn, request.data)
+    result = usage_file_ingest(export_text=data["usage"], **scope)
+    return Response(rendered(serializers.OfflineUsageOut, result))
+
+
+class OfflineUsageApi(APIView):
+    @extend_schema(
+        request=OfflineUsageIn,
+        responses={
+            200: serializers.OfflineUsageOut,
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    **schema.BODY_ERRORS,
+                    400: "The usage file is damaged or truncated (the detail names the device "
+                    "module's code, BAD_REQUEST), or a record POST /v1/usage refuses.",
+                    401: "The file's licence does not verify.",
+                    403: "The file's licence is bound to another device or not on file.",
+                }
+            ),
+        },
+        parameters=[schema.retry_after(429, 503)],
+        description="Read an air-gapped camera's usage export file: its records are stored "
+        "as POST /v1/usage stores them; the answer file holds the signed receipt and the "
+        "licence's status.",
+    )
+    @requires("issue_licences")
+    def post(self, request):
+        return usage_file_answer(request, channel="api", actor=str(request.user or ""))

@@ -69,6 +69,12 @@ def _unit_claims(token: str | None) -> dict[str, Any]:
             raise Unauthorized(f"unit token rejected: {exc}") from None
 
 
+def unit_token_claims(token: str | None) -> dict[str, Any]:
+    """The verified claims of a unit token as ``POST /v1/usage`` checks them (401
+    otherwise): the usage file exchange authenticates by the same rule (issue 44)."""
+    return _unit_claims(token)
+
+
 def _record_error(index: int, record: Any) -> InvalidInput:
     """The message for the first thing wrong with ``record`` (the slow path)."""
     where = f"records[{index}]"

@@ -404,3 +404,26 @@ class LicenseUsageOut(serializers.Serializer):
     stream_seconds = serializers.IntegerField()
     events = serializers.IntegerField()
     records = serializers.IntegerField(help_text="Number of usage records.")
+
+
+class OfflineUsageOut(serializers.Serializer):
+    """The answer to a usage export file (issue 44): what ``POST /v1/usage`` answers
+    for its records, and the signed answer file holding the receipt and the status."""
+
+    answer = serializers.CharField(
+        help_text="The signed answer file's text (SVCA1): save it as a .svcrcpt file for "
+        "`python -m devices offline-install`."
+    )
+    license_id = serializers.CharField()
+    device_id = serializers.CharField()
+    accepted = serializers.IntegerField(help_text="Records stored by this file.")
+    duplicates = serializers.IntegerField(help_text="Records already held with the same counts.")
+    conflicts = UsageConflictOut(many=True, help_text="As POST /v1/usage answers them.")
+    refused = UsageRefusedOut(many=True, help_text="As POST /v1/usage answers them.")
+    deferred = serializers.IntegerField(
+        required=False, help_text="Records past the first 1000: export again."
+    )
+    revoked = serializers.BooleanField(
+        help_text="The licence is revoked: nothing was stored; the answer carries the status "
+        "that tells the camera."
+    )

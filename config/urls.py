@@ -37,6 +37,11 @@ urlpatterns = [
         name="console-dashboard-reconcile",
     ),
     path(
+        "admin/offline/",
+        admin.site.admin_view(console_views.offline_files),
+        name="console-offline",
+    ),
+    path(
         "admin/invoice-preview/",
         admin.site.admin_view(console_views.invoice_preview),
         name="console-invoice-preview",

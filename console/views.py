@@ -24,6 +24,7 @@ from billing import selectors as billing_selectors
 from billing import services as billing_services
 from billing.exports import preview_csv
 from billing.models import Invoice, InvoiceLine
+from billing.offline import offline_file_answer
 from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_check_result
 from config.admin.base import may, require
 from config.admin.display import admin_url, amount, counted, money, quantity, utc_time
@@ -430,3 +431,78 @@ def credit_note(request: HttpRequest, number: str) -> HttpResponse:
         "year": limits.now().year,
     }
     return TemplateResponse(request, "console/credit_note_confirm.html", context)
+
+
+# --- air-gapped cameras' files (issue 44) --------------------------------------------------
+
+OFFLINE_FILE_MAX_BYTES = 1 << 20
+
+
+class OfflineFileForm(forms.Form):
+    """One field for both files an air-gapped camera writes (request or usage), as a file
+    or as the text the camera printed (a QR code read on a phone)."""
+
+    file = forms.FileField(
+        required=False,
+        label="File from the camera",
+        help_text="An activation request (.svcreq) or a usage file (.svcuse).",
+    )
+    text = forms.CharField(
+        required=False,
+        label="Or its text",
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="As the camera printed it; line breaks and spaces are ignored.",
+    )
+
+    def clean(self) -> dict:
+        data = super().clean()
+        upload = data.get("file")
+        if upload is not None:
+            if upload.size > OFFLINE_FILE_MAX_BYTES:
+                raise forms.ValidationError("The file is larger than 1 MiB: not a camera's file.")
+            try:
+                data["content"] = upload.read().decode("ascii")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not a camera's file (not text).") from None
+        else:
+            data["content"] = data.get("text", "")
+        if not data["content"].strip():
+            raise forms.ValidationError("Choose the file the camera wrote, or paste its text.")
+        return data
+
+
+def offline_answer_download(made) -> HttpResponse:
+    """The answer file as a download (``made``: billing.offline.OfflineFileAnswer)."""
+    response = HttpResponse(made.answer + "\n", content_type="application/octet-stream")
+    response["Content-Disposition"] = f'attachment; filename="{made.filename}"'
+    response["X-Svc-Exchange"] = made.message
+    return response
+
+
+def offline_files(request: HttpRequest) -> HttpResponse:
+    """Air-gapped cameras: answer a file a technician carried (an operator with
+    ``issue_licences``), and the units that exchanged files with their last exchange."""
+    require(request, "view_service")
+    form = OfflineFileForm(
+        request.POST if request.method == "POST" else None, request.FILES or None
+    )
+    if request.method == "POST":
+        require(request, "issue_licences")
+        if form.is_valid():
+            try:
+                made = offline_file_answer(
+                    text=form.cleaned_data["content"],
+                    channel="console",
+                    actor=request.user.get_username(),
+                )
+            except ServiceError as exc:
+                form.add_error(None, exc.detail)
+            else:
+                return offline_answer_download(made)
+    context = {
+        **_context(request, "Air-gapped cameras"),
+        "form": form,
+        "may_answer": may(request, "issue_licences"),
+        "units": licensing_selectors.offline_units(),
+    }
+    return TemplateResponse(request, "console/offline.html", context)

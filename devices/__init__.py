@@ -27,6 +27,7 @@ from .errors import (
     SyncRequired,
     WrongDevice,
 )
+from .exchange import offline_request
 from .hardware import Fingerprint, fingerprint
 from .streams import Stream
 from .term import ACTIVE, EXPIRED, GRACE, NOT_YET_VALID, REVOKED, license_state
@@ -40,6 +41,21 @@ def activate(*args, **kwargs) -> str:  # noqa: ANN002, ANN003 - see client.activ
 
 
 activate.__doc__ = "Exchange a batch key for a unit token: see :func:`devices.client.activate`."
+
+
+def usage_export(state_dir, **engine_kwargs) -> str:  # noqa: ANN001, ANN003
+    """:meth:`Engine.usage_export` of the engine of ``state_dir`` (``engine_kwargs`` as
+    :class:`Engine` takes them), for a device whose engine is not running."""
+    with Engine(state_dir, **engine_kwargs) as engine:
+        return engine.usage_export()
+
+
+def offline_install(answer: str, state_dir, **engine_kwargs) -> dict:  # noqa: ANN001, ANN003
+    """:meth:`Engine.offline_install` of ``answer`` (the text of an answer file) by the
+    engine of ``state_dir``, for a device whose engine is not running."""
+    with Engine(state_dir, **engine_kwargs) as engine:
+        return engine.offline_install(answer)
+
 
 __all__ = [
     "ACTIVE",
@@ -70,5 +86,8 @@ __all__ = [
     "fingerprint",
     "key_fingerprint",
     "license_state",
+    "offline_install",
+    "offline_request",
+    "usage_export",
     "verify_token",
 ]

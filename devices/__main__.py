@@ -6,6 +6,13 @@ given ``--pubkey``, one directly trusted licence key) compiled in (PEM or unpadd
 base64url accepted, contract §2). ``python -m devices fingerprint`` prints this device's
 fingerprint, and ``python -m devices keyinfo --pubkey FILE`` a key's fingerprint as
 ``/healthz`` shows it, and its key id (``kid``).
+
+The air-gapped file exchange (:mod:`devices.exchange`, docs/devices.md):
+``python -m devices offline-request --batch-key FILE --state-dir DIR --out req.svcreq``
+writes an activation request, ``python -m devices usage-export --state-dir DIR --out
+usage.svcuse`` the spool's closed periods, and ``python -m devices offline-install
+--state-dir DIR FILE`` verifies and installs an answer file (``.svcresp``, ``.svcrcpt``).
+A refusal prints ``error: CODE: message`` and exits 2.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ._version import __version__
+from .errors import LicenseError
 from .hardware import fingerprint
 from .token import key_fingerprint, key_id, public_key_b64url
 
@@ -116,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("fingerprint", help="print this device's fingerprint")
     cmd = commands.add_parser("keyinfo", help="print a public key's fingerprint and key id")
     cmd.add_argument("--pubkey", required=True)
+    _exchange_commands(commands)
     args = parser.parse_args(argv)
+    if args.command in EXCHANGE_COMMANDS:
+        try:
+            return _exchange(args)
+        except LicenseError as exc:
+            print(f"error: {exc.code}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "vendor":
         if args.pubkey is None and not args.root:
             parser.error("vendor needs --root (a root of trust), --pubkey, or both")
@@ -139,6 +155,67 @@ def main(argv: list[str] | None = None) -> int:
     else:
         key = read_public_key(args.pubkey)
         print(f"{key} {key_fingerprint(key)} kid={key_id(key)}")
+    return 0
+
+
+EXCHANGE_COMMANDS = ("offline-request", "usage-export", "offline-install")
+
+
+def _exchange_commands(commands: Any) -> None:
+    def device_options(cmd: Any) -> None:
+        cmd.add_argument("--state-dir", required=True, help="the device's licence state directory")
+        cmd.add_argument("--device-id", help="default: this device's fingerprint")
+
+    def key_options(cmd: Any) -> None:
+        cmd.add_argument("--pubkey", help="licence public key (a build without root keys)")
+
+    cmd = commands.add_parser("offline-request", help="write an activation request file")
+    cmd.add_argument("--batch-key", required=True, metavar="FILE", help="the batch key file")
+    cmd.add_argument("--out", required=True, help="the request file to write (.svcreq)")
+    cmd.add_argument("--text", action="store_true", help="print it as text too (for a QR code)")
+    device_options(cmd)
+    cmd = commands.add_parser("usage-export", help="write the spool's closed periods to a file")
+    cmd.add_argument("--out", required=True, help="the usage file to write (.svcuse)")
+    device_options(cmd)
+    key_options(cmd)
+    cmd = commands.add_parser("offline-install", help="verify and install an answer file")
+    cmd.add_argument("file", help="an answer file (.svcresp or .svcrcpt)")
+    device_options(cmd)
+    key_options(cmd)
+
+
+def _write_out(path: str, text: str) -> None:
+    try:
+        target = Path(path)
+        target.write_text(text + "\n", "ascii")
+        target.chmod(0o600)  # a usage export and a batch key are credentials
+    except OSError as exc:
+        raise SystemExit(f"error: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _exchange(args: argparse.Namespace) -> int:
+    from . import offline, offline_install, offline_request, usage_export
+
+    engine = {"device_id": args.device_id}
+    if getattr(args, "pubkey", None):
+        engine["public_key"] = read_public_key(args.pubkey)
+    if args.command == "offline-request":
+        text = offline_request(
+            offline.read_file(args.batch_key, "batch key"), args.state_dir, device_id=args.device_id
+        )
+        _write_out(args.out, text)
+        print(f"wrote {args.out} ({len(text) + 1} bytes): carry it to the service")
+        if args.text:
+            print(text)
+    elif args.command == "usage-export":
+        text = usage_export(args.state_dir, **engine)
+        _write_out(args.out, text)
+        print(f"wrote {args.out} ({len(text) + 1} bytes): carry it to the service")
+    else:
+        summary = offline_install(
+            offline.read_file(args.file, "answer file"), args.state_dir, **engine
+        )
+        print(" ".join(f"{name}={value}" for name, value in summary.items()))
     return 0
 
 

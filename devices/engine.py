@@ -64,6 +64,7 @@ from .errors import (
     SyncRequired,
     WrongDevice,
 )
+from .exchange import Exchanging
 from .hardware import MAX_DEVICE_ID
 from .journal import usage_line
 from .keys import split_license_file, trust_anchors
@@ -97,7 +98,7 @@ def _not_started() -> LicenseError:
     return LicenseError("engine not started: call start(token) first", code=Code.NOT_STARTED)
 
 
-class Engine(StateFiles, Syncing):
+class Engine(StateFiles, Syncing, Exchanging):
     """Licence engine of one device (contract §8). One engine per ``state_dir`` (a lock
     refuses a second one with ``STATE_LOCKED``).
 

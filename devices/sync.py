@@ -225,6 +225,31 @@ class Syncing:
                 f"{len(batch)} records kept for the next sync",
                 code=Code.RECEIPT_INVALID,
             )
+        covered, aside = self._settle(receipt, batch, license_id)
+        for name in ("accepted", "duplicates"):
+            value = payload.get(name)
+            summary[name] = value if type(value) is int else 0
+        summary["conflicts"] = sum(entry["why"] == CONFLICT for entry in aside)
+        summary["refused"] = len(aside) - summary["conflicts"]
+        summary["deferred"] = len(batch) - len(covered) - len(aside)
+        if aside:
+            log.warning(
+                "%d usage records set aside: the service holds other counts for %d of their "
+                "periods and refused %d for good (before the licence's life); they stay in "
+                "%s and count against the quota",
+                len(aside),
+                summary["conflicts"],
+                summary["refused"],
+                self._spool.aside_path.name,
+            )
+
+    def _settle(
+        self, receipt: UsageReceipt, batch: list[dict[str, int]], license_id: str
+    ) -> tuple[list[dict[str, int]], list[dict[str, Any]]]:
+        """Apply a verified receipt of ``batch`` (the records sent): the records it holds
+        with exactly the counts sent leave the spool, those held with other counts or
+        refused for good move aside; returns ``(covered, aside)``. Shared by :meth:`sync`
+        and the file exchange (:mod:`devices.exchange`)."""
         # The set-aside rule (devices.spool): a record leaves the spool as delivered only
         # when the receipt holds exactly the counts sent; other counts, or a refusal for
         # good, move it aside; anything the receipt does not name stays to be sent again.
@@ -246,22 +271,7 @@ class Syncing:
                 self._spool.set_conflicts_aside(aside)
             self._spool.remove(covered)
             self._compact_journal()
-        for name in ("accepted", "duplicates"):
-            value = payload.get(name)
-            summary[name] = value if type(value) is int else 0
-        summary["conflicts"] = sum(entry["why"] == CONFLICT for entry in aside)
-        summary["refused"] = len(aside) - summary["conflicts"]
-        summary["deferred"] = len(batch) - len(covered) - len(aside)
-        if aside:
-            log.warning(
-                "%d usage records set aside: the service holds other counts for %d of their "
-                "periods and refused %d for good (before the licence's life); they stay in "
-                "%s and count against the quota",
-                len(aside),
-                summary["conflicts"],
-                summary["refused"],
-                self._spool.aside_path.name,
-            )
+        return covered, aside
 
     def _apply_receipt(self, receipt: UsageReceipt) -> None:
         """Take the authority's signed time and usage total (the lock is held)."""
@@ -306,28 +316,35 @@ class Syncing:
                 )
             with self._lock:
                 self._learn_certificates(payload.get("certificates"))
-                held = self._statuses.get(lic)
-                status = statuses.accept(
-                    payload.get("status"),
-                    self._keys,
-                    license_id=lic,
-                    device_id=self.device_id,
-                    held=held,
-                    now=self._now(),
-                    leeway=self._leeway,
-                )
-                if status is None:  # valid, but not newer than the one held
+                if self._status_take(payload.get("status"), lic):
                     stale = True
-                    continue
-                kept = statuses.keep(self._statuses, status)
-                self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
-                self._statuses, self._status_why = kept, ""
-                self._keys.revoked = self._keys.revoked | status.revoked_keys
-                self._raise_mark(status.issued_at)
-                self._persist(None)  # the newest status's floor goes to state.json
-                if status.revoked:
-                    log.warning("%s; analytics stopped, video continues", revoked_message(status))
         return stale
+
+    def _status_take(self, text: Any, lic: str) -> bool:
+        """Accept the signed status ``text`` of ``lic`` (the lock is held): kept, its
+        floor written, effective at once. True when it verifies but is no newer than
+        the one held (it changes nothing); ListRejected when it is refused. Shared by
+        :meth:`sync` and the file exchange (:mod:`devices.exchange`)."""
+        status = statuses.accept(
+            text,
+            self._keys,
+            license_id=lic,
+            device_id=self.device_id,
+            held=self._statuses.get(lic),
+            now=self._now(),
+            leeway=self._leeway,
+        )
+        if status is None:  # valid, but not newer than the one held
+            return True
+        kept = statuses.keep(self._statuses, status)
+        self._write(self.state_dir / STATUS_FILE, statuses.to_json(kept))
+        self._statuses, self._status_why = kept, ""
+        self._keys.revoked = self._keys.revoked | status.revoked_keys
+        self._raise_mark(status.issued_at)
+        self._persist(None)  # the newest status's floor goes to state.json
+        if status.revoked:
+            log.warning("%s; analytics stopped, video continues", revoked_message(status))
+        return False
 
     def _refresh_license(self, client: Any, base: str, token: str, timeout: Any) -> str:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.

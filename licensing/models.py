@@ -801,3 +801,44 @@ class AddOnCharge(models.Model):
 
     def __str__(self) -> str:
         return f"{self.grant_id} on {self.license_id} from {self.starts_at:%Y-%m-%d}"
+
+
+class OfflineExchange(models.Model):
+    """One file exchange of an air-gapped unit (issue 44): an activation request
+    answered, or a usage export answered with a receipt. The same file read again is
+    the same exchange (one row per licence, kind and the file's nonce): its date is
+    the unit's last file exchange in the portal and the console."""
+
+    class Kind(models.TextChoices):
+        ACTIVATION = "activation", "activation"
+        USAGE = "usage", "usage"
+
+    license = models.ForeignKey(License, on_delete=models.PROTECT, related_name="+")
+    customer = models.ForeignKey("customers.Customer", on_delete=models.PROTECT, related_name="+")
+    device_id = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    nonce = models.CharField(max_length=64)
+    channel = models.CharField(
+        max_length=16, help_text="Where the file was read: api, customer-api, portal, console."
+    )
+    actor = models.CharField(max_length=150, blank=True)
+    exchanged_at = models.DateTimeField(default=clock.now)
+    seat_taken = models.BooleanField(
+        default=False,
+        help_text="The request took the seat (a new licence): read again, its answer "
+        "still says so, and the camera starts its usage total at zero.",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["license", "kind", "nonce"], name="offline_exchange_once"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["customer", "-exchanged_at"], name="offline_exchange_recent"),
+            models.Index(fields=["license", "-exchanged_at"], name="offline_exchange_unit"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} file of {self.device_id}"

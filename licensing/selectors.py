@@ -9,7 +9,7 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet
 from django.db.models.fields.tuple_lookups import Tuple, TupleLessThan
 from django.utils.crypto import salted_hmac
 
@@ -19,7 +19,7 @@ from config.errors import InvalidInput, NotFound
 from customers.selectors import customer_check
 from devices import term
 from licensing import leases
-from licensing.models import Activation, AddOn, AddOnGrant, Batch, License, Sku
+from licensing.models import Activation, AddOn, AddOnGrant, Batch, License, OfflineExchange, Sku
 from licensing.unit_states import UnitState
 from signing.selectors import signing_keys_list
 from svccore.claims import LAST_SECOND
@@ -433,3 +433,19 @@ def expiring_list(
                 )
             )
     return sorted(found, key=lambda item: (item.expires_at, item.batch_id or item.license_id))
+
+
+OFFLINE_UNITS_LISTED = 200
+
+
+def offline_units(*, customer_id: str | None = None, limit: int = OFFLINE_UNITS_LISTED) -> list:
+    """Units that exchanged files (issue 44), the latest exchange first: licence, device,
+    customer, the date of their last file exchange, files read, and whether revoked."""
+    rows = OfflineExchange.objects.all()
+    if customer_id is not None:
+        rows = rows.filter(customer_id=customer_id)
+    return list(
+        rows.values("license_id", "device_id", "customer_id", "license__revoked_at")
+        .annotate(last_exchange=Max("exchanged_at"), files=Count("id"))
+        .order_by("-last_exchange", "license_id")[:limit]
+    )

@@ -6,7 +6,7 @@ from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
 from licensing import device_urls
-from licensing.api import addons, fleet, licenses, renewals
+from licensing.api import addons, fleet, licenses, offline, renewals
 
 urlpatterns = [
     *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
@@ -40,6 +40,11 @@ urlpatterns = [
         "admin/licenses/register",
         licenses.LicenseRegisterApi.as_view(),
         name="admin-licenses-register",
+    ),
+    path(
+        "admin/offline/activations",
+        offline.OfflineActivationApi.as_view(),
+        name="admin-offline-activations",
     ),
     path("admin/revoke", licenses.RevokeApi.as_view(), name="admin-revoke"),
     path("admin/suspend", licenses.SuspendApi.as_view(), name="admin-suspend"),

@@ -14,19 +14,21 @@ from rest_framework.views import APIView
 
 from billing import downloads
 from billing import selectors as billing_selectors
-from billing.api import EINVOICE_ERRORS
-from billing.serializers import EInvoiceQuery, InvoiceOut, InvoicePageOut
+from billing.api import EINVOICE_ERRORS, usage_file_answer
+from billing.serializers import EInvoiceQuery, InvoiceOut, InvoicePageOut, OfflineUsageOut
 from config import clock
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.api.paging import named_row_page
 from config.api.renderers import PDFNegotiation, XMLNegotiation
 from customers.services import customer_get
+from licensing import offline_serializers
 from licensing import selectors as licensing_selectors
+from licensing.api.offline import ACTIVATION_ERRORS, ActivationRateLimited, activation_answer
 from licensing.serializers import FleetOut
 from operators.permissions import requires
 from portal import selectors, serializers, services
-from portal.authentication import CustomerKeyAuthentication, IsCustomer
+from portal.authentication import CustomerKeyAuthentication, IsCustomer, IsWritingCustomer
 from portal.models import CustomerUser, Invitation
 from svccore.timeunits import unix
 
@@ -51,6 +53,71 @@ class CustomerApi(APIView):
 
     authentication_classes = (CustomerKeyAuthentication,)
     permission_classes = (IsCustomer,)
+
+
+WRITE_ERRORS = {
+    **CUSTOMER_ERRORS,
+    **schema.BODY_ERRORS,
+    403: "The key is not valid, was revoked, or is read-only (create one with write access).",
+}
+
+
+class CustomerOfflineActivationsApi(ActivationRateLimited, CustomerApi):
+    permission_classes = (IsWritingCustomer,)
+
+    @extend_schema(
+        request=offline_serializers.OfflineActivationIn,
+        responses={
+            200: offline_serializers.OfflineActivationOut,
+            **schema.errors(
+                {
+                    **WRITE_ERRORS,
+                    **ACTIVATION_ERRORS,
+                    403: f"{WRITE_ERRORS[403]} Or {ACTIVATION_ERRORS[403][0].lower()}"
+                    f"{ACTIVATION_ERRORS[403][1:]}",
+                    404: "The request's batch is not one of the key's customer's.",
+                }
+            ),
+        },
+        parameters=[RETRY],
+        description="Answer an air-gapped camera's activation request file, as "
+        "POST /v1/admin/offline/activations does, for the key's customer's batches only "
+        "(a key with write access).",
+    )
+    def post(self, request):
+        customer = request.user.customer
+        return activation_answer(
+            request, channel="customer-api", customer_id=customer.pk, actor=str(request.user)
+        )
+
+
+class CustomerOfflineUsageApi(CustomerApi):
+    permission_classes = (IsWritingCustomer,)
+
+    @extend_schema(
+        request=offline_serializers.OfflineUsageIn,
+        responses={
+            200: OfflineUsageOut,
+            **schema.errors(
+                {
+                    **WRITE_ERRORS,
+                    400: "The usage file is damaged or truncated (BAD_REQUEST), or a record "
+                    "POST /v1/usage refuses.",
+                    401: "The file's licence does not verify.",
+                    404: "The file's licence is not one of the key's customer's.",
+                }
+            ),
+        },
+        parameters=[RETRY],
+        description="Store an air-gapped camera's usage export file and answer its receipt, "
+        "as POST /v1/admin/offline/usage does, for the key's customer's licences only "
+        "(a key with write access).",
+    )
+    def post(self, request):
+        customer = request.user.customer
+        return usage_file_answer(
+            request, channel="customer-api", customer_id=customer.pk, actor=str(request.user)
+        )
 
 
 class CustomerFleetApi(CustomerApi):

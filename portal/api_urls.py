@@ -12,6 +12,16 @@ urlpatterns = [
     path("customer/fleet", api.CustomerFleetApi.as_view(), name="customer-fleet"),
     path("customer/batches", api.CustomerBatchesApi.as_view(), name="customer-batches"),
     path("customer/usage", api.CustomerUsageApi.as_view(), name="customer-usage"),
+    path(
+        "customer/offline/activations",
+        api.CustomerOfflineActivationsApi.as_view(),
+        name="customer-offline-activations",
+    ),
+    path(
+        "customer/offline/usage",
+        api.CustomerOfflineUsageApi.as_view(),
+        name="customer-offline-usage",
+    ),
     path("customer/invoices", api.CustomerInvoicesApi.as_view(), name="customer-invoices"),
     path(
         "customer/invoices/<id:number>.pdf",

@@ -36,6 +36,7 @@ WINDOW_SECONDS = 60
 class CustomerPrincipal:
     customer: Customer
     key_prefix: str
+    write: bool = False
     is_authenticated = True
 
     def __str__(self) -> str:
@@ -110,10 +111,21 @@ class CustomerKeyAuthentication(BaseAuthentication):
         now = clock.now()
         if row.last_used_at is None or (now - row.last_used_at).total_seconds() > WINDOW_SECONDS:
             CustomerApiKey.objects.filter(pk=row.pk).update(last_used_at=now)
-        return CustomerPrincipal(customer=row.customer, key_prefix=row.prefix), row.prefix
+        principal = CustomerPrincipal(customer=row.customer, key_prefix=row.prefix, write=row.write)
+        return principal, row.prefix
 
     def authenticate_header(self, request) -> str:
         return 'Bearer realm="customer API"'
+
+
+class IsWritingCustomer(BasePermission):
+    """A customer key made with write access (``CustomerApiKey.write``): the only keys
+    that may upload air-gapped cameras' files, which take seats (issue 44)."""
+
+    message = "this customer API key is read-only; create a key with write access"
+
+    def has_permission(self, request, view) -> bool:
+        return isinstance(request.user, CustomerPrincipal) and request.user.write
 
 
 class IsCustomer(BasePermission):

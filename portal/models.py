@@ -68,8 +68,9 @@ class Invitation(models.Model):
 
 
 class CustomerApiKey(models.Model):
-    """A read-only key of one customer for /v1/customer/...: the prefix (not secret)
-    finds the row, an HMAC-SHA256 digest of the key is compared in constant time.
+    """A key of one customer for /v1/customer/... (read-only unless ``write``): the
+    prefix (not secret) finds the row, an HMAC-SHA256 digest of the key is compared in
+    constant time.
 
     ``owner`` is the portal user who created it: the key dies with its owner
     (deactivating the user revokes it, and a key whose owner is inactive opens nothing).
@@ -93,6 +94,11 @@ class CustomerApiKey(models.Model):
     created_by = models.CharField(max_length=150, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    write = models.BooleanField(
+        default=False,
+        help_text="May also upload air-gapped cameras' files (/v1/customer/offline/...), "
+        "which takes seats; otherwise the key only reads.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

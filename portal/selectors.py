@@ -95,6 +95,7 @@ def customer_key_row(key: CustomerApiKey) -> dict:
         "last_used_at": key.last_used_at,
         "revoked_at": key.revoked_at,
         "active": key.revoked_at is None,
+        "write": key.write,
     }
 
 

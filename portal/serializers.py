@@ -65,6 +65,9 @@ class CustomerKeyOut(serializers.Serializer):
     last_used_at = UnixField(help_text="Unix seconds (to the minute); 0: never used.")
     revoked_at = UnixField(help_text="Unix seconds; 0: active.")
     active = serializers.BooleanField()
+    write = serializers.BooleanField(
+        help_text="It may also upload air-gapped cameras' files (takes seats); else read-only."
+    )
 
 
 class CustomerKeyListOut(serializers.Serializer):

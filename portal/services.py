@@ -309,9 +309,15 @@ def _key_detail(key: CustomerApiKey) -> dict:
     detail=lambda result, arguments: {"name": arguments["name"], "prefix": result[0].prefix},
 )
 def customer_key_create(
-    *, customer_id: str, name: str, created_by: str, owner: CustomerUser | None = None
+    *,
+    customer_id: str,
+    name: str,
+    created_by: str,
+    owner: CustomerUser | None = None,
+    write: bool = False,
 ) -> tuple[CustomerApiKey, str]:
-    """A read-only API key of ``customer_id``, owned by the portal user ``owner`` (it
+    """An API key of ``customer_id`` (read-only; ``write``: it may also upload
+    air-gapped cameras' files, issue 44), owned by the portal user ``owner`` (it
     dies with them); returns the row and the key, which is stored nowhere and cannot be
     shown again."""
     if owner is not None and owner.customer_id != customer_id:
@@ -330,6 +336,7 @@ def customer_key_create(
                 digest=customer_key_digest(key),
                 created_by=created_by[:150],
                 owner=owner,
+                write=write,
             )
     except IntegrityError:
         raise Conflict(

@@ -24,6 +24,7 @@ urlpatterns = [
     path("invoices/<id:number>/pdf/", views.document_pdf, name="portal-document-pdf"),
     path("invoices/<id:number>/xml/", views.document_xml, name="portal-document-xml"),
     path("renewals/", views.renewals, name="portal-renewals"),
+    path("offline/", views.offline, name="portal-offline"),
     path("api-keys/", views.api_keys, name="portal-api-keys"),
     path("api-keys/<str:prefix>/revoke/", views.api_key_revoke, name="portal-api-key-revoke"),
     path("webhooks/", views.webhooks, name="portal-webhooks"),

@@ -31,12 +31,14 @@ from django.views.decorators.http import require_POST
 
 from billing import documents, downloads
 from billing import selectors as billing_selectors
+from billing.offline import offline_file_answer
 from config import clock
 from config.admin.display import money, utc_time, utc_time_html
 from config.errors import ServiceError
 from console import charts
 from console.second_factor import Site
 from console.second_factor import second_factor as second_factor_flow
+from console.views import OfflineFileForm, offline_answer_download
 from events.display import test_result
 from licensing import exports, leases
 from licensing import selectors as licensing_selectors
@@ -479,11 +481,50 @@ def renewals(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "portal/renewals.html", context)
 
 
+# --- air-gapped cameras (issue 44) ----------------------------------------------------
+
+
+@customer_page
+def offline(request: HttpRequest) -> HttpResponse:
+    """Answer a file of one of the customer's air-gapped cameras (a request for another
+    customer's batch, or a usage file of another's licence, is refused as unknown), and
+    the units that exchanged files with the date of their last exchange."""
+    customer = request.customer
+    form = OfflineFileForm(
+        request.POST if request.method == "POST" else None, request.FILES or None
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            made = offline_file_answer(
+                text=form.cleaned_data["content"],
+                channel="portal",
+                customer_id=customer.pk,
+                actor=request.user.get_username(),
+            )
+        except ServiceError as exc:
+            form.add_error(None, exc.detail)
+        else:
+            return offline_answer_download(made)
+    context = _context(
+        request,
+        "Air-gapped cameras",
+        form=form,
+        units=licensing_selectors.offline_units(customer_id=customer.pk),
+    )
+    return TemplateResponse(request, "portal/offline.html", context)
+
+
 # --- API keys and webhooks -----------------------------------------------------------
 
 
 class KeyForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What the key is for (e.g. fleet-sync).")
+    write = forms.BooleanField(
+        required=False,
+        label="May upload air-gapped cameras' files",
+        help_text="Activation requests (each takes a seat) and usage files, through "
+        "/v1/customer/offline/...; without it the key only reads.",
+    )
 
 
 @customer_page
@@ -498,6 +539,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
                 name=form.cleaned_data["name"],
                 created_by=request.user.get_username(),
                 owner=request.account,
+                write=form.cleaned_data["write"],
             )
         except ServiceError as exc:
             form.add_error("name", exc.detail)

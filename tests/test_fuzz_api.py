@@ -48,6 +48,7 @@ from billing.issuing import invoice_issue
 from billing.limits import start_of_day
 from config.api.schema import PRINTABLE
 from customers.services import customer_create
+from devices import offline
 from events.models import Event
 from events.services import webhook_create
 from licensing.models import License
@@ -89,6 +90,7 @@ _SKU = r"unknown SKU "  # the catalogue is data (spec §7: 400), not a fixed enu
 _TAX_IDENTITY = (r"country must be an ISO 3166", r"vat_id ", r"a VAT id needs the customer's")
 _ADDON = r"SKU \S+ of (batch|licence) \S+ has no add-on |add-on \S+ of SKU \S+ is no longer"
 _ADDON_LICENSE = r"licence \S+ (is a unit licence|was minted offline)"
+_FILE = r"BAD_REQUEST: "  # a damaged or truncated air-gapped file (issue 44)
 CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     "POST /v1/admin/batches": (_SKU,),
     "POST /v1/admin/licenses": (_SKU,),
@@ -134,11 +136,20 @@ CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     "DELETE /v1/admin/licenses/{license_id}/addons/{addon}": (_ADDON_LICENSE,),
     # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
     "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
+    # An air-gapped camera's file is a sealed document: its seal and fields are content.
+    "POST /v1/admin/offline/activations": (_FILE,),
+    "POST /v1/admin/offline/usage": (_FILE,),
+    "POST /v1/customer/offline/activations": (_FILE,),
+    "POST /v1/customer/offline/usage": (_FILE,),
 }
 POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "429"]
 NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "409", "413", "415", "429"]
 # Needs a licence minted offline under a registered air-gap key; 400 and 409 are fuzzed.
 NEVER_SUCCEEDS = {"POST /v1/admin/licenses/register"}
+# The customer key's customer is the one the fuzzed POST /v1/admin/suspend holds: a new
+# seat is then refused (403 naming the hold, as POST /v1/activate does); 400 is fuzzed,
+# and tests/test_offline_exchange.py answers it 200.
+NEVER_SUCCEEDS |= {"POST /v1/customer/offline/activations"}
 # gunicorn's defaults (limit_request_line, limit_request_field_size), in bytes.
 GUNICORN_REQUEST_LINE = 4094
 GUNICORN_FIELD_SIZE = 8190
@@ -161,6 +172,20 @@ class Seeded:
     mistakes: dict[str, list[str]] = field(
         default_factory=lambda: {"rejected-valid": [], "accepted-invalid": []}
     )
+
+
+def _request(batch) -> str:
+    return offline.request_text(
+        batch_token=batch.license.token, device_id="fuzz-air-0", source="explicit",
+        weak=False, nonce="fuzz", now=0,
+    )  # fmt: skip
+
+
+def _usage(unit, device_id: str) -> str:
+    return offline.export_text(
+        token=unit.token, device_id=device_id, license_id=unit.license_id, nonce="fuzz",
+        records=[], now=0,
+    )  # fmt: skip
 
 
 def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
@@ -195,7 +220,12 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
     event = Event.objects.order_by("id").first()
     hook_path = {"path_parameters": {"webhook_id": kept.pk}}
     # A read-only key of the billed customer: its invoice and licence are there to read.
-    _row, customer_key = customer_key_create(customer_id=billed.id, name="fuzz", created_by="t")
+    # With write access: it may also answer the billed customer's air-gapped files.
+    _row, customer_key = customer_key_create(
+        customer_id=billed.id, name="fuzz", created_by="t", write=True
+    )
+    billed_batch = batch_issue(customer_id=billed.id, sku="VISION-PRO", units=100)
+    billed_unit = unit_activate(batch_token=billed_batch.license.token, device_id="fuzz-air-b")
     billed_invoice = {"path_parameters": {"number": invoice.number}}
     # Another key for the operators to revoke, and a pending invitation to withdraw.
     doomed_key, _ = customer_key_create(customer_id=billed.id, name="doomed", created_by="t")
@@ -286,6 +316,12 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "GET /v1/customer/usage": {"query": {"license_id": old.id, "cursor": ABSENT}},
         "GET /v1/customer/fleet": {"query": {"batch_id": ABSENT, "cursor": ABSENT}},
         "GET /v1/customer/batches": {"query": {"cursor": ABSENT}},
+        # Files of air-gapped cameras (issue 44): a request for each customer's batch, and
+        # usage files of each one's unit (no records: the fuzzed ones are the field's).
+        "POST /v1/admin/offline/activations": {"body": {"request": _request(batch)}},
+        "POST /v1/customer/offline/activations": {"body": {"request": _request(billed_batch)}},
+        "POST /v1/admin/offline/usage": {"body": {"usage": _usage(unit, DEVICE)}},
+        "POST /v1/customer/offline/usage": {"body": {"usage": _usage(billed_unit, "fuzz-air-b")}},
         "GET /v1/admin/fleet": {
             "query": {
                 "customer_id": customer.id,

@@ -160,6 +160,17 @@ def _verified(batch_token: str) -> BatchKey:
     return key
 
 
+def batch_key_customer(batch_token: str) -> str:
+    """The customer a presented batch key sells to (Forbidden as :func:`unit_activate`
+    refuses a key): the portal and the customer API take a seat only for their own
+    customer's batch (the offline file exchange, issue 44)."""
+    try:
+        return _verified(batch_token).customer_id
+    except TokenNotIssued as refusal:
+        refusal.record()
+        raise
+
+
 def _signed_claims(batch_token: str) -> dict[str, Any]:
     """Claims of a presented batch key, its signature checked; Forbidden otherwise.
 

@@ -12,6 +12,7 @@ from svcctl.commands import (
     keys,
     licenses,
     minting,
+    offline,
     webhooks,
 )
 from svcctl.commands.base import Command
@@ -38,6 +39,8 @@ ORDER = (
     "batch-status",
     "usage",
     "usage-conflicts",
+    "offline-activate",
+    "offline-usage",
     "invoice",
     "invoices",
     "invoice-show",
@@ -53,7 +56,18 @@ ORDER = (
     "certify",
     "register",
 )
-MODULES = (customers, batches, licenses, addons, fleet, billing, webhooks, minting, keys)
+MODULES = (
+    customers,
+    batches,
+    licenses,
+    addons,
+    fleet,
+    billing,
+    offline,
+    webhooks,
+    minting,
+    keys,
+)
 
 
 def ordered() -> list[Command]:

@@ -18,6 +18,8 @@ PAGES = {
     "console-dashboard": ("GET", "/admin/dashboard/", "view_service"),
     "console-dashboard-reconcile": ("POST", "/admin/dashboard/reconcile/", "manage_billing"),
     "console-invoice-preview": ("GET", "/admin/invoice-preview/", "view_service"),
+    # Answering a file (POST) needs issue_licences: tests/test_offline_pages.py.
+    "console-offline": ("GET", "/admin/offline/", "view_service"),
     "console-invoice-issue": ("POST", "/admin/invoice-issue/", "manage_billing"),
     "console-document": ("GET", "/admin/documents/INV-NOPE/", "view_service"),
     "console-document-pdf": ("GET", "/admin/documents/INV-NOPE/pdf/", "view_service"),

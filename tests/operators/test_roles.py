@@ -38,6 +38,8 @@ MATRIX = {
     ("v1/admin/licenses/<id:license_id>/addons", "POST"): "issue_licences",
     ("v1/admin/licenses/<id:license_id>/addons/<id:addon>", "DELETE"): "issue_licences",
     ("v1/admin/licenses/register", "POST"): "issue_licences",
+    ("v1/admin/offline/activations", "POST"): "issue_licences",
+    ("v1/admin/offline/usage", "POST"): "issue_licences",
     ("v1/admin/revoke", "POST"): "revoke_licences",
     ("v1/admin/suspend", "POST"): "suspend_licences",
     ("v1/admin/reinstate", "POST"): "suspend_licences",

@@ -539,8 +539,8 @@ ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer
 ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
 ONLINE += ["release"]
 ONLINE += ["renew", "addon-add", "addon-remove", "addons", "expiring", "fleet"]
-ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
-ONLINE += ["invoice-download", "credit-note"]
+ONLINE += ["batch-status", "usage", "usage-conflicts", "offline-activate", "offline-usage"]
+ONLINE += ["invoice", "invoices", "invoice-show", "invoice-download", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 

@@ -79,6 +79,7 @@ def test_a_viewer_lists_every_customers_keys_without_their_secrets(worlds):
         "last_used_at": 0,
         "revoked_at": 0,
         "active": True,
+        "write": False,
     }
     assert shown[alpha.key_prefix]["owner"] == "t (no portal user)"
     unknown = viewer.get("/v1/admin/customer-keys", {"customer_id": "CUST-NOPE"})

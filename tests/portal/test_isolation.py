@@ -45,7 +45,7 @@ WITHOUT_IDS = {
     "portal-dashboard", "portal-login", "portal-logout", "portal-second-factor",
     "portal-invitation-base", "portal-invitation", "portal-batches", "portal-fleet",
     "portal-fleet-csv", "portal-invoices", "portal-renewals", "portal-api-keys",
-    "portal-webhooks",
+    "portal-webhooks", "portal-offline",
 }  # fmt: skip
 
 
@@ -85,7 +85,8 @@ def test_lists_hold_only_the_customers_own_rows(worlds):
     alpha, beta = worlds
     client = alpha.client()
     for name in ("portal-dashboard", "portal-batches", "portal-fleet", "portal-invoices",
-                 "portal-renewals", "portal-api-keys", "portal-webhooks"):  # fmt: skip
+                 "portal-renewals", "portal-api-keys", "portal-webhooks",
+                 "portal-offline"):  # fmt: skip
         text = client.get(reverse(name)).content.decode()
         for foreign in (beta.batch.pk, beta.invoice.number, beta.webhook.pk, beta.key_prefix,
                         beta.renewal.pk, "Beta-cam-001", beta.customer.name):  # fmt: skip
