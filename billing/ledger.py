@@ -1,5 +1,6 @@
 """The billing ledger: which issued document billed which event, so that every usage
-record, activation, direct licence and renewal is billed on exactly one issued invoice.
+record, activation, direct licence, renewal and trial conversion is billed on exactly
+one issued invoice.
 
 What is attributed
     * Usage is attributed per **rollup bucket** (one licence's records whose
@@ -20,6 +21,10 @@ What is attributed
       direct licence), in the period that contains its ``renewed_at``; billed while the
       sum of its entries is positive. A renewal of a batch with no unit activated bills
       nothing and is never attributed.
+    * A trial batch's conversion (``licensing.TrialConversion``) likewise, by its id,
+      with its units (the trial units in service when converted) as the quantity, in the
+      period that contains its ``converted_at``. A trial activation is never attributed
+      as an activation (``licensing.trials``): its batch's conversion bills it.
 
 Taking (:func:`take`, one issue)
     Under the customer's row lock (taken by :mod:`billing.issuing`, so issuers and
@@ -52,14 +57,14 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, Q, Sum
 
-from billing.line_builders import ActivationRow, DirectRow, Meter, RenewalRow
+from billing.line_builders import ActivationRow, ConversionRow, DirectRow, Meter, RenewalRow
 from billing.models import LedgerEntry, UsageDaily
 from config.errors import Conflict
-from licensing.models import Activation, Batch, License, Renewal
+from licensing.models import Activation, Batch, License, Renewal, TrialConversion
 
 _COLUMNS = (
     "document_id, customer_id, kind, sku, license_id, bucket_id, day, batch_id, unit_price, "
-    "currency, late, records, quantity, renewal_id"
+    "currency, late, records, quantity, renewal_id, conversion_id"
 )
 
 
@@ -71,6 +76,7 @@ class Taken:
     directs: list[DirectRow] = field(default_factory=list)
     meters: dict[str, Meter] = field(default_factory=dict)
     renewals: list[RenewalRow] = field(default_factory=list)
+    conversions: list[ConversionRow] = field(default_factory=list)
 
 
 def _tables() -> dict[str, str]:
@@ -82,6 +88,7 @@ def _tables() -> dict[str, str]:
         "batch": quote(Batch._meta.db_table),
         "license": quote(License._meta.db_table),
         "renewal": quote(Renewal._meta.db_table),
+        "conversion": quote(TrialConversion._meta.db_table),
     }
 
 
@@ -190,7 +197,7 @@ def take(
             f"""
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
-                day < %s, records - billed_records, inferences - billed_inferences, NULL
+                day < %s, records - billed_records, inferences - billed_inferences, NULL, NULL
             FROM {daily}
             WHERE customer_id = %s AND day < %s AND sku IN ({skus})
                 AND (records <> billed_records OR inferences <> billed_inferences)
@@ -206,7 +213,7 @@ def take(
                         b.currency, a.activated_at AS at
                     FROM {tables["activation"]} a JOIN {tables["batch"]} b ON b.id = a.batch_id
                     WHERE b.customer_id = %s AND b.currency = %s
-                        AND a.transfer_of_id IS NULL""",  # noqa: S608
+                        AND a.transfer_of_id IS NULL AND NOT a.trial""",  # noqa: S608
             ),
             (
                 LedgerEntry.Kind.DIRECT,
@@ -221,7 +228,7 @@ def take(
                 f"""
                 INSERT INTO {ledger} ({_COLUMNS})
                 SELECT %s, customer_id, %s, sku, license_id, NULL, NULL, batch_id,
-                    unit_price, currency, at < %s, 0, 1, NULL
+                    unit_price, currency, at < %s, 0, 1, NULL, NULL
                 FROM ({events}) event
                 WHERE at < %s AND NOT EXISTS (
                     SELECT 1 FROM {ledger} e WHERE e.kind = %s
@@ -243,12 +250,25 @@ def take(
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, r.customer_id, 'renewal', r.sku, r.license_id, NULL, NULL,
                 COALESCE(r.batch_id, ''), r.unit_price, r.currency, r.renewed_at < %s, 0,
-                r.units, r.id
+                r.units, r.id, NULL
             FROM {tables["renewal"]} r
             WHERE r.customer_id = %s AND r.currency = %s AND r.renewed_at < %s AND r.units > 0
                 AND NOT EXISTS (
                 SELECT 1 FROM {ledger} e WHERE e.renewal_id = r.id
                 GROUP BY e.renewal_id HAVING SUM(e.quantity) > 0)
+            """,  # noqa: S608
+            [document, _moment(start), customer_id, currency, _moment(end)],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {ledger} ({_COLUMNS})
+            SELECT %s, c.customer_id, 'trial_conversion', c.sku, c.license_id, NULL, NULL,
+                c.batch_id, c.unit_price, c.currency, c.converted_at < %s, 0, c.units, NULL, c.id
+            FROM {tables["conversion"]} c
+            WHERE c.customer_id = %s AND c.currency = %s AND c.converted_at < %s
+                AND c.units > 0 AND NOT EXISTS (
+                SELECT 1 FROM {ledger} e WHERE e.conversion_id = c.id
+                GROUP BY e.conversion_id HAVING SUM(e.quantity) > 0)
             """,  # noqa: S608
             [document, _moment(start), customer_id, currency, _moment(end)],
         )
@@ -283,7 +303,7 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
     documents (``reconcile --deep`` re-rates every invoice from them)."""
     rows = (
         LedgerEntry.objects.filter(scope)
-        .exclude(kind=LedgerEntry.Kind.RENEWAL)
+        .exclude(kind__in=[LedgerEntry.Kind.RENEWAL, LedgerEntry.Kind.TRIAL_CONVERSION])
         .values("document_id", "kind", "sku", "batch_id", "unit_price", "currency", "late")
         .annotate(quantity=Sum("quantity"), records=Sum("records"))
         .order_by()
@@ -317,14 +337,20 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
                 meter.inferences += row["quantity"]
                 meter.records += row["records"]
     renewals = _renewals(scope)
+    conversions = _conversions(scope)
     return {
         document: Taken(
             list(activations[document].values()),
             list(directs[document].values()),
             meters[document],
             renewals.get(document, []),
+            conversions.get(document, []),
         )
-        for document in set(activations) | set(directs) | set(meters) | set(renewals)
+        for document in set(activations)
+        | set(directs)
+        | set(meters)
+        | set(renewals)
+        | set(conversions)
     }
 
 
@@ -353,6 +379,29 @@ def _renewals(scope: Q) -> dict[str, list[RenewalRow]]:
         )
         item.units += row["units"]
         item.renewals += row["renewals"]
+        item.late += row["units"] if row["late"] else 0
+    return {
+        document: [item for item in items.values() if item.units]
+        for document, items in found.items()
+    }
+
+
+def _conversions(scope: Q) -> dict[str, list[ConversionRow]]:
+    """The trial conversions each document billed: one row per batch (a batch converts
+    once; a credited one billed again is one row of the next document)."""
+    rows = (
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.TRIAL_CONVERSION)
+        .values("document_id", "batch_id", "sku", "unit_price", "currency", "late")
+        .annotate(units=Sum("quantity"))
+        .order_by()
+    )
+    found: dict[str, dict[str, ConversionRow]] = defaultdict(dict)
+    for row in rows:
+        item = found[row["document_id"]].setdefault(
+            row["batch_id"],
+            ConversionRow(row["batch_id"], row["sku"], row["unit_price"], row["currency"], 0),
+        )
+        item.units += row["units"]
         item.late += row["units"] if row["late"] else 0
     return {
         document: [item for item in items.values() if item.units]

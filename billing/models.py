@@ -312,6 +312,7 @@ class InvoiceLine(_Immutable):
         METERED_OVERAGE_LATE = "metered_overage_late", "Metered overage, late usage"
         MAINTENANCE = "maintenance", "Maintenance"
         RENEWAL = "renewal", "Renewals"
+        TRIAL_CONVERSION = "trial_conversion", "Trial conversions"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
     position = models.PositiveIntegerField()
@@ -375,7 +376,9 @@ class LedgerEntry(_Immutable):
 
     ``usage``: the part of a rollup bucket (licence x UTC day) billed, in records and
     inferences; ``activation``: one unit's activation; ``direct``: one direct licence;
-    ``renewal``: one renewal (``licensing.Renewal``), its units.
+    ``renewal``: one renewal (``licensing.Renewal``), its units;
+    ``trial_conversion``: one trial batch converted (``licensing.TrialConversion``), its
+    units.
     A thing is billed when the sum of its entries is positive (see billing.ledger).
     """
 
@@ -384,6 +387,7 @@ class LedgerEntry(_Immutable):
         ACTIVATION = "activation", "Unit activation"
         DIRECT = "direct", "Direct licence"
         RENEWAL = "renewal", "Renewal"
+        TRIAL_CONVERSION = "trial_conversion", "Trial conversion"
 
     # By number, which is known before the (immutable) document row is written; the
     # constraint is checked at commit.
@@ -426,6 +430,16 @@ class LedgerEntry(_Immutable):
         blank=True,
         related_name="+",
     )
+    conversion = models.ForeignKey(
+        "licensing.TrialConversion",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name="trial conversion",
+    )
     day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
     unit_price = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
@@ -433,7 +447,8 @@ class LedgerEntry(_Immutable):
     late = models.BooleanField(default=False, help_text="Dated before the document's period.")
     records = models.BigIntegerField(default=0)
     quantity = models.BigIntegerField(
-        help_text="Inferences (usage), +1/-1 (one event) or +/- a renewal's units."
+        help_text="Inferences (usage), +1/-1 (one event) or +/- a renewal's or a trial "
+        "conversion's units."
     )
 
     class Meta:
@@ -444,6 +459,11 @@ class LedgerEntry(_Immutable):
             models.Index(fields=["customer", "kind", "sku"], name="ledger_customer"),
             models.Index(
                 fields=["renewal"], name="ledger_renewal", condition=Q(renewal__isnull=False)
+            ),
+            models.Index(
+                fields=["conversion"],
+                name="ledger_conversion",
+                condition=Q(conversion__isnull=False),
             ),
         ]
 

@@ -23,10 +23,12 @@ from billing import limits, selectors
 from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.line_builders import (
     ActivationRow,
+    ConversionRow,
     DirectRow,
     Meter,
     RenewalRow,
     activation_lines,
+    conversion_lines,
     direct_lines,
     maintenance_lines,
     meter_lines,
@@ -35,7 +37,7 @@ from billing.line_builders import (
 from billing.models import InvoiceLine
 from config.errors import Conflict, InvalidInput
 from customers.services import customer_get
-from licensing.models import License, Renewal, Sku
+from licensing.models import License, Renewal, Sku, TrialConversion
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -105,6 +107,7 @@ def invoice_lines(
     units: dict[str, int],
     maintenance: list[dict],
     entries: dict[str, dict[str, Any]],
+    conversions: list[ConversionRow] | None = None,
 ) -> list[dict]:
     """The lines of these events, in contract order, those of quantity 0 left out; each
     line keeps its ``_currency``. Pure: the caller reads ``units`` (N per SKU) and the
@@ -118,6 +121,7 @@ def invoice_lines(
         )
         + maintenance
         + renewal_lines(renewals)
+        + conversion_lines(conversions or [])
     )
     return [line for line in lines if line["quantity"]]
 
@@ -133,11 +137,12 @@ def rated(
     entries: dict[str, dict[str, Any]],
     currency: str,
     renewals: list[RenewalRow] | None = None,
+    conversions: list[ConversionRow] | None = None,
 ) -> dict[str, Any]:
     """The invoice in ``currency`` of these events for the period [start, end): spec
     §2.7 with Decimal money, the lines of other currencies left to their own invoice.
     The allowance counts the period's actual length in days; maintenance is charged when
-    that length is 365 days or more; renewals come last."""
+    that length is 365 days or more; renewals, then trial conversions, come last."""
     period_days = (end - start) // dt.timedelta(days=1)
     lines = invoice_lines(
         customer_id=customer_id,
@@ -149,6 +154,7 @@ def rated(
         units=selectors.billable_units_by_sku(customer_id=customer_id, start=start, end=end),
         maintenance=maintenance_lines(customer_id, end, entries) if period_days >= 365 else [],
         entries=entries,
+        conversions=conversions,
     )
     lines = [line for line in lines if line.pop("_currency") == currency]
     return {
@@ -228,6 +234,14 @@ def _window_renewals(customer_id: str, start: dt.datetime, end: dt.datetime):
     ]
 
 
+def _window_conversions(customer_id: str, start: dt.datetime, end: dt.datetime):
+    """Trial batches converted in the window (one conversion per batch)."""
+    rows = TrialConversion.objects.filter(
+        customer_id=customer_id, converted_at__gte=start, converted_at__lt=end, units__gt=0
+    ).values_list("batch_id", "sku", "unit_price", "currency", "units")
+    return [ConversionRow(*row) for row in rows]
+
+
 def _whole_second_after(moment: dt.datetime) -> dt.datetime:
     """``moment`` rounded up to the second. Events are stamped to the microsecond; a
     window ending there counts everything that happened before ``moment`` and is reported
@@ -249,7 +263,8 @@ def invoice_rate(
     Returns spec §2.7 with Decimal money: ``{customer_id, period_start, period_end,
     currency, lines, total}``; each line carries ``kind``, ``sku``, ``description``,
     ``quantity``, ``unit``, ``unit_price`` and ``amount`` (rounded half-up to the cent),
-    plus ``batch_id`` on unit activation and batch renewal lines, ``license_id`` on a
+    plus ``batch_id`` on unit activation, batch renewal and trial conversion lines,
+    ``license_id`` on a
     direct licence's renewal line. Nothing is stored, and the window ignores
     what issued invoices have billed: it is a preview of the window, not of the ledger.
     A customer buying in several currencies has one invoice per currency: ``currency``
@@ -275,4 +290,5 @@ def invoice_rate(
             entries=entries,
             currency=currency,
             renewals=_window_renewals(customer.id, start, end),
+            conversions=_window_conversions(customer.id, start, end),
         )

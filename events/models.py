@@ -43,6 +43,8 @@ class Event(models.Model):
         LICENSE_LEASE_EXPIRED = "license.lease_expired", "license.lease_expired"
         LICENSE_SUSPENDED = "license.suspended", "license.suspended"
         LICENSE_REINSTATED = "license.reinstated", "license.reinstated"
+        LICENSE_TRIAL_EXPIRING = "license.trial_expiring", "license.trial_expiring"
+        LICENSE_TRIAL_CONVERTED = "license.trial_converted", "license.trial_converted"
         BATCH_THRESHOLD = "batch.threshold", "batch.threshold"
         SEAT_RELEASED = "seat.released", "seat.released"
         USAGE_QUOTA_THRESHOLD = "usage.quota_threshold", "usage.quota_threshold"

@@ -41,6 +41,7 @@ class HeldLicense:
     expires_at: dt.datetime | None
     batch_expires_at: dt.datetime | None  # a unit's batch: its end after renewals
     issued_at: dt.datetime  # a unit licence: when its device activated
+    trial: bool = False  # the token on file is a trial's (licensing.trials)
 
 
 def license_held(
@@ -81,13 +82,14 @@ def license_held(
             "expires_at",
             "batch__expires_at",
             "issued_at",
+            "trial",
         )
         .first()
     )
     if row is None:
         raise Forbidden(f"licence {license_id} is not on file with this authority")
     (kind, customer_id, sku, bound_to, revoked_at, current, stored, expires_at, batch_end,
-     issued_at) = row  # fmt: skip
+     issued_at, trial) = row  # fmt: skip
     token_check_issued(
         license_id=license_id,
         token_sha256=token_digest(token),
@@ -100,5 +102,5 @@ def license_held(
         suffix = f"; {revoked_means}" if revoked_means else ""
         raise Forbidden(f"licence {license_id} was revoked at {unix(revoked_at)}{suffix}")
     return HeldLicense(
-        license_id, kind, customer_id, sku, current, stored, expires_at, batch_end, issued_at
+        license_id, kind, customer_id, sku, current, stored, expires_at, batch_end, issued_at, trial
     )

@@ -73,6 +73,9 @@ FLEET_UNIT = {
     "max_offline_days": "lease_days",
     "lease_end": "checked_in",
     "suspended": "held",
+    # Trials (licensing.trials): the licence on file is a trial's, and its end.
+    "trial": "license__trial",
+    "trial_ends_at": "license__expires_at",
 }
 
 
@@ -104,6 +107,9 @@ def _unit(row: tuple) -> dict:
     end = leases.lease_end_at(unit["lease_end"], unit["max_offline_days"])
     unit["lease_end"] = int(end.timestamp()) if end is not None else None
     unit["suspended"] = int(bool(unit["suspended"]))
+    unit["trial"] = int(bool(unit["trial"]))
+    ends = unit["trial_ends_at"]
+    unit["trial_ends_at"] = int(ends.timestamp()) if unit["trial"] and ends is not None else None
     return unit
 
 

@@ -6,7 +6,7 @@ from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
 from licensing import device_urls
-from licensing.api import fleet, licenses, renewals
+from licensing.api import fleet, licenses, renewals, trials
 
 urlpatterns = [
     *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
@@ -14,6 +14,16 @@ urlpatterns = [
     path("admin/batches", licenses.BatchCreateApi.as_view(), name="admin-batches"),
     path(
         "admin/batches/<id:batch_id>", licenses.BatchDetailApi.as_view(), name="admin-batch-detail"
+    ),
+    path(
+        "admin/batches/<id:batch_id>/convert",
+        trials.TrialConvertApi.as_view(),
+        name="admin-batch-convert",
+    ),
+    path(
+        "admin/batches/<id:batch_id>/convert/quote",
+        trials.TrialConvertQuoteApi.as_view(),
+        name="admin-batch-convert-quote",
     ),
     path("admin/licenses", licenses.LicenseCreateApi.as_view(), name="admin-licenses"),
     path(

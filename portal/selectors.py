@@ -230,14 +230,14 @@ def in_grace_of(customer: Customer, *, limit: int = 50) -> list[License]:
 
 
 def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date, int]]:
-    """(date, new activations and transfers) of the customer's batches for each of the
+    """(date, new activations, transfers and trials) of the customer's batches for each of the
     last ``days`` days (UTC), oldest first, zero-filled, from the daily rollups."""
     today = clock.now().date()
     dates = [today - dt.timedelta(days=n) for n in range(days - 1, -1, -1)]
     counts = dict(
         ActivationDaily.objects.filter(batch__customer=customer, day__gte=dates[0])
         .values_list("day")
-        .annotate(n=Sum(F("activations") + F("transfers")))
+        .annotate(n=Sum(F("activations") + F("transfers") + F("trials")))
         .order_by()
         .values_list("day", "n")
     )
@@ -246,10 +246,10 @@ def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date,
 
 def renewable_of(customer: Customer, *, limit: int = 500) -> list[tuple[str, str]]:
     """(id, description) of what the customer may ask to renew: its batches and direct
-    licences with an end, soonest end first."""
-    batches = Batch.objects.filter(customer=customer, expires_at__isnull=False).order_by(
-        "expires_at"
-    )[:limit]
+    licences with an end, soonest end first (a trial batch is bought, not renewed)."""
+    batches = Batch.objects.filter(
+        customer=customer, expires_at__isnull=False, trial_days__isnull=True
+    ).order_by("expires_at")[:limit]
     directs = License.objects.filter(
         customer=customer, kind=License.Kind.DIRECT, expires_at__isnull=False, revoked_at=None
     ).order_by("expires_at")[:limit]

@@ -49,6 +49,8 @@ CUSTOMER_EVENTS = [
     Event.Type.LICENSE_LEASE_EXPIRED,
     Event.Type.LICENSE_SUSPENDED,
     Event.Type.LICENSE_REINSTATED,
+    Event.Type.LICENSE_TRIAL_EXPIRING,
+    Event.Type.LICENSE_TRIAL_CONVERTED,
     Event.Type.BATCH_THRESHOLD,
     Event.Type.SEAT_RELEASED,
     Event.Type.USAGE_QUOTA_THRESHOLD,
@@ -365,12 +367,18 @@ def _owned_target(customer: Customer, target: str) -> tuple[str, str]:
     """(batch_id, license_id) of ``target`` if it is the customer's: a batch, or a
     licence not part of one; anything else (another customer's included) NotFound."""
     target = (target or "").strip()
-    if Batch.objects.filter(pk=target, customer=customer).exists():
+    batch = Batch.objects.filter(pk=target, customer=customer).only("id", "trial_days").first()
+    if batch is not None:
+        if batch.is_trial:
+            raise InvalidInput(
+                f"batch {target} is a trial: it is not renewed but bought (Buy on its page), "
+                "which makes its cameras paid licences"
+            )
         return target, ""
     lic = License.objects.filter(pk=target, customer=customer).only("id", "batch_id").first()
     if lic is not None:
-        if lic.batch_id:
-            return lic.batch_id, ""  # a unit renews with its batch
+        if lic.batch_id:  # a unit renews with its batch
+            return _owned_target(customer, lic.batch_id)
         return "", lic.id
     raise NotFound(f"you have no batch or licence {target[:64]!r}")
 

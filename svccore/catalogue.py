@@ -27,7 +27,11 @@ ENTRY_FIELDS = (
     "unit_price_tiers",
     "overage_tiers",
     "maintenance_rate",
+    "trial_days",
 )
+# Fields added to the entry after its first release (contract §5 additions), with the
+# value an entry written before them means: an older catalogue file still loads.
+OPTIONAL_ENTRY_FIELDS: dict[str, Any] = {"trial_days": None}
 
 
 def load_entries(path: Path | str = SEED_FILE) -> list[dict[str, Any]]:
@@ -53,10 +57,18 @@ def _price(value: Any, sku: Any, what: str) -> Decimal:
 
 
 def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    missing = [name for name in ENTRY_FIELDS if name not in entry]
+    missing = [
+        name for name in ENTRY_FIELDS if name not in entry and name not in OPTIONAL_ENTRY_FIELDS
+    ]
     if missing:
         raise ValueError(f"catalogue entry {entry.get('sku')!r} lacks {', '.join(missing)}")
-    out = {name: entry[name] for name in ENTRY_FIELDS}
+    out = {name: entry.get(name, OPTIONAL_ENTRY_FIELDS.get(name)) for name in ENTRY_FIELDS}
+    trial_days = out["trial_days"]
+    if trial_days is not None and (type(trial_days) is not int or trial_days < 1):
+        raise ValueError(
+            f"catalogue entry {entry['sku']!r}: trial_days {trial_days!r} is not a number of "
+            "days (1 or more; null: not a trial SKU)"
+        )
     currency = entry["currency"]
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
         raise ValueError(f"catalogue entry {entry['sku']!r}: currency {currency!r} is no ISO code")

@@ -12,7 +12,9 @@ callers import from here (``from licensing.services import batch_issue``):
 - last seen (:mod:`.seen`): ``unit_seen``, a unit's last status fetch, usage upload or
   re-activation, written at most once per ``SVC_LAST_SEEN_MINUTES``;
 - holds (:mod:`.holds`): ``license_suspend``, ``license_reinstate`` (a reversible hold
-  on a licence, a batch key or a customer, issue 42).
+  on a licence, a batch key or a customer, issue 42);
+- trials (:mod:`.trials`): ``trial_convert``, a trial batch made paid (issue 42), and
+  ``trial_conversion_quote``, what that would do now.
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -40,9 +42,17 @@ from licensing.services.renewals import (
 )
 from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
 from licensing.services.seen import unit_seen
+from licensing.services.trials import (
+    ConversionQuote,
+    ConversionResult,
+    trial_conversion_quote,
+    trial_convert,
+)
 
 __all__ = [
     "ActivationResult",
+    "ConversionQuote",
+    "ConversionResult",
     "Hold",
     "RefreshResult",
     "ReleasePolicy",
@@ -59,6 +69,8 @@ __all__ = [
     "license_suspend",
     "renewal_quote",
     "seat_release",
+    "trial_conversion_quote",
+    "trial_convert",
     "unit_activate",
     "unit_seen",
 ]

@@ -45,15 +45,16 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
+from audit.services import audit_refusal
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from config.rows import insert_rows, insert_rows_after
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
-from licensing import leases
+from licensing import leases, trials
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
-from licensing.models import Activation, Batch, License, Sku, token_digest
+from licensing.models import Activation, Batch, License, Sku, TrialUse, token_digest
 from licensing.revocations import ListPosition, list_position
 from licensing.services import renewals, seats, seen
 from licensing.services.licenses import license_claims
@@ -66,7 +67,8 @@ from svccore.timeunits import unix
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
 LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
-    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}
+    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}, b.trial_days,
+    u.trial
 FROM licensing_license k
 JOIN licensing_batch b ON b.license_id = k.id
 LEFT JOIN licensing_sku s ON s.code = b.sku
@@ -75,13 +77,17 @@ LEFT JOIN licensing_license u ON u.id = a.license_id
 WHERE k.id = %s
 """  # noqa: S608 - the interpolated parts are constants of licensing.leases
 # The seat: one statement that can neither oversell nor lose a count under concurrency,
-# and that sees a revocation of the batch key committed before it started.
+# and that sees a revocation of the batch key committed before it started. The last
+# parameter is whether the unit was signed as a trial: a conversion committed since
+# (licensing.services.trials, under the batch row's lock) makes it take no seat, and the
+# activation is made again as a paid one (never a trial unit that no conversion bills).
 SEAT_SQL = """
 UPDATE licensing_batch SET units_activated = units_activated + 1
 WHERE id = %s AND units_activated < units_purchased
     AND NOT EXISTS (
         SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
     )
+    AND (trial_days IS NOT NULL) = %s
 RETURNING units_purchased - units_activated, released_seats
 """
 # PostgreSQL, a batch with no released seat (nearly always): the seat, the licence, its
@@ -94,6 +100,7 @@ WHERE id = %s AND units_activated < units_purchased AND released_seats = 0
     AND NOT EXISTS (
         SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
     )
+    AND (trial_days IS NOT NULL) = %s
 RETURNING units_purchased - units_activated AS remaining
 """
 # The event reports the units left, which only the seat's UPDATE knows.
@@ -237,19 +244,32 @@ def _aware(value: Any) -> dt.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
-def _lookup(
-    key: BatchKey, device_id: str, now: dt.datetime
-) -> tuple[dt.datetime | None, ActivationResult | None, leases.LeaseAndHold]:
-    """The batch key's current end, the device's licence when it is on file (else
-    None) and the check-in lease and hold its status carries (:mod:`licensing.leases`);
-    Forbidden when the batch key has expired (past its end, whatever renewal set it to)
-    or it or that licence is revoked. A licence signed before its batch was renewed is
-    re-signed to the batch's end (once per renewal)."""
+@dataclass(frozen=True)
+class Found:
+    """What the one lookup found: the batch key's current end, the batch's trial days
+    (None: not a trial now), the device's licence when it is on file (else None) and
+    the check-in lease and hold its status carries."""
+
+    ends: dt.datetime | None
+    trial_days: int | None
+    existing: ActivationResult | None
+    terms: leases.LeaseAndHold
+
+
+class _TrialStateChanged(Exception):
+    """The batch was converted (or not) since the unit was signed: sign it again."""
+
+
+def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
+    """:class:`Found` for ``device_id`` on the batch (:mod:`licensing.leases` for the
+    lease and hold); Forbidden when the batch key has expired (past its end, whatever
+    renewal set it to) or it or that licence is revoked. A licence signed before its
+    batch was renewed or converted is re-signed to the batch's end (once per renewal);
+    a unit on trial keeps its own end (:mod:`licensing.trials`)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
-        (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held) = (
-            cursor.fetchone()
-        )
+        (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
+         trial_days, unit_trial) = cursor.fetchone()  # fmt: skip
     terms = leases.from_values(days, None, None, held)
     if key_revoked:
         raise _key_revoked(key)
@@ -259,30 +279,34 @@ def _lookup(
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
         )
     if license_id is None:
-        return ends, None, terms
+        return Found(ends, trial_days, None, terms)
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
+    follows = trials.batch_end_for_unit(unit_trial=bool(unit_trial), batch_expires_at=ends)
     rekey = keyring.key_stale(token)  # signed by a key retired or revoked since
-    if rekey or (ends is not None and (unit_ends is None or unit_ends < ends)):
+    if rekey or (follows is not None and (unit_ends is None or unit_ends < follows)):
         token = renewals.unit_token_current(
             license_id=license_id,
             token=token,
             token_sha256=sha,
             claims=None,
             expires_at=unit_ends,
-            batch_expires_at=ends,
+            batch_expires_at=follows,
             rekey=rekey,
         )
-    return ends, ActivationResult(license_id, token, reactivated=True), terms
+    return Found(ends, trial_days, ActivationResult(license_id, token, reactivated=True), terms)
 
 
-def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
-    """Why the seat UPDATE changed nothing: the key was revoked meanwhile, or the batch
-    is exhausted."""
-    purchased, activated = Batch.objects.values_list("units_purchased", "units_activated").get(
-        pk=key.batch_id
-    )
+def _seat_refused(key: BatchKey, device_id: str, trial: bool) -> Exception:
+    """Why the seat UPDATE changed nothing: the batch was converted meanwhile (or the
+    unit was signed for another trial state), the key was revoked meanwhile, or the
+    batch is exhausted."""
+    purchased, activated, trial_days = Batch.objects.values_list(
+        "units_purchased", "units_activated", "trial_days"
+    ).get(pk=key.batch_id)
+    if (trial_days is not None) != trial:
+        return _TrialStateChanged()
     if activated < purchased:
         return _key_revoked(key)
     return PaymentRequired(
@@ -292,17 +316,20 @@ def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
 
 
 def _unit_sign(
-    key: BatchKey, device_id: str, expires_at: dt.datetime | None
+    key: BatchKey, device_id: str, expires_at: dt.datetime | None, trial_days: int | None
 ) -> tuple[dt.datetime, str, dict[str, Any]]:
     """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
     carries the batch key's entitlements, caps and grace, whatever the catalogue says
-    today: the customer bought what the key says.
+    today: the customer bought what the key says. A unit of a trial batch
+    (``trial_days``) ends ``trial_days`` after now, without grace, marked as a trial
+    (:mod:`licensing.trials`).
 
     Done before the seat is taken, outside the transaction: a signer that is slow or
     unreachable (an HSM) then holds no lock on the batch row, and its failure leaves
     nothing to roll back."""
     now = clock.now()
     lim = key.claims["lim"]
+    trial = trial_days is not None
     claims = license_claims(
         license_id=ids.license_id(),
         sku=key.sku,
@@ -310,12 +337,15 @@ def _unit_sign(
         device_id=device_id,
         activation=License.Activation.OPTIONAL,
         issued_at=now,
-        expires_at=expires_at,
+        expires_at=trials.trial_end(now.replace(microsecond=0), trial_days)
+        if trial
+        else expires_at,
         entitlements=key.claims["ent"],
         max_streams=lim["max_streams"],
         max_fps=lim["max_fps"],
         api_calls=lim["api_calls"],
-        grace_days=key.claims["grace_days"],
+        grace_days=trials.TRIAL_GRACE_DAYS if trial else key.claims["grace_days"],
+        trial=trial,
     )
     token, signed = keyring.sign_claims(claims)
     return now, token, signed
@@ -334,10 +364,12 @@ def _unit_rows(
     units_remaining: int,
     leased: bool = False,
 ) -> list[tuple[type, dict[str, Any]]]:
-    """The rows of a new unit: its signed licence, its activation record and its event
-    (the outbox: reported only if it happened), for ``config.rows``."""
+    """The rows of a new unit: its signed licence, its activation record, a trial's
+    use of its SKU by the device (:class:`~licensing.models.TrialUse`) and its event (the
+    outbox: reported only if it happened), for ``config.rows``."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
+    trial = bool(signed.get(trials.TRIAL_CLAIM))
     license_row = dict(
         id=signed["lic"],
         kind=License.Kind.UNIT,
@@ -358,6 +390,7 @@ def _unit_rows(
         revoke_reason="",
         # Under a check-in lease its status, handed out with it, starts the lease.
         checked_in_at=now if leased else None,
+        trial=trial,
     )
     activation_row = dict(
         batch_id=key.batch_id,
@@ -371,6 +404,7 @@ def _unit_rows(
         transfer_of_id=transfer_of,
         # Seen by its activation: a column of the row written anyway, no statement more.
         last_seen_at=now,
+        trial=trial,
     )
     event = event_row(
         Event.Type.LICENSE_ACTIVATED,
@@ -384,9 +418,20 @@ def _unit_rows(
             "expires_at": signed["exp"],
             "units_remaining": units_remaining,
             "transfer": transfer_of is not None,
+            "trial": trial,
         },
     )
-    return [(License, license_row), (Activation, activation_row), event]
+    rows = [(License, license_row), (Activation, activation_row)]
+    if trial:
+        use = dict(
+            sku=key.sku,
+            device_id=device_id,
+            batch_id=key.batch_id,
+            license_id=signed["lic"],
+            used_at=now,
+        )
+        rows.append((TrialUse, use))
+    return [*rows, event]
 
 
 def _seat_and_unit(
@@ -397,10 +442,14 @@ def _seat_and_unit(
     a savepoint, so that losing a race for the device (IntegrityError) leaves the
     caller's transaction usable."""
     rows = _unit_rows(key, transfer_of=None, units_remaining=0, **unit)
+    trial = bool(unit["signed_unit"][2].get(trials.TRIAL_CLAIM))
     within = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
     with within:
         seat = insert_rows_after(
-            FRESH_SEAT_SQL, [key.batch_id, key.license_id], *rows, expressions=REMAINING_IN_EVENT
+            FRESH_SEAT_SQL,
+            [key.batch_id, key.license_id, trial],
+            *rows,
+            expressions=REMAINING_IN_EVENT,
         )
     if seat is None:
         return None
@@ -458,7 +507,51 @@ def unit_activate(
     now = clock.now()
     if key.claims["nbf"] > unix(now):
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
-    expires_at, existing, terms = _lookup(key, device_id, now)
+    unit = dict(
+        device_id=device_id,
+        fingerprint_source=fingerprint_source,
+        weak_binding=weak_binding,
+        sdk_version=sdk_version,
+        client_ip=client_ip,
+    )
+    try:
+        return _activate(key, now, positioned=positioned, **unit)
+    except _TrialStateChanged:
+        # Converted while this unit was signed as a trial: a batch converts once, so the
+        # second time the unit is signed as the paid unit it now is.
+        return _activate(key, now, positioned=positioned, **unit)
+
+
+def _trial_use(key: BatchKey, device_id: str) -> str | None:
+    """The batch on which ``device_id`` had its trial of the key's SKU, if it had one."""
+    return (
+        TrialUse.objects.filter(sku=key.sku, device_id=device_id)
+        .values_list("batch_id", flat=True)
+        .first()
+    )
+
+
+def _second_trial(key: BatchKey, device_id: str, used_on: str) -> trials.TrialUsed:
+    """The refusal of a device's second trial of a SKU, on the audit log (a camera
+    trying trial after trial is worth an operator's look)."""
+    refusal = trials.trial_used(
+        sku=key.sku, device_id=device_id, batch_id=key.batch_id, used_on=used_on
+    )
+    audit_refusal(
+        action="license.activate",
+        status=refusal.status_code,
+        target=f"device {device_id}",
+        detail={"batch_id": key.batch_id, "sku": key.sku, "trial_used_on": used_on},
+        message=refusal.detail,
+    )
+    return refusal
+
+
+def _activate(
+    key: BatchKey, now: dt.datetime, *, positioned: bool, device_id: str, **reported: Any
+) -> ActivationResult:
+    found = _lookup(key, device_id, now)
+    existing, terms = found.existing, found.terms
     if existing is not None:
         result = _positioned(existing, device_id, terms) if positioned else existing
         # After the answer is built: no query when this process recorded the unit as
@@ -466,18 +559,20 @@ def unit_activate(
         # the answer (licensing.services.seen).
         seen.unit_seen(license_id=existing.license_id, device_id=device_id)
         return result
-    signed_unit = _unit_sign(key, device_id, expires_at)
+    trial = found.trial_days is not None
+    if trial:
+        used_on = _trial_use(key, device_id)
+        if used_on is not None:
+            raise _second_trial(key, device_id, used_on)
+    signed_unit = _unit_sign(key, device_id, found.ends, found.trial_days)
     position = None
     if positioned:
         position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id, terms=terms)
     unit = dict(
         device_id=device_id,
-        fingerprint_source=fingerprint_source,
-        weak_binding=weak_binding,
-        sdk_version=sdk_version,
-        client_ip=client_ip,
         signed_unit=signed_unit,
         leased=terms.days is not None,
+        **reported,
     )
     try:
         if connection.vendor == "postgresql":
@@ -486,20 +581,26 @@ def unit_activate(
                 return created
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(SEAT_SQL, [key.batch_id, key.license_id])
+                cursor.execute(SEAT_SQL, [key.batch_id, key.license_id, trial])
                 seat = cursor.fetchone()
             if seat is None:
-                raise _seat_refused(key, device_id)
+                raise _seat_refused(key, device_id, trial)
             # A seat an operator released (a dead camera's) goes to this device as a
             # transfer, not billed again; the batch row stays locked until commit.
             transfer_of = seats.released_seat_take(key.batch_id) if seat[1] else None
             insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
         # Another request for this device won: no seat taken here, the winner's licence.
-        _, existing, terms = _lookup(key, device_id, now)
-        if existing is None:
+        # Or, on a trial batch, another request for this device's trial of the SKU on
+        # another batch won (the TrialUse row's unique key): refused as a second trial.
+        found = _lookup(key, device_id, now)
+        if found.existing is None:
+            used_on = _trial_use(key, device_id) if trial else None
+            if used_on is not None:
+                raise _second_trial(key, device_id, used_on) from None
             raise
-        return _positioned(existing, device_id, terms) if positioned else existing
+        existing = found.existing
+        return _positioned(existing, device_id, found.terms) if positioned else existing
     signed_at, token, signed = signed_unit
     seen.unit_seen_noted(license_id=signed["lic"], device_id=device_id, now=signed_at)
     return ActivationResult(
