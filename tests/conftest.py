@@ -91,6 +91,7 @@ SLOW_MODULES = frozenset(
         "tests/operators/test_browser.py",
         "tests/operators/test_console_layout.py",
         "tests/billing/test_rating_oracle.py",
+        "tests/billing/test_trial_oracle.py",
         "tests/billing/test_document_pages.py",
         "tests/devices/test_device_crash.py",
         "tests/test_browser_walk.py",
