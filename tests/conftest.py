@@ -79,6 +79,7 @@ SLOW_MODULES = frozenset(
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",
         "tests/test_leases_end_to_end.py",
+        "tests/test_trials_end_to_end.py",
         "tests/operators/test_browser_holds.py",
         "tests/test_key_rotation.py",
         "tests/test_sync_crash.py",
