@@ -292,6 +292,10 @@ class License(models.Model):
                 name="license_direct_expires",
                 condition=Q(kind="direct", expires_at__isnull=False),
             ),
+            # Units on trial about to end (licensing.scan.trials_scan).
+            models.Index(
+                fields=["expires_at"], name="license_trial_expires", condition=Q(trial=True)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -133,6 +133,7 @@ ONE_DATABASE_MODULES = frozenset(
         "tests/operators/test_svcctl_fleet.py",
         "tests/operators/test_svcctl_keys.py",
         "tests/operators/test_svcctl_renew.py",
+        "tests/operators/test_svcctl_trials.py",
         "tests/test_tampering_proxy.py",
         "tests/test_sync_crash.py",
         "tests/test_device_fuzz.py",

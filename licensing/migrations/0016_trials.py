@@ -178,5 +178,9 @@ class Migration(migrations.Migration):
                 'constraints': [models.UniqueConstraint(fields=('sku', 'device_id'), name='trial_once_per_device')],
             },
         ),
+        migrations.AddIndex(
+            model_name='license',
+            index=models.Index(condition=models.Q(('trial', True)), fields=['expires_at'], name='license_trial_expires'),
+        ),
         migrations.RunPython(rollup_triggers_trials, rollup_triggers_before),
     ]

@@ -20,6 +20,7 @@ ORDER = (
     "reinstate",
     "release",
     "renew",
+    "convert-trial",
     "expiring",
     "fleet",
     "batch-status",

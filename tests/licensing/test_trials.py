@@ -9,11 +9,14 @@ camera: tests/devices/test_device_trial.py."""
 from __future__ import annotations
 
 import pytest
+from django.core import mail
 from django.db import IntegrityError
 
 from audit.models import AuditEntry
 from devices.token import decode_unverified
+from events.alerts import alerts_send
 from events.models import Event
+from events.scan import events_scan
 from licensing.models import (
     Activation,
     ActivationDaily,
@@ -351,3 +354,37 @@ def test_the_quote_is_what_converting_does(customer, device_api):
         conversion.units, conversion.unit_price, conversion.amount, conversion.expires_at,
     )  # fmt: skip
     assert str(quote.amount) == "320.0000"
+
+
+def test_trial_expiring_events_per_camera_once_each_and_in_alerts(
+    device_api, customer, server_clock, settings
+):
+    settings.SVC_ALERT_EMAILS = ["ops@example.com"]
+    alerts_send()  # the mailbox starts at the log's end
+    batch = trial_batch(customer, trial_days=14)
+    activate(device_api, batch.license.token, "cam-1")
+    server_clock(5 * DAY)
+    activate(device_api, batch.license.token, "cam-2")  # its trial ends five days later
+    events_scan()
+    assert not Event.objects.filter(type="license.trial_expiring").exists()
+    server_clock(8 * DAY)  # cam-1 ends in 6 days, cam-2 in 11
+    events_scan()
+    events_scan()
+    (first,) = Event.objects.filter(type="license.trial_expiring")
+    assert (first.data["device_id"], first.data["days"], first.data["batch_id"]) == (
+        "cam-1", 7, batch.id,
+    )  # fmt: skip
+    server_clock(13 * DAY + 3600)  # cam-1 within a day, cam-2 within seven
+    events_scan()
+    assert sorted(
+        (e.data["device_id"], e.data["days"])
+        for e in Event.objects.filter(type="license.trial_expiring")
+    ) == [("cam-1", 1), ("cam-1", 7), ("cam-2", 7)]
+    assert alerts_send() == 1
+    body = mail.outbox[0].body
+    assert "trial of camera cam-1" in body and "unless the batch is converted" in body
+    # Converted: no camera of the batch is on trial any more; nothing more announced.
+    trial_convert(batch_id=batch.id)
+    server_clock(18 * DAY + 3600)
+    events_scan()
+    assert Event.objects.filter(type="license.trial_expiring").count() == 3

@@ -30,6 +30,9 @@ MATRIX = {
     ("v1/admin/catalogue", "GET"): "view_service",
     ("v1/admin/batches", "POST"): "issue_licences",
     ("v1/admin/batches/<id:batch_id>", "GET"): "view_service",
+    # Converting a trial batch sells its units (issue 42), as issuing a batch does.
+    ("v1/admin/batches/<id:batch_id>/convert", "POST"): "issue_licences",
+    ("v1/admin/batches/<id:batch_id>/convert/quote", "POST"): "issue_licences",
     ("v1/admin/licenses", "POST"): "issue_licences",
     ("v1/admin/licenses/register", "POST"): "issue_licences",
     ("v1/admin/revoke", "POST"): "revoke_licences",

@@ -537,7 +537,7 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer-keys"]
 ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
 ONLINE += ["release"]
-ONLINE += ["renew", "expiring", "fleet"]
+ONLINE += ["renew", "convert-trial", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "invoice", "invoices", "invoice-show"]
 ONLINE += ["credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]
