@@ -49,6 +49,7 @@ ACTIONS = {
     ("customer", "reinstate_customers"): "suspend_licences",
     ("batch", "revoke_batch_keys"): "revoke_licences",
     ("batch", "renew_batches"): "renew_licences",
+    ("batch", "convert_trial_batches"): "issue_licences",
     ("activation", "revoke_units"): "revoke_licences",
     ("activation", "release_seats"): "release_seats",
     ("signingkey", "retire_keys"): "manage_signing_keys",
