@@ -42,7 +42,7 @@ _MICROSECOND = dt.timedelta(microseconds=1)
 
 def batch_get(*, batch_id: str) -> Batch:
     try:
-        return Batch.objects.get(pk=batch_id)
+        return Batch.objects.select_related("trial_conversion").get(pk=batch_id)
     except Batch.DoesNotExist:
         raise NotFound(f"batch {batch_id} does not exist") from None
 

@@ -106,7 +106,11 @@ def account_of(user) -> CustomerUser | None:
 
 
 def batch_of(customer: Customer, batch_id: str) -> Batch:
-    batch = Batch.objects.filter(pk=batch_id, customer=customer).first()
+    batch = (
+        Batch.objects.filter(pk=batch_id, customer=customer)
+        .select_related("trial_conversion")
+        .first()
+    )
     if batch is None:
         raise NotFound(f"you have no batch {batch_id[:64]}")
     return batch
@@ -138,7 +142,12 @@ def document_of(customer: Customer, number: str):
 
 
 def batches_of(customer: Customer):
-    return Batch.objects.filter(customer=customer).order_by("-issued_at", "-id")
+    # A converted trial's conversion with it (its time is on the batch's answer).
+    return (
+        Batch.objects.filter(customer=customer)
+        .select_related("trial_conversion")
+        .order_by("-issued_at", "-id")
+    )
 
 
 def licenses_of(customer: Customer):
