@@ -53,7 +53,7 @@ class Batch:
     price: Decimal
     trial: bool  # a trial not converted (yet)
     devices: dict[str, str] = field(default_factory=dict)  # device -> licence id
-    trial_licences: set[str] = field(default_factory=set)
+    trial_licenses: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -250,7 +250,7 @@ def activate(oracle: Oracle, mine: Batch, device: str, moment: dt.datetime) -> N
     mine.devices[device] = result.license_id
     if mine.trial:
         oracle.trials_used[(mine.sku, device)] = mine.batch.id
-        mine.trial_licences.add(result.license_id)
+        mine.trial_licenses.add(result.license_id)
         COMPARED["trial activations"] += 1
     else:
         oracle.bills.append(Bill("unit_activation", moment, mine.sku, mine.batch.id, mine.price, 1))
@@ -258,13 +258,13 @@ def activate(oracle: Oracle, mine: Batch, device: str, moment: dt.datetime) -> N
 
 def convert(oracle: Oracle, mine: Batch, moment: dt.datetime, *, twice: bool) -> None:
     if not mine.trial:
-        if mine.trial_licences or TrialConversion.objects.filter(batch=mine.batch).exists():
+        if mine.trial_licenses or TrialConversion.objects.filter(batch=mine.batch).exists():
             assert trial_convert(batch_id=mine.batch.id).replayed  # converted before
         else:
             with pytest.raises(Conflict):
                 trial_convert(batch_id=mine.batch.id)  # never a trial
         return
-    in_service = len(mine.trial_licences - oracle.revoked)
+    in_service = len(mine.trial_licenses - oracle.revoked)
     for attempt in range(2 if twice else 1):
         result = trial_convert(batch_id=mine.batch.id)
         assert result.replayed == (attempt == 1)

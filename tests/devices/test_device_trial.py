@@ -49,7 +49,7 @@ def test_an_expired_trial_refuses_to_start(make_engine, make_token, clock):
         make_engine().start(make_token(**trial_claims()))
 
 
-def test_the_converted_licence_arrives_at_the_next_sync(make_engine, make_token, service, clock):
+def test_the_converted_license_arrives_at_the_next_sync(make_engine, make_token, service, clock):
     engine = make_engine()
     engine.start(make_token(**trial_claims()))
     clock.now = TRIAL_END + 3 * DAY  # the trial has ended; then the customer buys
