@@ -44,8 +44,12 @@ def _data(lic: License) -> dict:
 def terms_scan(result: ScanResult, now: dt.datetime) -> None:
     """``license.expiring`` (30, 7 and 1 days before the end) and ``license.grace_started``."""
     horizon = now + dt.timedelta(days=max(EXPIRING_DAYS))
-    live = License.objects.exclude(kind=License.Kind.UNIT).filter(
-        revoked_at__isnull=True, expires_at__isnull=False
+    # A trial batch's key ends the window for starting trials: its cameras' trials end
+    # on their own (trials_scan), and it is converted, not renewed.
+    live = (
+        License.objects.exclude(kind=License.Kind.UNIT)
+        .exclude(batch_key_of__trial_days__isnull=False)
+        .filter(revoked_at__isnull=True, expires_at__isnull=False)
     )
     for lic in live.filter(expires_at__gt=now, expires_at__lte=horizon):
         left = (lic.expires_at - now).total_seconds()

@@ -324,8 +324,9 @@ def expiring_list(
     now: dt.datetime | None = None,
     customer_id: str | None = None,
 ) -> list[Expiring]:
-    """Batches and direct licences, not revoked, ending within ``days`` of ``now`` or
-    ended and still in their grace period (of one customer, if given), soonest end first
+    """Batches (not trials) and direct licences, not revoked, ending within ``days`` of
+    ``now`` or ended and still in their grace period (of one customer, if given), soonest
+    end first
     (then id). Read through
     the partial indexes on their ends (batch_expires, license_direct_expires): the rows
     ending in a window, not the licences of a fleet."""
@@ -337,9 +338,11 @@ def expiring_list(
     longest = max(Sku.objects.values_list("grace_days", flat=True), default=0)
     since = now - dt.timedelta(days=longest)
     found = []
+    # A trial batch's end is the window its cameras may start their trials in, each
+    # ending on its own (licensing.trials): it is converted, not renewed.
     batches = (
         Batch.objects.filter(expires_at__gte=since, expires_at__lte=until)
-        .filter(license__revoked_at__isnull=True)
+        .filter(license__revoked_at__isnull=True, trial_days__isnull=True)
         .select_related("customer", "license")
     )
     if customer_id:

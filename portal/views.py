@@ -197,7 +197,10 @@ def _trial(batch) -> dict:
     """What the batch page says of a trial: on trial (and what buying costs now), bought
     after a trial, or nothing for a batch bought outright."""
     if batch.is_trial:
-        quote = trial_conversion_quote(batch_id=batch.pk)
+        try:
+            quote = trial_conversion_quote(batch_id=batch.pk)
+        except ServiceError as exc:  # its key revoked: not for sale
+            return {"on": True, "days": batch.trial_days, "refused": exc.detail}
         return {
             "on": True,
             "days": batch.trial_days,
@@ -309,7 +312,11 @@ def batch_buy(request: HttpRequest, batch_id: str) -> HttpResponse:
                 f"{money(conversion.unit_price, conversion.currency)}.",
             )
             return redirect("portal-batch", batch_id=found.pk)
-    quote = trial_conversion_quote(batch_id=found.pk)
+    try:
+        quote = trial_conversion_quote(batch_id=found.pk)
+    except ServiceError as exc:  # its key revoked: not for sale
+        messages.error(request, exc.detail)
+        return redirect("portal-batch", batch_id=found.pk)
     context = _context(
         request,
         f"Buy batch {found.pk}",

@@ -388,3 +388,16 @@ def test_trial_expiring_events_per_camera_once_each_and_in_alerts(
     server_clock(18 * DAY + 3600)
     events_scan()
     assert Event.objects.filter(type="license.trial_expiring").count() == 3
+
+
+def test_a_trial_batch_is_not_listed_or_announced_as_a_term_to_renew(
+    admin_api, customer, server_clock
+):
+    trial = trial_batch(customer, sku="API-METERED", trial_days=7)  # a 30-day batch key
+    paid = batch_issue(customer_id=customer.id, sku="API-METERED", units=2)
+    listed = admin_api.get("/v1/admin/expiring", {"days": 40}).json()["items"]
+    assert [item["batch_id"] for item in listed] == [paid.id]
+    server_clock(25 * DAY)
+    events_scan()
+    announced = {e.data.get("batch_id") for e in Event.objects.filter(type="license.expiring")}
+    assert announced == {paid.id} and trial.id not in announced

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from audit.models import AuditEntry
 from licensing.models import License, TrialConversion
-from licensing.services import batch_issue, unit_activate
+from licensing.services import batch_issue, license_revoke, unit_activate
 from tests.factories import CustomerFactory
 from tests.portal.conftest import account_for
 
@@ -88,3 +88,19 @@ def test_a_trial_is_not_asked_for_renewal(shop):
     answer = client.post(reverse("portal-renewals"), {"target": batch.pk})
     assert answer.status_code == 200
     assert "is a trial: it is not renewed but bought" in answer.content.decode()
+
+
+def test_a_trial_whose_key_is_revoked_is_shown_but_not_for_sale(shop):
+    _, client, batch = shop
+    license_revoke(license_id=batch.license_id, reason="order cancelled")
+    page = client.get(reverse("portal-batch", args=[batch.pk]))
+    assert page.status_code == 200
+    assert "It cannot be bought" in page.content.decode() and 'id="batch-buy"' not in (
+        page.content.decode()
+    )
+    refused = client.get(reverse("portal-batch-buy", args=[batch.pk]), follow=True)
+    assert refused.status_code == 200 and "was revoked" in refused.content.decode()
+    assert (
+        client.post(reverse("portal-batch-buy", args=[batch.pk]), {"units": "3"}).status_code == 302
+    )
+    assert not TrialConversion.objects.exists()
