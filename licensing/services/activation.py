@@ -19,6 +19,13 @@ What a request costs, on the database:
   released seat (``licensing.services.seats``) costs two statements more and makes the
   activation a transfer of that release, not billed again.
 
+A trial batch's new device (:mod:`licensing.trials`) costs one query more, whether it
+already had its trial of the SKU; its unit is signed to its own trial's end, and its
+rows include its :class:`~licensing.models.TrialUse`, whose unique key settles a race
+for two trials. The seat's UPDATE takes a seat only in the trial state the unit was
+signed for: a conversion committed meanwhile makes the activation start again as a paid
+one.
+
 A batch key outlives the signing key that signed it: after that key is revoked, the
 token is checked under the revoked key and counts only if it is byte for byte the one
 issued for its batch (the exact-token check every batch key passes); the unit licences
@@ -264,8 +271,9 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
     """:class:`Found` for ``device_id`` on the batch (:mod:`licensing.leases` for the
     lease and hold); Forbidden when the batch key has expired (past its end, whatever
     renewal set it to) or it or that licence is revoked. A licence signed before its
-    batch was renewed or converted is re-signed to the batch's end (once per renewal);
-    a unit on trial keeps its own end (:mod:`licensing.trials`)."""
+    batch was renewed is re-signed to the batch's end (once per renewal); a unit on
+    trial keeps its own end (:mod:`licensing.trials`; a conversion re-signed its units
+    itself)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
         (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
