@@ -401,3 +401,27 @@ def test_a_trial_batch_is_not_listed_or_announced_as_a_term_to_renew(
     events_scan()
     announced = {e.data.get("batch_id") for e in Event.objects.filter(type="license.expiring")}
     assert announced == {paid.id} and trial.id not in announced
+
+
+def test_a_trial_unit_re_signed_for_a_new_key_stays_a_trial_to_its_own_end(customer, server_clock):
+    """A unit's token is re-signed when its key is retired (rekey); a trial's keeps its
+    trial mark, its end and no grace, never its batch's end."""
+    from licensing.services.renewals import unit_token_current
+
+    batch = trial_batch(customer)
+    unit = unit_activate(batch_token=batch.license.token, device_id="cam-rekey")
+    lic = License.objects.get(pk=unit.license_id)
+    server_clock(3600)  # signed again an hour later
+    token = unit_token_current(
+        license_id=lic.id,
+        token=lic.token,
+        token_sha256=lic.token_sha256,
+        claims=None,
+        expires_at=lic.expires_at,
+        batch_expires_at=None,  # what a unit on trial follows (licensing.trials)
+        rekey=True,
+    )
+    claims = decode_unverified(token)
+    assert claims["iat"] > lic.claims["iat"]  # signed again
+    assert claims["trial"] is True and claims["grace_days"] == 0
+    assert claims["exp"] == int(lic.expires_at.timestamp()) < int(batch.expires_at.timestamp())
