@@ -203,8 +203,9 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="licence", ordering="license_id")
     def billed(self, entry: LedgerEntry) -> str:
-        """The licence whose usage, activation, direct sale or renewal the entry bills
-        (a unit's batch is on the entry's page)."""
+        """The licence whose usage, activation, direct sale, renewal or trial conversion
+        the entry bills (a unit's batch is on the entry's page; a batch's renewal or
+        conversion names its batch key)."""
         return entry.license_id
 
 

@@ -263,6 +263,8 @@ def _quantity_problems(
             # Days per grant, billed as a rounded share of its term: the deep check rates
             # each add-on line again from its grant's entries (_rerated_problems).
             continue
+        elif kind == LedgerEntry.Kind.TRIAL_CONVERSION:
+            billed[(InvoiceLine.Kind.TRIAL_CONVERSION.value, sku, batch_id, unit_price)] += n
         else:
             sums = usage[sku]
             sums[2 if late else 0] += n
@@ -275,7 +277,7 @@ def _quantity_problems(
             invoiced[(line.kind, line.sku, line.batch_id, line.unit_price)] += int(line.quantity)
         elif line.kind == InvoiceLine.Kind.DIRECT_LICENSE:
             invoiced[(line.kind, line.sku, "", line.unit_price)] += int(line.quantity)
-        elif line.kind == InvoiceLine.Kind.RENEWAL:
+        elif line.kind in (InvoiceLine.Kind.RENEWAL, InvoiceLine.Kind.TRIAL_CONVERSION):
             key = (line.kind, line.sku, line.batch_id, line.unit_price)
             invoiced[key] += int(line.quantity)
         elif line.kind in (InvoiceLine.Kind.METERED_OVERAGE, InvoiceLine.Kind.METERED_OVERAGE_LATE):
@@ -288,6 +290,8 @@ def _quantity_problems(
             what = "units of batch " + key[2] if key[2] else f"{key[1]} direct licences"
             if key[0] == InvoiceLine.Kind.RENEWAL:
                 what = f"renewed {what}"
+            elif key[0] == InvoiceLine.Kind.TRIAL_CONVERSION:
+                what = f"converted trial {what}"
             what += f" at {exact(key[3], 2)}"
             problems.append(
                 f"{number} bills {invoiced.get(key, 0)} {what} but its ledger entries hold "
@@ -364,6 +368,7 @@ def _rerated_problems(
             meters=mine.meters,
             renewals=mine.renewals,
             addons=mine.addons,
+            conversions=mine.conversions,
             units=units,
             maintenance=(
                 maintenance_lines(invoice.customer_id, invoice.period_end, catalogue)

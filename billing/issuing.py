@@ -68,15 +68,17 @@ def _nothing_owed(
     inferences = sum(meter.inferences + meter.late_inferences for meter in taken.meters.values())
     renewals = sum(row.renewals for row in taken.renewals)
     addons = sum(row.licenses for row in taken.addons)
+    conversions = len(taken.conversions)
     held = (
         f"{_plural(sum(row.units for row in taken.activations), 'new activation')}, "
         f"{_plural(sum(row.licenses for row in taken.directs), 'direct licence')}, "
         + (f"{_plural(renewals, 'renewal')}, " if renewals else "")
         + (f"{_plural(addons, 'add-on charge')}, " if addons else "")
+        + (f"{_plural(conversions, 'trial conversion')}, " if conversions else "")
         + f"{inferences:,} inferences{' within the allowance' if inferences else ''}"
     )
     activations = Activation.objects.filter(
-        batch__customer_id=customer_id, transfer_of__isnull=True, activated_at__gte=end
+        batch__customer_id=customer_id, transfer_of__isnull=True, trial=False, activated_at__gte=end
     ).aggregate(n=Count("id"), first=Min("activated_at"))
     directs = (
         License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT)
@@ -183,6 +185,7 @@ def invoice_issue(
         currency=currency,
         renewals=taken.renewals,
         addons=taken.addons,
+        conversions=taken.conversions,
     )
     if not rated["total"]:
         raise NothingToInvoice(

@@ -1,5 +1,6 @@
 """The billing ledger: which issued document billed which event, so that every usage
-record, activation, direct licence and renewal is billed on exactly one issued invoice.
+record, activation, direct licence, renewal and trial conversion is billed on exactly
+one issued invoice.
 
 What is attributed
     * Usage is attributed per **rollup bucket** (one licence's records whose
@@ -24,6 +25,10 @@ What is attributed
       as itself, by its id, with its days as the quantity (1 for a perpetual add-on), in
       the period that contains its ``charged_at``; the invoice's add-on line of its grant
       sums them (:func:`billing.line_builders.addon_lines`).
+    * A trial batch's conversion (``licensing.TrialConversion``) likewise, by its id,
+      with its units (the trial units in service when converted) as the quantity, in the
+      period that contains its ``converted_at``. A trial activation is never attributed
+      as an activation (``licensing.trials``): its batch's conversion bills it.
 
 Taking (:func:`take`, one issue)
     Under the customer's row lock (taken by :mod:`billing.issuing`, so issuers and
@@ -56,14 +61,21 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Count, F, Q, Sum
 
-from billing.line_builders import ActivationRow, AddOnRow, DirectRow, Meter, RenewalRow
+from billing.line_builders import (
+    ActivationRow,
+    AddOnRow,
+    ConversionRow,
+    DirectRow,
+    Meter,
+    RenewalRow,
+)
 from billing.models import LedgerEntry, UsageDaily
 from config.errors import Conflict
-from licensing.models import Activation, AddOnCharge, Batch, License, Renewal
+from licensing.models import Activation, AddOnCharge, Batch, License, Renewal, TrialConversion
 
 _COLUMNS = (
     "document_id, customer_id, kind, sku, license_id, bucket_id, day, batch_id, unit_price, "
-    "currency, late, records, quantity, renewal_id, addon_charge_id"
+    "currency, late, records, quantity, renewal_id, addon_charge_id, conversion_id"
 )
 
 
@@ -76,6 +88,7 @@ class Taken:
     meters: dict[str, Meter] = field(default_factory=dict)
     renewals: list[RenewalRow] = field(default_factory=list)
     addons: list[AddOnRow] = field(default_factory=list)
+    conversions: list[ConversionRow] = field(default_factory=list)
 
 
 def _tables() -> dict[str, str]:
@@ -88,6 +101,7 @@ def _tables() -> dict[str, str]:
         "license": quote(License._meta.db_table),
         "renewal": quote(Renewal._meta.db_table),
         "addon_charge": quote(AddOnCharge._meta.db_table),
+        "conversion": quote(TrialConversion._meta.db_table),
     }
 
 
@@ -196,7 +210,8 @@ def take(
             f"""
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, customer_id, 'usage', sku, license_id, id, day, '', NULL, '',
-                day < %s, records - billed_records, inferences - billed_inferences, NULL, NULL
+                day < %s, records - billed_records, inferences - billed_inferences, NULL, NULL,
+                NULL
             FROM {daily}
             WHERE customer_id = %s AND day < %s AND sku IN ({skus})
                 AND (records <> billed_records OR inferences <> billed_inferences)
@@ -212,7 +227,7 @@ def take(
                         b.currency, a.activated_at AS at
                     FROM {tables["activation"]} a JOIN {tables["batch"]} b ON b.id = a.batch_id
                     WHERE b.customer_id = %s AND b.currency = %s
-                        AND a.transfer_of_id IS NULL""",  # noqa: S608
+                        AND a.transfer_of_id IS NULL AND NOT a.trial""",  # noqa: S608
             ),
             (
                 LedgerEntry.Kind.DIRECT,
@@ -227,7 +242,7 @@ def take(
                 f"""
                 INSERT INTO {ledger} ({_COLUMNS})
                 SELECT %s, customer_id, %s, sku, license_id, NULL, NULL, batch_id,
-                    unit_price, currency, at < %s, 0, 1, NULL, NULL
+                    unit_price, currency, at < %s, 0, 1, NULL, NULL, NULL
                 FROM ({events}) event
                 WHERE at < %s AND NOT EXISTS (
                     SELECT 1 FROM {ledger} e WHERE e.kind = %s
@@ -249,7 +264,7 @@ def take(
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, r.customer_id, 'renewal', r.sku, r.license_id, NULL, NULL,
                 COALESCE(r.batch_id, ''), r.unit_price, r.currency, r.renewed_at < %s, 0,
-                r.units, r.id, NULL
+                r.units, r.id, NULL, NULL
             FROM {tables["renewal"]} r
             WHERE r.customer_id = %s AND r.currency = %s AND r.renewed_at < %s AND r.units > 0
                 AND NOT EXISTS (
@@ -263,12 +278,26 @@ def take(
             INSERT INTO {ledger} ({_COLUMNS})
             SELECT %s, c.customer_id, 'addon', c.sku, c.license_id, NULL, NULL,
                 COALESCE(c.batch_id, ''), c.unit_price, c.currency, c.charged_at < %s, 0,
-                c.quantity, NULL, c.id
+                c.quantity, NULL, c.id, NULL
             FROM {tables["addon_charge"]} c
             WHERE c.customer_id = %s AND c.currency = %s AND c.charged_at < %s
                 AND NOT EXISTS (
                 SELECT 1 FROM {ledger} e WHERE e.addon_charge_id = c.id
                 GROUP BY e.addon_charge_id HAVING SUM(e.quantity) > 0)
+            """,  # noqa: S608
+            [document, _moment(start), customer_id, currency, _moment(end)],
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO {ledger} ({_COLUMNS})
+            SELECT %s, c.customer_id, 'trial_conversion', c.sku, c.license_id, NULL, NULL,
+                c.batch_id, c.unit_price, c.currency, c.converted_at < %s, 0, c.units, NULL,
+                NULL, c.id
+            FROM {tables["conversion"]} c
+            WHERE c.customer_id = %s AND c.currency = %s AND c.converted_at < %s
+                AND c.units > 0 AND NOT EXISTS (
+                SELECT 1 FROM {ledger} e WHERE e.conversion_id = c.id
+                GROUP BY e.conversion_id HAVING SUM(e.quantity) > 0)
             """,  # noqa: S608
             [document, _moment(start), customer_id, currency, _moment(end)],
         )
@@ -303,7 +332,13 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
     documents (``reconcile --deep`` re-rates every invoice from them)."""
     rows = (
         LedgerEntry.objects.filter(scope)
-        .exclude(kind__in=[LedgerEntry.Kind.RENEWAL, LedgerEntry.Kind.ADDON])
+        .exclude(
+            kind__in=[
+                LedgerEntry.Kind.RENEWAL,
+                LedgerEntry.Kind.ADDON,
+                LedgerEntry.Kind.TRIAL_CONVERSION,
+            ]
+        )
         .values("document_id", "kind", "sku", "batch_id", "unit_price", "currency", "late")
         .annotate(quantity=Sum("quantity"), records=Sum("records"))
         .order_by()
@@ -338,6 +373,7 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
                 meter.records += row["records"]
     renewals = _renewals(scope)
     addons = _addons(scope)
+    conversions = _conversions(scope)
     return {
         document: Taken(
             list(activations[document].values()),
@@ -345,8 +381,14 @@ def taken_by_document(scope: Q) -> dict[str, Taken]:
             meters[document],
             renewals.get(document, []),
             addons.get(document, []),
+            conversions.get(document, []),
         )
-        for document in set(activations) | set(directs) | set(meters) | set(renewals) | set(addons)
+        for document in set(activations)
+        | set(directs)
+        | set(meters)
+        | set(renewals)
+        | set(addons)
+        | set(conversions)
     }
 
 
@@ -426,5 +468,28 @@ def _addons(scope: Q) -> dict[str, list[AddOnRow]]:
             item.late += sign * row["licenses"]
     return {
         document: [item for item in items.values() if item.days]
+        for document, items in found.items()
+    }
+
+
+def _conversions(scope: Q) -> dict[str, list[ConversionRow]]:
+    """The trial conversions each document billed: one row per batch (a batch converts
+    once; a credited one billed again is one row of the next document)."""
+    rows = (
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.TRIAL_CONVERSION)
+        .values("document_id", "batch_id", "sku", "unit_price", "currency", "late")
+        .annotate(units=Sum("quantity"))
+        .order_by()
+    )
+    found: dict[str, dict[str, ConversionRow]] = defaultdict(dict)
+    for row in rows:
+        item = found[row["document_id"]].setdefault(
+            row["batch_id"],
+            ConversionRow(row["batch_id"], row["sku"], row["unit_price"], row["currency"], 0),
+        )
+        item.units += row["units"]
+        item.late += row["units"] if row["late"] else 0
+    return {
+        document: [item for item in items.values() if item.units]
         for document, items in found.items()
     }

@@ -1,9 +1,9 @@
 """The lines of an invoice, one builder per kind (contract §6): from the rows the ledger
 (:mod:`billing.ledger`) attributes to an invoice or a rated window reads (new
-activations, direct licenses, renewals, metered usage), and the maintenance of
-perpetual units. Each line is rounded once (:func:`billing.pricing.line_amount`); late
-events of earlier periods get lines of their own, priced in this period's tiers.
-:mod:`billing.rating` puts them together.
+activations, direct licences, renewals, trial conversions, add-on charges, metered
+usage), and the maintenance of perpetual units. Each line is rounded once
+(:func:`billing.pricing.line_amount`); late events of earlier periods get lines of their
+own, priced in this period's tiers. :mod:`billing.rating` puts them together.
 """
 
 from __future__ import annotations
@@ -77,6 +77,20 @@ class AddOnRow:
     term_days: int
     days: int = 0
     licenses: int = 0
+    late: int = 0
+
+
+@dataclass
+class ConversionRow:
+    """A trial batch's conversion billed on an invoice (licensing.trials): its trial
+    units in service when converted, at the batch's unit price; ``late`` of them
+    converted before the invoice's period."""
+
+    batch_id: str
+    sku: str
+    unit_price: Decimal
+    currency: str
+    units: int
     late: int = 0
 
 
@@ -220,6 +234,25 @@ def addon_lines(rows: list[AddOnRow]) -> list[dict]:
             )
         )
     return lines
+
+
+def conversion_lines(rows: list[ConversionRow]) -> list[dict]:
+    """One line per converted trial batch: its trial units in service when converted x
+    the batch's unit price, in the period of the conversion."""
+    return [
+        _line(
+            kind=InvoiceLine.Kind.TRIAL_CONVERSION.value,
+            sku=row.sku,
+            description=f"{row.sku} trial batch {row.batch_id} converted to paid: units on "
+            "trial when converted" + _late_note(row.late, "converted"),
+            quantity=row.units,
+            unit="unit",
+            unit_price=row.unit_price,
+            currency=row.currency,
+            batch_id=row.batch_id,
+        )
+        for row in sorted(rows, key=lambda r: (r.sku, r.batch_id))
+    ]
 
 
 def meter_lines(

@@ -393,6 +393,7 @@ class InvoiceLine(_Immutable):
         MAINTENANCE = "maintenance", "Maintenance"
         RENEWAL = "renewal", "Renewals"
         ADDON = "addon", "Add-ons"
+        TRIAL_CONVERSION = "trial_conversion", "Trial conversions"
 
     invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
     position = models.PositiveIntegerField()
@@ -457,7 +458,9 @@ class LedgerEntry(_Immutable):
     ``usage``: the part of a rollup bucket (licence x UTC day) billed, in records and
     inferences; ``activation``: one unit's activation; ``direct``: one direct licence;
     ``renewal``: one renewal (``licensing.Renewal``), its units; ``addon``: one add-on
-    charge (``licensing.AddOnCharge``), its days (1 for a perpetual add-on).
+    charge (``licensing.AddOnCharge``), its days (1 for a perpetual add-on);
+    ``trial_conversion``: one trial batch converted (``licensing.TrialConversion``), its
+    units.
     A thing is billed when the sum of its entries is positive (see billing.ledger).
     """
 
@@ -467,6 +470,7 @@ class LedgerEntry(_Immutable):
         DIRECT = "direct", "Direct licence"
         RENEWAL = "renewal", "Renewal"
         ADDON = "addon", "Add-on charge"
+        TRIAL_CONVERSION = "trial_conversion", "Trial conversion"
 
     # By number, which is known before the (immutable) document row is written; the
     # constraint is checked at commit.
@@ -519,6 +523,16 @@ class LedgerEntry(_Immutable):
         related_name="+",
         verbose_name="add-on charge",
     )
+    conversion = models.ForeignKey(
+        "licensing.TrialConversion",
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name="trial conversion",
+    )
     day = models.DateField(null=True, blank=True, help_text="UTC day of a usage bucket.")
     batch_id = models.CharField(max_length=64, blank=True, verbose_name="batch")
     unit_price = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
@@ -526,8 +540,8 @@ class LedgerEntry(_Immutable):
     late = models.BooleanField(default=False, help_text="Dated before the document's period.")
     records = models.BigIntegerField(default=0)
     quantity = models.BigIntegerField(
-        help_text="Inferences (usage), +1/-1 (one event), +/- a renewal's units or an add-on "
-        "charge's days."
+        help_text="Inferences (usage), +1/-1 (one event), +/- a renewal's or a trial "
+        "conversion's units or an add-on charge's days."
     )
 
     class Meta:
@@ -543,6 +557,11 @@ class LedgerEntry(_Immutable):
                 fields=["addon_charge"],
                 name="ledger_addon_charge",
                 condition=Q(addon_charge__isnull=False),
+            ),
+            models.Index(
+                fields=["conversion"],
+                name="ledger_conversion",
+                condition=Q(conversion__isnull=False),
             ),
         ]
 

@@ -24,11 +24,13 @@ from billing.limits import PERIOD_DAYS_MAX, unix
 from billing.line_builders import (
     ActivationRow,
     AddOnRow,
+    ConversionRow,
     DirectRow,
     Meter,
     RenewalRow,
     activation_lines,
     addon_lines,
+    conversion_lines,
     direct_lines,
     maintenance_lines,
     meter_lines,
@@ -37,7 +39,7 @@ from billing.line_builders import (
 from billing.models import InvoiceLine
 from config.errors import Conflict, InvalidInput
 from customers.services import customer_get
-from licensing.models import AddOnCharge, License, Renewal, Sku
+from licensing.models import AddOnCharge, License, Renewal, Sku, TrialConversion
 
 KIND_ORDER = [kind.value for kind in InvoiceLine.Kind]
 
@@ -108,6 +110,7 @@ def invoice_lines(
     maintenance: list[dict],
     entries: dict[str, dict[str, Any]],
     addons: list[AddOnRow] | None = None,
+    conversions: list[ConversionRow] | None = None,
 ) -> list[dict]:
     """The lines of these events, in contract order, those of quantity 0 left out; each
     line keeps its ``_currency``. Pure: the caller reads ``units`` (N per SKU) and the
@@ -122,6 +125,7 @@ def invoice_lines(
         + maintenance
         + renewal_lines(renewals)
         + addon_lines(addons or [])
+        + conversion_lines(conversions or [])
     )
     return [line for line in lines if line["quantity"]]
 
@@ -138,11 +142,13 @@ def rated(
     currency: str,
     renewals: list[RenewalRow] | None = None,
     addons: list[AddOnRow] | None = None,
+    conversions: list[ConversionRow] | None = None,
 ) -> dict[str, Any]:
     """The invoice in ``currency`` of these events for the period [start, end): spec
     §2.7 with Decimal money, the lines of other currencies left to their own invoice.
     The allowance counts the period's actual length in days; maintenance is charged when
-    that length is 365 days or more; renewals, then add-ons, come last."""
+    that length is 365 days or more; renewals, then add-ons, then trial conversions,
+    come last."""
     period_days = (end - start) // dt.timedelta(days=1)
     lines = invoice_lines(
         customer_id=customer_id,
@@ -155,6 +161,7 @@ def rated(
         maintenance=maintenance_lines(customer_id, end, entries) if period_days >= 365 else [],
         entries=entries,
         addons=addons,
+        conversions=conversions,
     )
     lines = [line for line in lines if line.pop("_currency") == currency]
     return {
@@ -272,6 +279,14 @@ def _window_addons(customer_id: str, start: dt.datetime, end: dt.datetime):
     ]
 
 
+def _window_conversions(customer_id: str, start: dt.datetime, end: dt.datetime):
+    """Trial batches converted in the window (one conversion per batch)."""
+    rows = TrialConversion.objects.filter(
+        customer_id=customer_id, converted_at__gte=start, converted_at__lt=end, units__gt=0
+    ).values_list("batch_id", "sku", "unit_price", "currency", "units")
+    return [ConversionRow(*row) for row in rows]
+
+
 def _whole_second_after(moment: dt.datetime) -> dt.datetime:
     """``moment`` rounded up to the second. Events are stamped to the microsecond; a
     window ending there counts everything that happened before ``moment`` and is reported
@@ -293,10 +308,10 @@ def invoice_rate(
     Returns spec §2.7 with Decimal money: ``{customer_id, period_start, period_end,
     currency, lines, total}``; each line carries ``kind``, ``sku``, ``description``,
     ``quantity``, ``unit``, ``unit_price`` and ``amount`` (rounded half-up to the cent),
-    plus ``batch_id`` on unit activation, batch renewal and batch add-on lines,
-    ``license_id`` on a direct licence's renewal and add-on lines. Nothing is stored,
-    and the window ignores what issued invoices have billed: it is a preview of the
-    window, not of the ledger.
+    plus ``batch_id`` on unit activation, batch renewal, batch add-on and trial
+    conversion lines, ``license_id`` on a direct licence's renewal and add-on lines.
+    Nothing is stored, and the window ignores what issued invoices have billed: it is a
+    preview of the window, not of the ledger.
     A customer buying in several currencies has one invoice per currency: ``currency``
     names which (without it, :class:`SeveralCurrencies`, a 409 naming them).
     """
@@ -321,4 +336,5 @@ def invoice_rate(
             currency=currency,
             renewals=_window_renewals(customer.id, start, end),
             addons=_window_addons(customer.id, start, end),
+            conversions=_window_conversions(customer.id, start, end),
         )

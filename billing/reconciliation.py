@@ -3,9 +3,10 @@ operator dashboard.
 
 Per customer and SKU it reports inferences stored, billed, waiting for the next invoice
 and unbillable (dated after today: no period that can be issued contains them yet),
-activations, direct licences, renewals (their units) and add-on charges (their days)
-stored vs billed (an activation on a released seat is a transfer: counted apart, never
-billed). It reads
+activations, direct licences, renewals and trial conversions (their units) and add-on
+charges (their days) stored vs billed (an activation on a released seat is a transfer,
+one from a trial batch a trial: each counted apart, never billed as an activation). It
+reads
 the daily rollups and the ledger, and compares every rollup with the usage records it
 sums for every month not pruned (one grouped read of the records; issue 38: an
 inflated or forged rollup fails the daily check, naming the bucket with both figures):
@@ -17,7 +18,8 @@ bypass): :mod:`billing.deep_checks`.
 
 A problem is anything that breaks "every billable event on exactly one issued
 invoice": a bucket billed beyond its records, billed counters that disagree with the
-ledger entries, an activation, licence or renewal billed more than once; or anything
+ledger entries, an activation, licence, renewal or trial conversion billed more than
+once; or anything
 wrong with the money of an issued document (:mod:`billing.document_checks`: a line's
 amount, a total, a credit note that does not negate what it credits, quantities that
 are not those of its ledger entries, and with ``deep`` every invoice rated again from
@@ -47,7 +49,7 @@ from billing.models import (
     UsageRecord,
 )
 from customers.models import Customer
-from licensing.models import ActivationDaily, AddOnCharge, License, Renewal
+from licensing.models import ActivationDaily, AddOnCharge, License, Renewal, TrialConversion
 
 ROLLUP_CHECK_WORK_MEM = "64MB"  # per query, while the daily check runs (PostgreSQL)
 
@@ -73,6 +75,9 @@ class LedgerRow:
     renewal_units_billed: int = 0
     addon_days: int = 0  # days of add-on charges (1 per perpetual add-on charge)
     addon_days_billed: int = 0
+    trials: int = 0  # trial activations: stored, never billed as activations
+    conversion_units: int = 0  # units of trial conversions (the trial units in service)
+    conversion_units_billed: int = 0
 
 
 @dataclass
@@ -126,14 +131,15 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     activations = (
         ActivationDaily.objects.filter(batch_scope)
         .values("batch__customer_id", "batch__sku")
-        .annotate(n=Sum("activations"), transfers=Sum("transfers"))
+        .annotate(n=Sum("activations"), transfers=Sum("transfers"), trials=Sum("trials"))
         .order_by()
     )
     for item in activations:
-        if not (item["n"] or item["transfers"]):
+        if not (item["n"] or item["transfers"] or item["trials"]):
             continue
         row = rows[(item["batch__customer_id"], item["batch__sku"])]
         row.activations, row.transfers = item["n"], item["transfers"]
+        row.trials = item["trials"]
     licenses = (
         License.objects.filter(scope, kind=License.Kind.DIRECT)
         .exclude(device_id="*")
@@ -156,6 +162,14 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
     ).order_by()
     for item in charges:
         rows[(item["customer_id"], item["sku"])].addon_days = item["n"]
+    conversions = (
+        TrialConversion.objects.filter(scope, units__gt=0)
+        .values("customer_id", "sku")
+        .annotate(n=Sum("units"))
+        .order_by()
+    )
+    for item in conversions:
+        rows[(item["customer_id"], item["sku"])].conversion_units = item["n"]
     billed = (
         LedgerEntry.objects.filter(scope)
         .exclude(kind=LedgerEntry.Kind.USAGE)
@@ -171,6 +185,8 @@ def _events(rows: dict, scope: Q, customer_id: str | None) -> None:
             row.renewal_units_billed = item["n"]
         elif item["kind"] == LedgerEntry.Kind.ADDON:
             row.addon_days_billed = item["n"]
+        elif item["kind"] == LedgerEntry.Kind.TRIAL_CONVERSION:
+            row.conversion_units_billed = item["n"]
         else:
             row.licenses_billed = item["n"]
 
@@ -227,7 +243,12 @@ def _event_problems(scope: Q) -> list[str]:
     twice = (
         LedgerEntry.objects.filter(scope)
         .exclude(
-            kind__in=[LedgerEntry.Kind.USAGE, LedgerEntry.Kind.RENEWAL, LedgerEntry.Kind.ADDON]
+            kind__in=[
+                LedgerEntry.Kind.USAGE,
+                LedgerEntry.Kind.RENEWAL,
+                LedgerEntry.Kind.ADDON,
+                LedgerEntry.Kind.TRIAL_CONVERSION,
+            ]
         )
         .values("kind", "license_id")
         .annotate(n=Sum("quantity"))
@@ -242,7 +263,32 @@ def _event_problems(scope: Q) -> list[str]:
     ]
     if len(found) > EXAMPLES:
         problems.append(f"... and {twice.count() - EXAMPLES} more events like these")
-    return problems + _renewal_problems(scope) + _addon_problems(scope)
+    return (
+        problems + _renewal_problems(scope) + _addon_problems(scope) + _conversion_problems(scope)
+    )
+
+
+def _conversion_problems(scope: Q) -> list[str]:
+    """Trial conversions whose entries sum to neither 0 (waiting) nor their units
+    (billed once)."""
+    billed = dict(
+        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.TRIAL_CONVERSION)
+        .values("conversion_id")
+        .annotate(n=Sum("quantity"))
+        .exclude(n=0)
+        .values_list("conversion_id", "n")
+    )
+    found = TrialConversion.objects.filter(pk__in=billed).values_list("id", "batch_id", "units")
+    units = {cid: (batch_id, n) for cid, batch_id, n in found}
+    wrong = sorted(cid for cid, n in billed.items() if n != units.get(cid, ("", None))[1])
+    return limited(
+        [
+            f"trial conversion {cid} of batch {units.get(cid, ('not on file', None))[0]} "
+            f"({units.get(cid, ('', 'not on file'))[1]} units) is billed {billed[cid]} units"
+            for cid in wrong
+        ],
+        "trial conversions",
+    )
 
 
 def _renewal_problems(scope: Q) -> list[str]:

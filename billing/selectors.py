@@ -148,7 +148,8 @@ def one_snapshot() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class BatchActivations:
-    """Activations of one batch in a window: ``billable`` ones and ``transfers``."""
+    """Activations of one batch in a window: ``billable`` ones, ``transfers`` and
+    ``trials`` (licensing.trials: billed by the batch's conversion, not as activations)."""
 
     batch_id: str
     sku: str
@@ -156,6 +157,14 @@ class BatchActivations:
     currency: str
     billable: int
     transfers: int
+    trials: int = 0
+
+
+# Which of its rollup's columns an activation counts in (licensing migration 0016's
+# triggers, the same rule): a trial, else a transfer, else billable.
+BILLABLE_ACTIVATION = Q(transfer_of__isnull=True, trial=False)
+TRANSFER_ACTIVATION = Q(transfer_of__isnull=False, trial=False)
+TRIAL_ACTIVATION = Q(trial=True)
 
 
 def _whole_days(start: dt.datetime, end: dt.datetime) -> tuple[dt.date, dt.date]:
@@ -169,7 +178,7 @@ def _whole_days(start: dt.datetime, end: dt.datetime) -> tuple[dt.date, dt.date]
 
 
 def _activation_counts(*, start: dt.datetime | None, end: dt.datetime) -> dict[str, Subquery]:
-    """Per batch (``OuterRef("pk")``), its billable activations and transfers with
+    """Per batch (``OuterRef("pk")``), its billable activations, transfers and trials with
     ``start <= activated_at < end`` (no start: since the first one): the rollup rows of
     the whole UTC days, and the activation rows of the partial days at either edge, read
     from the index activation_batch_recent. One statement reads both, so the sum is as
@@ -199,8 +208,10 @@ def _activation_counts(*, start: dt.datetime | None, end: dt.datetime) -> dict[s
     return {
         "days_billable": summed(days, Sum("activations")),
         "days_transfers": summed(days, Sum("transfers")),
-        "edge_billable": summed(rows, Count("pk", filter=Q(transfer_of__isnull=True))),
-        "edge_transfers": summed(rows, Count("pk", filter=Q(transfer_of__isnull=False))),
+        "days_trials": summed(days, Sum("trials")),
+        "edge_billable": summed(rows, Count("pk", filter=BILLABLE_ACTIVATION)),
+        "edge_transfers": summed(rows, Count("pk", filter=TRANSFER_ACTIVATION)),
+        "edge_trials": summed(rows, Count("pk", filter=TRIAL_ACTIVATION)),
     }
 
 
@@ -208,9 +219,9 @@ def activations_by_batch(
     *, customer_id: str, start: dt.datetime | None, end: dt.datetime
 ) -> list[BatchActivations]:
     """The customer's batches with their activations in [start, end) (``start`` None:
-    every activation before ``end``), billable and transfers apart, batches without
-    any left out. Its cost follows the customer's batches and the days of the window
-    (plus the activations of the partial days at its edges), not its activations."""
+    every activation before ``end``), billable, transfers and trials apart, batches
+    without any left out. Its cost follows the customer's batches and the days of the
+    window (plus the activations of the partial days at its edges), not its activations."""
     rows = (
         Batch.objects.filter(customer_id=customer_id)
         .annotate(**_activation_counts(start=start, end=end))
@@ -221,16 +232,19 @@ def activations_by_batch(
             "currency",
             "days_billable",
             "days_transfers",
+            "days_trials",
             "edge_billable",
             "edge_transfers",
+            "edge_trials",
         )  # fmt: skip
         .order_by()
     )
     found = []
-    for batch_id, sku, price, currency, days_b, days_t, edge_b, edge_t in rows:
-        if days_b + edge_b or days_t + edge_t:
+    for batch_id, sku, price, currency, days_b, days_t, days_r, edge_b, edge_t, edge_r in rows:
+        billable, transfers, trials = days_b + edge_b, days_t + edge_t, days_r + edge_r
+        if billable or transfers or trials:
             found.append(
-                BatchActivations(batch_id, sku, price, currency, days_b + edge_b, days_t + edge_t)
+                BatchActivations(batch_id, sku, price, currency, billable, transfers, trials)
             )
     return found
 
@@ -239,7 +253,8 @@ def billable_units_by_sku(
     *, customer_id: str, start: dt.datetime, end: dt.datetime
 ) -> dict[str, int]:
     """N of contract §6.3 per SKU: unit and direct licences activated/issued before
-    ``end`` and not revoked before ``start``.
+    ``end`` and not revoked before ``start`` (a trial's units too: unit licences whose
+    usage the pooled allowance covers like any other's).
 
     Counted as: units activated before ``end`` (from the activation rollups), plus
     device-bound direct licences issued before ``end``, minus those of both revoked
@@ -250,7 +265,8 @@ def billable_units_by_sku(
     activations and revocations."""
     units: dict[str, int] = {}
     for row in activations_by_batch(customer_id=customer_id, start=None, end=end):
-        units[row.sku] = units.get(row.sku, 0) + row.billable + row.transfers
+        taken = row.billable + row.transfers + row.trials
+        units[row.sku] = units.get(row.sku, 0) + taken
     directs = (
         License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT, issued_at__lt=end)
         .exclude(device_id="*")
@@ -291,11 +307,12 @@ def perpetual_units(*, customer_id: str, end: dt.datetime) -> list[tuple[str, An
 
 
 def customer_currencies(*, customer_id: str, usage_currencies: dict[str, str]) -> list[str]:
-    """Every currency the customer has bought in, sorted: its batches', direct and
-    renewed licences', its add-on charges', and the catalogue currency (``usage_currencies``: SKU ->
-    currency) of each SKU it has usage of. One invoice per currency (contract §6).
-    Usage of a SKU missing from ``usage_currencies`` has no currency to bill in: it is
-    left to the caller, which names it."""
+    """Every currency the customer has bought in, sorted: its batches' (trials and their
+    conversions included), direct and renewed licences', its add-on charges', and the
+    catalogue currency (``usage_currencies``: SKU -> currency) of each SKU it has usage
+    of. One invoice per currency (contract §6). Usage of a SKU missing from
+    ``usage_currencies`` has no currency to bill in: it is left to the caller, which
+    names it."""
     found = set(Batch.objects.filter(customer_id=customer_id).values_list("currency", flat=True))
     found |= set(
         License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT)

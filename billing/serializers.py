@@ -207,7 +207,8 @@ class InvoiceLineOut(serializers.Serializer):
     unit_price = MoneyField(max_digits=14, decimal_places=4)
     amount = MoneyField(max_digits=16, decimal_places=2)
     batch_id = serializers.CharField(
-        required=False, help_text="On unit activation lines and a batch's renewal line."
+        required=False,
+        help_text="On unit activation lines, a batch's renewal line and a trial conversion line.",
     )
     license_id = serializers.CharField(
         required=False, help_text="On a direct licence's renewal line."

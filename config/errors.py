@@ -58,6 +58,9 @@ class RateLimited(exceptions.Throttled):
 
 class ServiceError(Exception):
     status_code = status.HTTP_400_BAD_REQUEST
+    # A stable code for clients to branch on, sent beside ``detail`` when set (an
+    # addition: a body without one is the plain ``{"detail"}`` it always was).
+    code = ""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -214,7 +217,8 @@ def api_exception_handler(exc: Exception, context: dict) -> HttpResponse | None:
 
 def _api_exception_response(exc: Exception, context: dict) -> HttpResponse | None:
     if isinstance(exc, ServiceError):
-        return Response({"detail": exc.detail}, status=exc.status_code)
+        body = {"detail": exc.detail} | ({"code": exc.code} if exc.code else {})
+        return Response(body, status=exc.status_code)
     if isinstance(exc, RequestDataTooBig):
         return _body_too_big(context)
     if isinstance(exc, DataError | OperationalError | InterfaceError):

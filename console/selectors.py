@@ -34,14 +34,14 @@ def _days(days: int, now: dt.datetime | None) -> list[dt.date]:
 
 
 def activations_per_day(*, days: int = 30, now: dt.datetime | None = None) -> list[tuple]:
-    """(date, new activations, transfers included) for each of the last ``days`` days
+    """(date, new activations, transfers and trials included) for each of the last ``days`` days
     (UTC), oldest first, zero-filled: summed from the daily rollups (a row per batch and
     day), never by counting activations."""
     dates = _days(days, now)
     counts = dict(
         ActivationDaily.objects.filter(day__gte=dates[0])
         .values_list("day")
-        .annotate(n=Sum(F("activations") + F("transfers")))
+        .annotate(n=Sum(F("activations") + F("transfers") + F("trials")))
         .order_by()
         .values_list("day", "n")
     )

@@ -49,6 +49,9 @@ MAX_RESPONSE_BYTES = 2 << 20
 
 # Status -> code of the LicenseError raised when activation is refused (402, 403 below).
 _ACTIVATION_CODES = {400: Code.BAD_REQUEST, 429: Code.RATE_LIMITED}
+# Codes the service may name in a refusal's body (``"code"``), raised as they are; any
+# other answer keeps the status's code above (a service that names none is older).
+_SERVICE_CODES = frozenset({Code.TRIAL_USED})
 
 
 def endpoint(base_url: str, path: str, *, allow_http: bool = False) -> str:
@@ -200,8 +203,10 @@ def activate(
 
     Raises ``LicenseError`` with the service's ``detail``: code ``BATCH_EXHAUSTED`` on
     402, :class:`BadSignature` on 403 (forged, expired, revoked or unknown batch key),
-    ``BAD_REQUEST`` on 400, ``RATE_LIMITED`` on 429, ``ACTIVATION_FAILED`` on any other
-    status, ``NETWORK_ERROR`` when no complete answer arrives in time.
+    ``BAD_REQUEST`` on 400, ``RATE_LIMITED`` on 429, ``TRIAL_USED`` on 409 when this
+    device already had its trial of the batch's SKU (on another trial batch),
+    ``ACTIVATION_FAILED`` on any other status, ``NETWORK_ERROR`` when no complete answer
+    arrives in time.
     """
     deadline = Deadline.after(timeout)
     if not isinstance(batch_token, str):
@@ -243,7 +248,12 @@ def activate(
     if status == 403:
         raise BadSignature(f"activation refused: {detail(status, payload)}")
     if status != 200:
-        code = _ACTIVATION_CODES.get(status, Code.ACTIVATION_FAILED)
+        named = payload.get("code")
+        code = (
+            named
+            if status == 409 and isinstance(named, str) and named in _SERVICE_CODES
+            else _ACTIVATION_CODES.get(status, Code.ACTIVATION_FAILED)
+        )
         raise LicenseError(f"activation failed: {detail(status, payload)}", code=code)
     unit_token = payload.get("unit_token")
     if not isinstance(unit_token, str):

@@ -27,6 +27,7 @@ OPERATOR_TYPES = (
     Event.Type.LICENSE_LEASE_EXPIRED,
     Event.Type.LICENSE_SUSPENDED,
     Event.Type.LICENSE_REINSTATED,
+    Event.Type.LICENSE_TRIAL_EXPIRING,
     Event.Type.WEBHOOK_DISABLED,
 )
 CUSTOMER_TYPES = OPERATOR_TYPES
@@ -93,6 +94,13 @@ def line(event: Event) -> str:
         return (
             f"{what[0].upper()}{what[1:]} of {data['customer_id']} was reinstated: its "
             "cameras resume analytics at their next sync."
+        )
+    if event.type == Event.Type.LICENSE_TRIAL_EXPIRING:
+        return (
+            f"The trial of camera {data['device_id']} (licence {data['license_id']} of "
+            f"{data['customer_id']}, batch {data['batch_id']}, {data['sku']}) ends "
+            f"{_when(data['expires_at'])}, in {data['days']} day(s) or less: its analytics "
+            "stop then unless the batch is converted to paid."
         )
     if event.type == Event.Type.WEBHOOK_DISABLED:
         return (

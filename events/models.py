@@ -45,6 +45,8 @@ class Event(models.Model):
         LICENSE_REINSTATED = "license.reinstated", "license.reinstated"
         LICENSE_ADDON_ADDED = "license.addon_added", "license.addon_added"
         LICENSE_ADDON_REMOVED = "license.addon_removed", "license.addon_removed"
+        LICENSE_TRIAL_EXPIRING = "license.trial_expiring", "license.trial_expiring"
+        LICENSE_TRIAL_CONVERTED = "license.trial_converted", "license.trial_converted"
         BATCH_THRESHOLD = "batch.threshold", "batch.threshold"
         SEAT_RELEASED = "seat.released", "seat.released"
         USAGE_QUOTA_THRESHOLD = "usage.quota_threshold", "usage.quota_threshold"

@@ -26,7 +26,7 @@ from svccore.timeunits import iso_utc
 
 COLUMNS = tuple(FLEET_UNIT)  # the fields of GET /v1/admin/fleet's units, in order
 # Columns holding Unix seconds in the API, written as ISO 8601 UTC here.
-TIMES = frozenset({"activated_at", "last_seen_at", "lease_end"})
+TIMES = frozenset({"activated_at", "last_seen_at", "lease_end", "trial_ends_at"})
 
 
 def _row(unit: dict) -> list:

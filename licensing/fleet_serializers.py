@@ -105,6 +105,15 @@ class FleetUnitOut(serializers.Serializer):
         "plus the lease), or null: no lease, or none handed out yet.",
     )
     suspended = _flag("1 while an operator suspends the unit's licence, batch or customer.")
+    trial = _flag(
+        "1 while the unit is on trial: activated from a trial batch not converted yet "
+        "(issue 42); its term runs from its activation, unbilled."
+    )
+    trial_ends_at = serializers.IntegerField(
+        allow_null=True,
+        help_text="Unix second the unit's trial ends (its licence's end: analytics stop "
+        "then unless the batch is converted), or null: not on trial.",
+    )
 
 
 class FleetOut(serializers.Serializer):

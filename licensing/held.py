@@ -43,6 +43,7 @@ class HeldLicense:
     issued_at: dt.datetime  # a unit licence: when its device activated
     addons_version: int = 0  # a unit: its batch's add-ons version its token carries
     batch_addons_version: int = 0  # a unit's batch: its add-ons version now
+    trial: bool = False  # the token on file is a trial's (licensing.trials)
 
 
 def license_held(
@@ -85,13 +86,14 @@ def license_held(
             "issued_at",
             "addons_version",
             "batch__addons_version",
+            "trial",
         )
         .first()
     )
     if row is None:
         raise Forbidden(f"licence {license_id} is not on file with this authority")
     (kind, customer_id, sku, bound_to, revoked_at, current, stored, expires_at, batch_end,
-     issued_at, addons_version, batch_addons_version) = row  # fmt: skip
+     issued_at, addons_version, batch_addons_version, trial) = row  # fmt: skip
     token_check_issued(
         license_id=license_id,
         token_sha256=token_digest(token),
@@ -115,4 +117,5 @@ def license_held(
         issued_at,
         addons_version,
         batch_addons_version or 0,
+        trial,
     )

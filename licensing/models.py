@@ -53,6 +53,14 @@ class Sku(models.Model):
         help_text="Check-in lease: days a camera may run analytics without a sync (empty: "
         "no lease). The default of the SKU's batches and licences.",
     )
+    trial_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="trial days",
+        help_text="Trial SKU: its batches are trials by default, each camera's licence "
+        "running this many days from its first activation, unbilled until converted "
+        "(empty: batches are sold, not trialled, unless issued with trial days).",
+    )
 
     class Meta:
         ordering = ["code"]
@@ -148,6 +156,14 @@ class Batch(models.Model):
         help_text="Moves with every add-on added to or removed from the batch (issue 42): a "
         "unit whose licence carries an older one is re-signed when its device next asks.",
     )
+    trial_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        verbose_name="trial days",
+        help_text="A trial batch (licensing.trials): each camera's licence runs this many days "
+        "from its first activation and its activation is not billed. Emptied when the batch "
+        "is converted to paid (its TrialConversion keeps the days); empty: a paid batch.",
+    )
 
     class Meta:
         ordering = ["-issued_at"]
@@ -176,6 +192,11 @@ class Batch(models.Model):
     @property
     def units_remaining(self) -> int:
         return self.units_purchased - self.units_activated
+
+    @property
+    def is_trial(self) -> bool:
+        """A trial not converted yet (licensing.trials)."""
+        return self.trial_days is not None
 
 
 class License(models.Model):
@@ -245,6 +266,13 @@ class License(models.Model):
         help_text="A direct licence with add-ons: its entitlements and caps as sold ({ent, "
         "lim}), before any add-on (empty: its claims are as sold).",
     )
+    trial = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="The token on file is a trial licence (claim trial: true): a unit of a "
+        "trial batch, its term running from its activation. Cleared when its batch is "
+        "converted and the unit re-signed as paid.",
+    )
 
     class Meta:
         ordering = ["-issued_at"]
@@ -295,6 +323,10 @@ class License(models.Model):
                 name="license_checked_in",
                 condition=Q(checked_in_at__isnull=False, revoked_at__isnull=True),
             ),
+            # Units on trial about to end (licensing.scan.trials_scan).
+            models.Index(
+                fields=["expires_at"], name="license_trial_expires", condition=Q(trial=True)
+            ),
         ]
 
     def __str__(self) -> str:
@@ -338,6 +370,13 @@ class Activation(models.Model):
         help_text="Last status fetch, usage upload or activation (to within "
         "SVC_LAST_SEEN_MINUTES); empty: never seen since this was recorded.",
     )
+    trial = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Activated from a trial batch: never billed as an activation (its batch's "
+        "conversion bills the trial units in service, once). Written once, like the rest "
+        "of what billing reads.",
+    )
 
     class Meta:
         ordering = ["-activated_at", "-id"]
@@ -374,8 +413,9 @@ class Activation(models.Model):
 
 
 class ActivationDaily(models.Model):
-    """New activations of one batch on one UTC day (of ``activated_at``): billable ones
-    and transfers (onto a released seat, never billed) apart.
+    """New activations of one batch on one UTC day (of ``activated_at``): billable ones,
+    transfers (onto a released seat, never billed) and trials (licensing.trials: billed
+    by their batch's conversion, not as activations) apart.
 
     Kept by database triggers on ``licensing_activation`` (migration 0006), in the
     statement that inserts, moves or deletes an activation and so in its transaction:
@@ -390,8 +430,15 @@ class ActivationDaily(models.Model):
         Batch, on_delete=models.PROTECT, related_name="activation_days", db_index=False
     )
     day = models.DateField(help_text="UTC day of the activations' activated_at.")
-    activations = models.BigIntegerField(default=0, help_text="Billable: not transfers.")
+    activations = models.BigIntegerField(
+        default=0, help_text="Billable: not transfers, not trials."
+    )
     transfers = models.BigIntegerField(default=0, help_text="Onto released seats: not billed.")
+    trials = models.BigIntegerField(
+        default=0,
+        db_default=0,
+        help_text="From trial batches: not billed as activations (a conversion bills them).",
+    )
 
     class Meta:
         verbose_name = "daily activations"
@@ -842,3 +889,85 @@ class OfflineExchange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} file of {self.device_id}"
+
+
+class TrialUse(models.Model):
+    """A device's trial of a SKU (licensing.trials): one per (SKU, device fingerprint),
+    ever, written with the trial activation. A second trial activation of the same SKU
+    by the same device, on any batch, is refused (409, code ``TRIAL_USED``); the unique
+    constraint is the last line of defence under concurrency."""
+
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    device_id = models.CharField(max_length=128)
+    batch = models.ForeignKey(Batch, on_delete=models.PROTECT, related_name="trial_uses")
+    license = models.OneToOneField(
+        License, on_delete=models.PROTECT, related_name="trial_use", verbose_name="licence"
+    )
+    used_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        ordering = ["-used_at", "-id"]
+        verbose_name = "trial use"
+        constraints = [
+            models.UniqueConstraint(fields=["sku", "device_id"], name="trial_once_per_device"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sku} trial of {self.device_id}"
+
+
+class TrialConversion(models.Model):
+    """A trial batch converted to paid (licensing.services.trials): once per batch. Its
+    trial units in service (activated and not revoked at conversion) became paid
+    licences for ``term_days`` from ``converted_at`` (perpetual: ``expires_at`` empty),
+    and are billed once (``billing.ledger``): ``units`` x ``unit_price``, the price the
+    batch recorded when it was issued. Written once: on PostgreSQL a trigger refuses
+    UPDATE and DELETE (billing migration 0014)."""
+
+    batch = models.OneToOneField(Batch, on_delete=models.PROTECT, related_name="trial_conversion")
+    # Indexed by trial_conversion_customer_time (customer first), not by an index of its own.
+    customer = models.ForeignKey(
+        "customers.Customer",
+        on_delete=models.PROTECT,
+        related_name="trial_conversions",
+        db_index=False,
+    )
+    sku = models.CharField(max_length=64, verbose_name="SKU")
+    license = models.ForeignKey(
+        License,
+        on_delete=models.PROTECT,
+        related_name="trial_conversions",
+        verbose_name="batch key licence",
+    )
+    trial_days = models.PositiveIntegerField(help_text="The batch's trial, as it ran.")
+    term_days = models.PositiveIntegerField(
+        help_text="The paid term from conversion; 0: perpetual."
+    )
+    previous_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The batch's end before (empty: perpetual)."
+    )
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="The batch's and its units' end (empty: perpetual)."
+    )
+    converted_at = models.DateTimeField()
+    units = models.PositiveIntegerField(
+        help_text="Billed quantity: trial units activated and not revoked when converted."
+    )
+    unit_price = models.DecimalField(max_digits=14, decimal_places=4)
+    currency = models.CharField(max_length=3)
+
+    class Meta:
+        ordering = ["-converted_at", "-id"]
+        verbose_name = "trial conversion"
+        indexes = [
+            models.Index(
+                fields=["customer", "converted_at"], name="trial_conversion_customer_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"conversion of {self.batch_id}"
+
+    @property
+    def amount(self) -> Decimal:
+        return self.units * self.unit_price

@@ -1,6 +1,6 @@
 """The licences' part of the scheduled event pass (:mod:`events.scan`): terms about to
-end and grace periods begun, batches filling up, check-in leases about to end and ended
-(issue 42).
+end and grace periods begun, batches filling up, check-in leases about to end and ended,
+and trials about to end (issue 42).
 
 Terms are those of batch keys and direct licences (a batch's units end with it: one
 event for the batch, not one per camera). A renewal moves the end, and the keys carry
@@ -22,6 +22,7 @@ from svccore.timeunits import DAY, term_state_at, unix
 EXPIRING_DAYS = (30, 7, 1)
 LEASE_EXPIRING_SECONDS = DAY  # license.lease_expiring: the lease ends within a day
 BATCH_PERCENTS = (80, 95, 100)
+TRIAL_EXPIRING_DAYS = (7, 1)  # license.trial_expiring: a camera's trial ends within these
 
 
 def _data(lic: License) -> dict:
@@ -43,8 +44,12 @@ def _data(lic: License) -> dict:
 def terms_scan(result: ScanResult, now: dt.datetime) -> None:
     """``license.expiring`` (30, 7 and 1 days before the end) and ``license.grace_started``."""
     horizon = now + dt.timedelta(days=max(EXPIRING_DAYS))
-    live = License.objects.exclude(kind=License.Kind.UNIT).filter(
-        revoked_at__isnull=True, expires_at__isnull=False
+    # A trial batch's key ends the window for starting trials: its cameras' trials end
+    # on their own (trials_scan), and it is converted, not renewed.
+    live = (
+        License.objects.exclude(kind=License.Kind.UNIT)
+        .exclude(batch_key_of__trial_days__isnull=False)
+        .filter(revoked_at__isnull=True, expires_at__isnull=False)
     )
     for lic in live.filter(expires_at__gt=now, expires_at__lte=horizon):
         left = (lic.expires_at - now).total_seconds()
@@ -132,3 +137,27 @@ def leases_scan(result: ScanResult, now: dt.datetime) -> None:
             data=data,
             once_key=f"{kind}:{lic.id}:{unix(lic.checked_in_at)}",
         )
+
+
+@scan_pass
+def trials_scan(result: ScanResult, now: dt.datetime) -> None:
+    """``license.trial_expiring``, 7 and 1 days before a camera's trial ends (each unit's
+    trial runs from its own activation, so one event per camera, not per batch): the
+    customer buys, or its analytics stop then. A conversion makes it paid (no longer on
+    trial), so a converted camera is never announced. Read through the partial index
+    license_trial_expires (the units on trial, not the fleet)."""
+    horizon = now + dt.timedelta(days=max(TRIAL_EXPIRING_DAYS))
+    ending = License.objects.filter(
+        trial=True, revoked_at__isnull=True, expires_at__gt=now, expires_at__lte=horizon
+    ).only("id", "customer_id", "sku", "device_id", "expires_at", "batch_id")
+    for lic in ending:
+        left = (lic.expires_at - now).total_seconds()
+        for days in TRIAL_EXPIRING_DAYS:
+            if left <= days * DAY:
+                event_once(
+                    result,
+                    Event.Type.LICENSE_TRIAL_EXPIRING,
+                    customer_id=lic.customer_id,
+                    data=_data(lic) | {"batch_id": lic.batch_id, "days": days},
+                    once_key=f"license.trial_expiring:{lic.id}:{unix(lic.expires_at)}:{days}",
+                )

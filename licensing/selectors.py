@@ -42,7 +42,7 @@ _MICROSECOND = dt.timedelta(microseconds=1)
 
 def batch_get(*, batch_id: str) -> Batch:
     try:
-        return Batch.objects.get(pk=batch_id)
+        return Batch.objects.select_related("trial_conversion").get(pk=batch_id)
     except Batch.DoesNotExist:
         raise NotFound(f"batch {batch_id} does not exist") from None
 
@@ -108,6 +108,9 @@ FLEET_UNIT = {
     "max_offline_days": "lease_days",
     "lease_end": "checked_in",
     "suspended": "held",
+    # Trials (licensing.trials): the licence on file is a trial's, and its end.
+    "trial": "license__trial",
+    "trial_ends_at": "license__expires_at",
 }
 
 
@@ -139,6 +142,9 @@ def _unit(row: tuple) -> dict:
     end = leases.lease_end_at(unit["lease_end"], unit["max_offline_days"])
     unit["lease_end"] = int(end.timestamp()) if end is not None else None
     unit["suspended"] = int(bool(unit["suspended"]))
+    unit["trial"] = int(bool(unit["trial"]))
+    ends = unit["trial_ends_at"]
+    unit["trial_ends_at"] = int(ends.timestamp()) if unit["trial"] and ends is not None else None
     return unit
 
 
@@ -364,8 +370,9 @@ def expiring_list(
     now: dt.datetime | None = None,
     customer_id: str | None = None,
 ) -> list[Expiring]:
-    """Batches and direct licences, not revoked, ending within ``days`` of ``now`` or
-    ended and still in their grace period (of one customer, if given), soonest end first
+    """Batches (not trials) and direct licences, not revoked, ending within ``days`` of
+    ``now`` or ended and still in their grace period (of one customer, if given), soonest
+    end first
     (then id). Read through
     the partial indexes on their ends (batch_expires, license_direct_expires): the rows
     ending in a window, not the licences of a fleet."""
@@ -377,9 +384,11 @@ def expiring_list(
     longest = max(Sku.objects.values_list("grace_days", flat=True), default=0)
     since = now - dt.timedelta(days=longest)
     found = []
+    # A trial batch's end is the window its cameras may start their trials in, each
+    # ending on its own (licensing.trials): it is converted, not renewed.
     batches = (
         Batch.objects.filter(expires_at__gte=since, expires_at__lte=until)
-        .filter(license__revoked_at__isnull=True)
+        .filter(license__revoked_at__isnull=True, trial_days__isnull=True)
         .select_related("customer", "license")
     )
     if customer_id:

@@ -18,7 +18,7 @@ from config.api.fields import (
     StrictIntegerField,
     UnixField,
 )
-from licensing import addon_serializers, fleet_serializers, renewal_serializers
+from licensing import addon_serializers, fleet_serializers, renewal_serializers, trial_serializers
 from licensing.addon_serializers import AddOnOut
 from licensing.models import Batch, License
 from svccore import money
@@ -27,8 +27,10 @@ from svccore.claims import (
     MAX_OFFLINE_DAYS_MAX,
     MAX_STREAMS_MAX,
     TERM_DAYS_MAX,
+    TRIAL_DAYS_MAX,
     UNITS_MAX,
 )
+from svccore.timeunits import unix
 
 # Every number an operator may sign into a licence is bounded (svccore.claims, the one
 # home of the bounds; 400 naming the bound): units 1..UNITS_MAX, term_days
@@ -184,6 +186,11 @@ class SkuOut(InCurrency):
         help_text="Add-ons sold for the SKU's batches and licences after the sale (issue 42), "
         "in its currency.",
     )
+    trial_days = serializers.IntegerField(
+        allow_null=True,
+        help_text="A trial SKU: its batches are trials of this many days per camera by "
+        "default (issue 42); null: not a trial SKU.",
+    )
 
 
 class CatalogueOut(serializers.Serializer):
@@ -223,6 +230,34 @@ class BatchIn(BodyIn):
         help_text="Check-in lease: days a camera may run analytics without a sync (null: the "
         "SKU's).",
     )
+    trial_days = StrictIntegerField(
+        min_value=0,
+        max_value=TRIAL_DAYS_MAX,
+        required=False,
+        allow_null=True,
+        help_text="A trial batch: each camera's licence runs this many days from its first "
+        "activation, unbilled until the batch is converted (null: the SKU's trial days, "
+        "if it is a trial SKU; 0: sold, not a trial).",
+    )
+
+
+def _trial_days() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        allow_null=True,
+        help_text="Days each camera's trial runs from its activation while the batch is a "
+        "trial; null: a paid batch (never a trial, or converted).",
+    )
+
+
+def _trial_converted_at() -> serializers.SerializerMethodField:
+    return serializers.SerializerMethodField(
+        help_text="Unix seconds the trial batch was converted to paid; null: not converted."
+    )
+
+
+def _converted_at(batch: Batch) -> int | None:
+    conversion = getattr(batch, "trial_conversion", None)
+    return unix(conversion.converted_at) if conversion is not None else None
 
 
 class BatchOut(serializers.ModelSerializer):
@@ -233,6 +268,7 @@ class BatchOut(serializers.ModelSerializer):
     unit_price = MoneyField()
     order_value = serializers.SerializerMethodField()
     expires_at = UnixField()
+    trial_days = _trial_days()
 
     class Meta:
         model = Batch
@@ -248,6 +284,7 @@ class BatchOut(serializers.ModelSerializer):
             "currency",
             "expires_at",
             "max_offline_days",
+            "trial_days",
         ]
 
     def get_order_value(self, batch: Batch) -> Decimal:
@@ -258,6 +295,8 @@ class BatchStatusOut(serializers.ModelSerializer):
     batch_id = serializers.CharField(source="id")
     units_remaining = serializers.IntegerField()
     expires_at = UnixField()
+    trial_days = _trial_days()
+    trial_converted_at = _trial_converted_at()
 
     class Meta:
         model = Batch
@@ -270,7 +309,12 @@ class BatchStatusOut(serializers.ModelSerializer):
             "units_remaining",
             "expires_at",
             "max_offline_days",
+            "trial_days",
+            "trial_converted_at",
         ]
+
+    def get_trial_converted_at(self, batch: Batch) -> int | None:
+        return _converted_at(batch)
 
 
 class LicenseIn(BodyIn):
@@ -463,3 +507,6 @@ AddOnRemoveQuery = addon_serializers.AddOnRemoveQuery
 AddOnGrantOut = addon_serializers.AddOnGrantOut
 AddOnChangeOut = addon_serializers.AddOnChangeOut
 AddOnListOut = addon_serializers.AddOnListOut
+TrialConvertIn = trial_serializers.TrialConvertIn
+TrialConversionOut = trial_serializers.TrialConversionOut
+TrialConversionQuoteOut = trial_serializers.TrialConversionQuoteOut

@@ -1,6 +1,7 @@
 """A unit's state as people see it, in the console and the portal alike (issue 41):
 active, in grace, expired, revoked (with its reason), seat released or suspended (issue
-42), with its check-in lease end when a lease applies.
+42), on trial (issue 42: a trial unit within its term), with its check-in lease end when
+a lease applies and its trial's end when it is on trial.
 
 The term's part is :func:`svccore.timeunits.term_state_at`, the rule a camera applies to
 the same licence; a revocation and a seat release (which revokes) come first. The one
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from config import clock
-from devices import term
+from devices import term as devices_term
 from licensing import leases
 from licensing.models import License
 from svccore.timeunits import term_state_at
@@ -27,8 +28,13 @@ WORDS = {
     "revoked": "revoked",
     "released": "seat released",
     "suspended": "suspended",
+    "trial": "on trial",
 }
-_TERM_CODES = {term.ACTIVE: "active", term.GRACE: "grace", term.EXPIRED: "expired"}
+_TERM_CODES = {
+    devices_term.ACTIVE: "active",
+    devices_term.GRACE: "grace",
+    devices_term.EXPIRED: "expired",
+}
 
 
 @dataclass(frozen=True)
@@ -37,10 +43,20 @@ class UnitState:
     why: str = ""  # revoked or released: the reason given
     lease_end: dt.datetime | None = None  # its check-in lease's end (None: no lease)
     lease_lapsed: bool = False  # the lease ended: the camera refuses analytics until it syncs
+    trial_end: dt.datetime | None = None  # on trial (licensing.trials): the trial's end
+    trial_over: bool = False  # the trial ended: analytics stopped unless it is converted
 
     @property
     def word(self) -> str:
         return WORDS[self.code]
+
+    @property
+    def trial(self) -> str:
+        """The trial's end in words ("" when not on trial)."""
+        if self.trial_end is None:
+            return ""
+        when = f"{self.trial_end:%Y-%m-%d %H:%M} UTC"
+        return f"trial ended {when}: not bought" if self.trial_over else f"trial to {when}"
 
     @property
     def lease(self) -> str:
@@ -61,18 +77,23 @@ def unit_state(
     now: dt.datetime | None = None,
     suspended: bool = False,
     lease_end: dt.datetime | None = None,
+    trial: bool = False,
 ) -> UnitState:
-    """The state of a licence with these facts at ``now`` (the service's clock)."""
+    """The state of a licence with these facts at ``now`` (the service's clock);
+    ``trial``: its licence is a trial's, ``expires_at`` the trial's end."""
     if released:
         return UnitState("released", revoke_reason)
     if revoked_at is not None:
         return UnitState("revoked", revoke_reason or "no reason given")
     moment = now or clock.now()
     lapsed = lease_end is not None and moment > lease_end
-    if suspended:
-        return UnitState("suspended", "", lease_end, lapsed)
+    trial_end = expires_at if trial else None
     term = term_state_at(expires_at, grace_days, moment)
-    return UnitState(_TERM_CODES[term], "", lease_end, lapsed)
+    over = trial and term == devices_term.EXPIRED
+    if suspended:
+        return UnitState("suspended", "", lease_end, lapsed, trial_end, over)
+    code = "trial" if trial and term == devices_term.ACTIVE else _TERM_CODES[term]
+    return UnitState(code, "", lease_end, lapsed, trial_end, over)
 
 
 def unit_state_of(lic: License, now: dt.datetime | None = None, *, source=None) -> UnitState:
@@ -92,6 +113,7 @@ def unit_state_of(lic: License, now: dt.datetime | None = None, *, source=None) 
         lease_end=leases.lease_end_at(
             getattr(source, "checked_in", None), getattr(source, "lease_days", None)
         ),
+        trial=lic.trial,
     )
 
 
@@ -111,6 +133,7 @@ def unit_states(license_ids: Iterable[str], now: dt.datetime | None = None) -> d
             "held",
             "checked_in",
             "lease_days",
+            "trial",
         )
     )
     return {
@@ -123,6 +146,18 @@ def unit_states(license_ids: Iterable[str], now: dt.datetime | None = None) -> d
             now=moment,
             suspended=bool(held),
             lease_end=leases.lease_end_at(checked_in, days),
+            trial=trial,
         )
-        for pk, expires_at, grace_days, revoked_at, reason, release, held, checked_in, days in rows
+        for (
+            pk,
+            expires_at,
+            grace_days,
+            revoked_at,
+            reason,
+            release,
+            held,
+            checked_in,
+            days,
+            trial,
+        ) in rows  # fmt: skip
     }

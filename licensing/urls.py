@@ -6,7 +6,7 @@ from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
 from licensing import device_urls
-from licensing.api import addons, fleet, licenses, offline, renewals
+from licensing.api import addons, fleet, licenses, offline, renewals, trials
 
 urlpatterns = [
     *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
@@ -24,6 +24,16 @@ urlpatterns = [
         "admin/batches/<id:batch_id>/addons/<id:addon>",
         addons.BatchAddOnApi.as_view(),
         name="admin-batch-addon",
+    ),
+    path(
+        "admin/batches/<id:batch_id>/convert",
+        trials.TrialConvertApi.as_view(),
+        name="admin-batch-convert",
+    ),
+    path(
+        "admin/batches/<id:batch_id>/convert/quote",
+        trials.TrialConvertQuoteApi.as_view(),
+        name="admin-batch-convert-quote",
     ),
     path("admin/licenses", licenses.LicenseCreateApi.as_view(), name="admin-licenses"),
     path(

@@ -107,7 +107,11 @@ def account_of(user) -> CustomerUser | None:
 
 
 def batch_of(customer: Customer, batch_id: str) -> Batch:
-    batch = Batch.objects.filter(pk=batch_id, customer=customer).first()
+    batch = (
+        Batch.objects.filter(pk=batch_id, customer=customer)
+        .select_related("trial_conversion")
+        .first()
+    )
     if batch is None:
         raise NotFound(f"you have no batch {batch_id[:64]}")
     return batch
@@ -139,7 +143,12 @@ def document_of(customer: Customer, number: str):
 
 
 def batches_of(customer: Customer):
-    return Batch.objects.filter(customer=customer).order_by("-issued_at", "-id")
+    # A converted trial's conversion with it (its time is on the batch's answer).
+    return (
+        Batch.objects.filter(customer=customer)
+        .select_related("trial_conversion")
+        .order_by("-issued_at", "-id")
+    )
 
 
 def active_addons_of(batch_ids: list[str]) -> dict[str, list[AddOnGrant]]:
@@ -252,14 +261,14 @@ def in_grace_of(customer: Customer, *, limit: int = 50) -> list[License]:
 
 
 def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date, int]]:
-    """(date, new activations and transfers) of the customer's batches for each of the
+    """(date, new activations, transfers and trials) of the customer's batches for each of the
     last ``days`` days (UTC), oldest first, zero-filled, from the daily rollups."""
     today = clock.now().date()
     dates = [today - dt.timedelta(days=n) for n in range(days - 1, -1, -1)]
     counts = dict(
         ActivationDaily.objects.filter(batch__customer=customer, day__gte=dates[0])
         .values_list("day")
-        .annotate(n=Sum(F("activations") + F("transfers")))
+        .annotate(n=Sum(F("activations") + F("transfers") + F("trials")))
         .order_by()
         .values_list("day", "n")
     )
@@ -268,10 +277,10 @@ def activations_per_day(customer: Customer, *, days: int) -> list[tuple[dt.date,
 
 def renewable_of(customer: Customer, *, limit: int = 500) -> list[tuple[str, str]]:
     """(id, description) of what the customer may ask to renew: its batches and direct
-    licences with an end, soonest end first."""
-    batches = Batch.objects.filter(customer=customer, expires_at__isnull=False).order_by(
-        "expires_at"
-    )[:limit]
+    licences with an end, soonest end first (a trial batch is bought, not renewed)."""
+    batches = Batch.objects.filter(
+        customer=customer, expires_at__isnull=False, trial_days__isnull=True
+    ).order_by("expires_at")[:limit]
     directs = License.objects.filter(
         customer=customer, kind=License.Kind.DIRECT, expires_at__isnull=False, revoked_at=None
     ).order_by("expires_at")[:limit]

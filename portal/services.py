@@ -1,6 +1,6 @@
 """Writes of the customer portal, each audited: invitations (made, accepted), customer
-API keys (created, revoked), renewal requests (made, approved, declined) and a
-customer's own webhook endpoints."""
+API keys (created, revoked), renewal requests (made, approved, declined), a trial batch
+bought (converted to paid) and a customer's own webhook endpoints."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from events import services as events_services
 from events.delivery import Outcome
 from events.models import Event, Webhook
 from licensing.models import Batch, License
-from licensing.services import renewals
+from licensing.services import renewals, trials
 from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
 from portal.selectors import KEY_SCHEME, customer_key_digest, invitation_digest
 from svccore.claims import TERM_DAYS_MAX
@@ -51,6 +51,8 @@ CUSTOMER_EVENTS = [
     Event.Type.LICENSE_REINSTATED,
     Event.Type.LICENSE_ADDON_ADDED,
     Event.Type.LICENSE_ADDON_REMOVED,
+    Event.Type.LICENSE_TRIAL_EXPIRING,
+    Event.Type.LICENSE_TRIAL_CONVERTED,
     Event.Type.BATCH_THRESHOLD,
     Event.Type.SEAT_RELEASED,
     Event.Type.USAGE_QUOTA_THRESHOLD,
@@ -374,12 +376,18 @@ def _owned_target(customer: Customer, target: str) -> tuple[str, str]:
     """(batch_id, license_id) of ``target`` if it is the customer's: a batch, or a
     licence not part of one; anything else (another customer's included) NotFound."""
     target = (target or "").strip()
-    if Batch.objects.filter(pk=target, customer=customer).exists():
+    batch = Batch.objects.filter(pk=target, customer=customer).only("id", "trial_days").first()
+    if batch is not None:
+        if batch.is_trial:
+            raise InvalidInput(
+                f"batch {target} is a trial: it is not renewed but bought (Buy on its page), "
+                "which makes its cameras paid licences"
+            )
         return target, ""
     lic = License.objects.filter(pk=target, customer=customer).only("id", "batch_id").first()
     if lic is not None:
-        if lic.batch_id:
-            return lic.batch_id, ""  # a unit renews with its batch
+        if lic.batch_id:  # a unit renews with its batch
+            return _owned_target(customer, lic.batch_id)
         return "", lic.id
     raise NotFound(f"you have no batch or licence {target[:64]!r}")
 
@@ -454,6 +462,41 @@ def renewal_request_decline(*, request_id: str, decided_by: str, note: str = "")
     request.decision_note = (note or "").strip()[:500]
     request.save()
     return request
+
+
+# --- buying a trial batch --------------------------------------------------------------
+
+
+class QuoteChanged(Conflict):
+    """The purchase would not be what the customer confirmed (a camera was activated or
+    revoked meanwhile): nothing is bought; the page shows the new amount."""
+
+
+def trial_buy(*, customer_id: str, batch_id: str, units_confirmed: int) -> trials.ConversionResult:
+    """The customer buys its trial batch (issue 42): converted to paid at once, as an
+    operator's conversion is, and billed once on its next invoice, audited with the portal
+    user as the actor (``batch.convert_trial``). ``units_confirmed`` is the number of
+    cameras on trial the customer saw priced: checked under the batch's lock, so what is
+    billed is what was confirmed (QuoteChanged otherwise). Another customer's batch is
+    NotFound, as if it did not exist; a batch bought before answers that purchase."""
+    with transaction.atomic():
+        batch = (
+            Batch.objects.select_for_update()
+            .filter(pk=batch_id, customer_id=customer_id)
+            .only("id", "trial_days")
+            .first()
+        )
+        if batch is None:
+            raise NotFound(f"you have no batch {batch_id[:64]}")
+        if batch.is_trial:
+            units = trials.units_on_trial(batch)
+            if units != units_confirmed:
+                raise QuoteChanged(
+                    f"batch {batch_id} has {units} cameras on trial now, not the "
+                    f"{units_confirmed} you confirmed: nothing was bought; check the amount "
+                    "again"
+                )
+        return trials.trial_convert(batch_id=batch.id)
 
 
 # --- a customer's own webhooks --------------------------------------------------------

@@ -17,6 +17,7 @@ urlpatterns = [
     path("invitation/<str:secret>/", views.invitation, name="portal-invitation"),
     path("batches/", views.batches, name="portal-batches"),
     path("batches/<id:batch_id>/", views.batch, name="portal-batch"),
+    path("batches/<id:batch_id>/buy/", views.batch_buy, name="portal-batch-buy"),
     path("fleet/", views.fleet, name="portal-fleet"),
     path("fleet.csv", views.fleet_csv, name="portal-fleet-csv"),
     path("invoices/", views.invoices, name="portal-invoices"),

@@ -44,6 +44,7 @@ from licensing import exports, leases
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
 from licensing.models import Activation
+from licensing.services import trial_conversion_quote
 from licensing.unit_states import unit_state_of, unit_states
 from portal import selectors, services
 from portal.models import CustomerApiKey, RenewalRequest
@@ -197,6 +198,27 @@ def _batches(customer, limit: int | None = None) -> list[dict]:
     ]
 
 
+def _trial(batch) -> dict:
+    """What the batch page says of a trial: on trial (and what buying costs now), bought
+    after a trial, or nothing for a batch bought outright."""
+    if batch.is_trial:
+        try:
+            quote = trial_conversion_quote(batch_id=batch.pk)
+        except ServiceError as exc:  # its key revoked: not for sale
+            return {"on": True, "days": batch.trial_days, "refused": exc.detail}
+        return {
+            "on": True,
+            "days": batch.trial_days,
+            "units": quote.units,
+            "unit_price": money(quote.unit_price, quote.currency),
+            "amount": money(quote.amount, quote.currency),
+        }
+    conversion = getattr(batch, "trial_conversion", None)
+    if conversion is None:
+        return {}
+    return {"bought": utc_time(conversion.converted_at), "units": conversion.units}
+
+
 @customer_page
 def dashboard(request: HttpRequest) -> HttpResponse:
     customer = request.customer
@@ -266,6 +288,7 @@ def batch(request: HttpRequest, batch_id: str) -> HttpResponse:
             for g in selectors.active_addons_of([found.pk])[found.pk]
         ],
         addons_pending=len(pending),
+        trial=_trial(found),
     )
     return TemplateResponse(request, "portal/batch.html", context)
 
@@ -278,6 +301,58 @@ def _adds(grant) -> str:
         if count:
             parts.append(f"+{count:,} {what}")
     return ", ".join(parts)
+
+
+@customer_page
+def batch_buy(request: HttpRequest, batch_id: str) -> HttpResponse:
+    """Buy a trial batch: what it costs now (the cameras on trial x the unit price it was
+    offered at, and the paid term), then, posted, bought at once (the customer confirmed
+    that very amount; a camera activated meanwhile shows the page again)."""
+    found = selectors.batch_of(request.customer, batch_id)
+    if not found.is_trial:
+        messages.info(request, f"Batch {found.pk} is not a trial: there is nothing to buy.")
+        return redirect("portal-batch", batch_id=found.pk)
+    changed = ""
+    if request.method == "POST":
+        try:
+            result = services.trial_buy(
+                customer_id=request.customer.pk,
+                batch_id=found.pk,
+                units_confirmed=int(request.POST.get("units", "-1") or -1),
+            )
+        except services.QuoteChanged as exc:
+            changed = exc.detail
+        except (ServiceError, ValueError) as exc:
+            messages.error(request, getattr(exc, "detail", "not a number of cameras"))
+            return redirect("portal-batch", batch_id=found.pk)
+        else:
+            conversion = result.conversion
+            messages.success(
+                request,
+                f"Bought: batch {found.pk} is paid. Its {conversion.units:,} cameras on trial "
+                f"keep running to {utc_time(conversion.expires_at) or 'no end (perpetual)'}, "
+                "fetching their paid licences at their next sync; "
+                f"{money(conversion.amount, conversion.currency)} is billed on your next "
+                "invoice, and each camera activated from now on at "
+                f"{money(conversion.unit_price, conversion.currency)}.",
+            )
+            return redirect("portal-batch", batch_id=found.pk)
+    try:
+        quote = trial_conversion_quote(batch_id=found.pk)
+    except ServiceError as exc:  # its key revoked: not for sale
+        messages.error(request, exc.detail)
+        return redirect("portal-batch", batch_id=found.pk)
+    context = _context(
+        request,
+        f"Buy batch {found.pk}",
+        batch=found,
+        quote=quote,
+        unit_price=money(quote.unit_price, quote.currency),
+        amount=money(quote.amount, quote.currency),
+        ends=utc_time(quote.expires_at) or "no end (perpetual)",
+        changed=changed,
+    )
+    return TemplateResponse(request, "portal/trial_buy.html", context)
 
 
 def _units(units: list[dict]) -> list[dict]:

@@ -32,6 +32,7 @@ ENTRY_FIELDS = (
 # catalogue file or an API client written before them still loads as it did).
 OPTIONAL_FIELDS: dict[str, Any] = {
     "max_offline_days": None,  # check-in lease in days (issue 42); None: no lease
+    "trial_days": None,  # a trial SKU's days per camera (issue 42); None: not a trial SKU
 }
 
 
@@ -97,6 +98,12 @@ def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"catalogue entry {entry['sku']!r}: max_offline_days {lease!r} is not a whole "
             "number of days (1 or more), nor null"
+        )
+    trial_days = out["trial_days"]
+    if trial_days is not None and (type(trial_days) is not int or trial_days < 1):
+        raise ValueError(
+            f"catalogue entry {entry['sku']!r}: trial_days {trial_days!r} is not a number of "
+            "days (1 or more; null: not a trial SKU)"
         )
     currency = entry["currency"]
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):

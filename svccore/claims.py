@@ -22,6 +22,7 @@ DEVICE_ID_MAX = 128
 UNITS_MAX = 10_000_000  # seats of one batch (batch.units)
 TERM_DAYS_MAX = 36_600  # about 100 years; 0 is perpetual
 MAX_OFFLINE_DAYS_MAX = 3650  # the longest check-in lease (issue 42)
+TRIAL_DAYS_MAX = 365  # the longest trial (issue 42); 0 on a batch of a trial SKU: sold
 API_QUOTA_MAX = 10**12  # inferences a device may run (lim.api_calls); 0 is unmetered
 MAX_STREAMS_MAX = 1024  # concurrent streams of one camera (lim.max_streams)
 # Unicode categories a device id may not contain: control (Cc: NUL, ESC, line breaks)
@@ -95,11 +96,14 @@ def build_claims(
     api_calls: int,
     grace_days: int,
     batch: dict[str, Any] | None = None,
+    trial: bool = False,
 ) -> dict[str, Any]:
     """The claims of a licence (spec §2.1): the one place they are put together, for the
     server's batch keys, direct and unit licences and for ``svcctl mint``. Times are Unix
     seconds; ``expires_at`` 0 is perpetual, and ``nbf`` is the issue time. ``batch``
-    (``{"id", "units"}``) marks a batch key. The signer adds ``kid``."""
+    (``{"id", "units"}``) marks a batch key; ``trial`` a unit licence of a trial batch
+    (``"trial": true``, an additive claim a device needs no rule for: the term is in
+    ``exp``). The signer adds ``kid``."""
     claims: dict[str, Any] = {
         "lic": license_id,
         "sku": sku,
@@ -116,6 +120,8 @@ def build_claims(
     }
     if batch is not None:
         claims["batch"] = batch
+    if trial:
+        claims["trial"] = True
     return claims
 
 
@@ -127,6 +133,7 @@ BOUNDS = {
     "api_quota": (0, API_QUOTA_MAX),
     "max_streams": (1, MAX_STREAMS_MAX),
     "max_offline_days": (1, MAX_OFFLINE_DAYS_MAX),
+    "trial_days": (0, TRIAL_DAYS_MAX),
 }
 
 

@@ -363,6 +363,13 @@ def test_every_console_page_as_a_superuser_at_two_widths(site, browser):
     console.action(
         "remove add-on from licences", "/admin/licensing/license/", "remove_addon_licenses", 3
     )
+    # Issue 42: converting a trial batch, its cameras on trial quoted before anything is
+    # converted (the seed's trial: three cameras of Vision Pro at 240.00 EUR).
+    console.action(
+        "convert trial batches", "/admin/licensing/batch/?trial=on", "convert_trial_batches"
+    )
+    assert "720.00 EUR" in page.inner_text("#convert-total")
+    assert seeded["trial_batch"] in page.inner_text("#convert-quotes")
 
     # Scripts and forms under the policy. The batch key's Copy button (console.js):
     console.watch.current = "batch page: Copy"
@@ -403,6 +410,7 @@ def test_every_console_page_as_a_superuser_at_two_widths(site, browser):
         "/admin/audit/auditentry/*/change/",
         "/admin/audit/auditentry/",
         "/admin/licensing/renewal/",
+        "/admin/licensing/trialconversion/",
         "/admin/signing/signingkey/",
         "/admin/billing/usagerecord/",
     ):
@@ -471,9 +479,27 @@ def test_every_portal_page_of_two_customers_at_two_widths(site, browser):
     page.wait_for_selector("#new-key-copy:text('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == key
     portal.check("API key created")
+    # Issue 42: Nordlicht buys its trial batch: the page names the cameras on trial and
+    # the amount, the purchase says what was bought and what is billed.
+    portal.watch.current = "trial: buy"
+    page.goto(f"{url}/portal/batches/{seeded['trial_batch']}/")
+    assert "3 cameras on trial now" in " ".join(page.inner_text("#batch-trial").split())
+    with page.expect_navigation():
+        page.click("#batch-buy")
+    assert page.inner_text("#buy-amount").strip() == "720.00 EUR"
+    portal.check("trial: buy")
+    with page.expect_navigation():
+        page.click("#buy-submit")
+    bought = " ".join(page.inner_text(".messagelist").split())
+    assert "Bought: batch" in bought and "720.00 EUR is billed on your next invoice" in bought
+    assert "Bought" in page.inner_text("#batch-trial")
+    portal.check("trial: bought")
 
     _passed(portals, started)
     acme_pages, nordlicht_pages = (w.visited for w in portals)
     for pages in (acme_pages, nordlicht_pages):
         assert len(pages) >= 8, pages
     assert any(re.match(r"/portal/invoices/[^/]+/$", p) for p in acme_pages), acme_pages
+    assert any(re.match(r"/portal/batches/[^/]+/buy/$", p) for p in nordlicht_pages), (
+        nordlicht_pages
+    )

@@ -213,6 +213,14 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
     # Add-ons (issue 42) on the camera's batch and the direct licence, for their removal.
     addon_add(addon="anpr", batch_id=batch.id)
     addon_add(addon="streams-4", license_id=direct.id)
+    # Two trial batches with a camera on each: one to convert (converted again: the same
+    # answer), one only ever quoted (a converted batch's quote is a 409).
+    converted, quoted = (
+        batch_issue(customer_id=customer.id, sku="DETECT-STD", units=10, trial_days=30)
+        for _ in range(2)
+    )
+    for trial, camera in ((converted, "fuzz-cam-trial-1"), (quoted, "fuzz-cam-trial-2")):
+        unit_activate(batch_token=trial.license.token, device_id=camera)
     # Webhook endpoints on loopback (the server allows it here); the activations above
     # wrote events to send again. One endpoint to delete, one for the rest.
     kept = webhook_create(url="http://127.0.0.1:9/kept", events=["*"])
@@ -267,6 +275,14 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
             "headers": {"Idempotency-Key": ABSENT},
         },
         "POST /v1/admin/renew/quote": {"body": {"batch_id": renewable.id, "license_id": ABSENT}},
+        # The batch's term as issued (a term given differs from the first conversion's).
+        "POST /v1/admin/batches/{batch_id}/convert": {
+            "path_parameters": {"batch_id": converted.id},
+            "body": {"term_days": ABSENT},
+        },
+        "POST /v1/admin/batches/{batch_id}/convert/quote": {
+            "path_parameters": {"batch_id": quoted.id}
+        },
         "GET /v1/license": {"query": {"device_id": DEVICE}},
         "GET /v1/admin/batches/{batch_id}": {"path_parameters": {"batch_id": batch.id}},
         "GET /v1/admin/batches/{batch_id}/addons": {"path_parameters": {"batch_id": batch.id}},

@@ -76,7 +76,7 @@ def drop(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0013_guarded_sums_and_bypass'),
+        ('billing', '0014_trials'),
         ('customers', '0004_billing_address_tax_id'),
         ('licensing', '0017_addons'),
     ]

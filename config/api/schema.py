@@ -57,6 +57,11 @@ class ErrorOut(serializers.Serializer):
     detail = serializers.CharField(
         help_text="What went wrong, for a human operator, with the ids and numbers needed to act."
     )
+    code = serializers.CharField(
+        required=False,
+        help_text="A stable code to branch on, on the refusals that have one (e.g. "
+        "TRIAL_USED at activation); absent otherwise.",
+    )
 
 
 # --- answers ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Catalogue, batches, licences and the fleet in the operator console, one module per
-noun (catalogue, batches, licenses, fleet, keys; their shared display, forms and the
-revoke-with-reason action); importing this package registers them.
+noun (catalogue, batches, licenses, fleet, keys, trials; their shared display, forms and
+the revoke-with-reason action); importing this package registers them.
 
 Batches and licences are issued and revoked through the services the API uses
 (``batch_issue``, ``license_issue``, ``license_revoke``); no admin page saves them
@@ -10,4 +10,11 @@ are shown (with a copy button) because an operator sends them to customers. Sign
 ``signing_key_retire`` / ``signing_key_revoke``.
 """
 
-from licensing.admin import batches, catalogue, fleet, keys, licenses  # noqa: F401 - registers
+from licensing.admin import (  # noqa: F401 - registers
+    batches,
+    catalogue,
+    fleet,
+    keys,
+    licenses,
+    trials,
+)

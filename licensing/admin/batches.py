@@ -26,6 +26,7 @@ from licensing.admin.forms import (
 )
 from licensing.admin.holding import HoldMixin, hold_action
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
+from licensing.admin.trials import ConvertMixin, TrialFilter, convert_trials, trial_text
 from licensing.models import (
     NEAR_EXHAUSTION_PERCENT,
     Batch,
@@ -57,7 +58,7 @@ class NearExhaustionFilter(admin.SimpleListFilter):
 
 
 @admin.register(Batch)
-class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
+class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, ConvertMixin, NoEditAdmin):
     add_capability = "issue_licences"
     # Narrow enough for a laptop beside the filters: the customer by name (its id in
     # the tooltip), a revoked batch key under the batch id instead of a column of "valid".
@@ -70,10 +71,10 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
         "issued_at",
         "expires_at",
     ]
-    list_filter = [NearExhaustionFilter, "sku", "issued_at"]
+    list_filter = [NearExhaustionFilter, TrialFilter, "sku", "issued_at"]
     empty_times = {"expires_at": "perpetual"}
     search_fields = ["id", "customer__id", "customer__name", "license__id"]
-    list_select_related = ["customer", "license"]
+    list_select_related = ["customer", "license", "trial_conversion"]
     date_hierarchy = "issued_at"
     fields = [
         "id",
@@ -86,6 +87,7 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
         "issued_at",
         "expires_at",
         "max_offline_days",
+        "trial",
         "hold",
         "addons",
         "license_link",
@@ -97,6 +99,7 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
     actions = [
         "revoke_batch_keys",
         "renew_batches",
+        "convert_trial_batches",
         "suspend_batches",
         "reinstate_batches",
         "add_addon_batches",
@@ -149,9 +152,19 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
 
     @admin.display(description="batch id", ordering="id")
     def batch_id(self, batch: Batch):
-        if batch.license.revoked_at is None:
-            return batch.id
-        return format_html('{}<br><span class="svc-red">key revoked</span>', batch.id)
+        if batch.license.revoked_at is not None:
+            return format_html('{}<br><span class="svc-red">key revoked</span>', batch.id)
+        if batch.trial_days is not None:
+            return format_html(
+                '{}<br><span class="svc-state svc-state-trial">trial, {} days</span>',
+                batch.id,
+                batch.trial_days,
+            )
+        return batch.id
+
+    @admin.display(description="trial")
+    def trial(self, batch: Batch) -> str:
+        return trial_text(batch)
 
     @admin.display(description="customer", ordering="customer__name")
     def customer_name(self, batch: Batch):
@@ -191,12 +204,31 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
                 units=data["units"],
                 term_days=data["term_days"],
                 max_offline_days=data["max_offline_days"],
+                trial_days=data["trial_days"],
             )
 
         def confirm(data):
             # The batch as issuing it would make it (price tier, end), then rolled back.
             batch = drafted(lambda: issued(data), lambda batch: batch)
             value = money(batch.unit_price * batch.units_purchased, batch.currency)
+            if batch.trial_days is not None:
+                return format_html(
+                    "<p>Issue a <strong>trial</strong> of <strong>{}</strong> of <strong>{}"
+                    "</strong> to <strong>{}</strong>: each camera runs <strong>{}</strong> "
+                    "from its own activation, and nothing is billed until the batch is "
+                    "converted to paid. Converted, the cameras on trial then are billed at "
+                    "<strong id='confirm-amount'>{}</strong> each (the volume tier's unit "
+                    "price for {}, fixed now). The batch key {}.</p>",
+                    counted(batch.units_purchased, "unit"),
+                    batch.sku,
+                    data["customer"],
+                    counted(batch.trial_days, "day"),
+                    money(batch.unit_price, batch.currency),
+                    counted(batch.units_purchased, "unit"),
+                    f"ends {utc_time(batch.expires_at)}"
+                    if batch.expires_at
+                    else "never ends (perpetual)",
+                ), f"Yes, issue the trial batch ({money(batch.unit_price, batch.currency)} a unit)"
             return format_html(
                 "<p>Issue <strong>{}</strong> of <strong>{}</strong> to <strong>{}</strong>: "
                 "order value <strong id='confirm-amount'>{}</strong> ({} &times; {}, the "
@@ -270,3 +302,7 @@ class BatchAdmin(LicenseRevokeMixin, HoldMixin, AddOnMixin, NoEditAdmin):
             self, request, queryset, target="batch_id", what="batches",
             action_name="remove_addon_batches", add=False,
         )  # fmt: skip
+
+    @admin.action(description="Convert selected trial batches to paid…", permissions=["convert"])
+    def convert_trial_batches(self, request, queryset):
+        return convert_trials(self, request, queryset)

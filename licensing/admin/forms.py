@@ -24,6 +24,7 @@ from svccore.claims import (
     MAX_OFFLINE_DAYS_MAX,
     MAX_STREAMS_MAX,
     TERM_DAYS_MAX,
+    TRIAL_DAYS_MAX,
     UNITS_MAX,
 )
 
@@ -54,6 +55,15 @@ class BatchIssueForm(forms.Form):
         required=False,
         help_text="Check-in lease: days a camera may run analytics without a sync. Empty: "
         "the SKU's (none: no lease).",
+    )
+    trial_days = forms.IntegerField(
+        label="Trial days",
+        min_value=0,
+        max_value=TRIAL_DAYS_MAX,
+        required=False,
+        help_text="A trial batch: each camera runs this many days from its own activation, "
+        "unbilled until the batch is converted to paid. Empty: the SKU's (a trial SKU's "
+        "batches are trials); 0: sold, not a trial.",
     )
 
 

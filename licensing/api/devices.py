@@ -77,6 +77,8 @@ class ActivateApi(DeviceApi):
                     402: "Batch exhausted (the detail names the batch and its counts).",
                     403: "Bad signature, expired, revoked, not-yet-valid or foreign batch key, "
                     "or a revoked unit.",
+                    409: "A trial batch, and this device already had its trial of the SKU on "
+                    "another batch: the body's code is TRIAL_USED (issue 42).",
                     429: "Activation rate limit of this address exceeded; retry after "
                     "Retry-After seconds.",
                     500: "The batch's SKU is missing from the catalogue.",

@@ -44,7 +44,9 @@ class BatchCreateApi(APIView):
         },
         parameters=[schema.retry_after(429, 503)],
         description="Sell units of a SKU: a batch and its batch key. term_days null: the "
-        "SKU's default term.",
+        "SKU's default term. trial_days makes it a trial batch (issue 42): each camera's "
+        "licence runs that many days from its activation, unbilled until the batch is "
+        "converted; null: the SKU's trial days, 0: not a trial.",
     )
     @requires("issue_licences")
     def post(self, request):
@@ -153,8 +155,9 @@ class SeatReleaseApi(APIView):
                     400: f"{schema.BODY_ERRORS[400]} Or no reason, the seat named both ways "
                     "or neither, or a licence that is not a unit licence.",
                     404: "No such licence, batch, or device on the batch.",
-                    409: "The batch's release policy is spent for now; the detail says when "
-                    "the next release is possible.",
+                    409: "The batch's release policy is spent for now (the detail says when "
+                    "the next release is possible), or the batch is a trial (its seats were "
+                    "never paid for).",
                 }
             ),
         },

@@ -53,7 +53,8 @@ class RenewApi(APIView):
                     **schema.ADMIN_ERRORS,
                     400: f"{schema.BODY_ERRORS[400]} Or no idempotency key, neither or both "
                     "of batch_id and license_id, a unit, offline-minted or perpetual licence, "
-                    "or a term that would end in the past or after 9999.",
+                    "a trial batch (convert it), or a term that would end in the past or "
+                    "after 9999.",
                     404: "No such batch or licence.",
                     409: "The licence is revoked, or the idempotency key was used for "
                     "another request.",

@@ -15,6 +15,8 @@ callers import from here (``from licensing.services import batch_issue``):
   on a licence, a batch key or a customer, issue 42);
 - add-ons (:mod:`.addons`): ``addon_add``, ``addon_remove`` (a catalogue add-on sold
   for a batch or a direct licence after the sale, or ended, issue 42).
+- trials (:mod:`.trials`): ``trial_convert``, a trial batch made paid (issue 42), and
+  ``trial_conversion_quote``, what that would do now.
 
 The signing keys' writes are :mod:`signing.services`; :mod:`.keys` registers with it
 what a key's change does to the revocation list.
@@ -43,10 +45,18 @@ from licensing.services.renewals import (
 )
 from licensing.services.seats import ReleasePolicy, ReleaseResult, seat_release
 from licensing.services.seen import unit_seen
+from licensing.services.trials import (
+    ConversionQuote,
+    ConversionResult,
+    trial_conversion_quote,
+    trial_convert,
+)
 
 __all__ = [
     "ActivationResult",
     "AddOnChange",
+    "ConversionQuote",
+    "ConversionResult",
     "Hold",
     "addon_add",
     "addon_remove",
@@ -65,6 +75,8 @@ __all__ = [
     "license_suspend",
     "renewal_quote",
     "seat_release",
+    "trial_conversion_quote",
+    "trial_convert",
     "unit_activate",
     "unit_seen",
 ]

@@ -19,6 +19,13 @@ What a request costs, on the database:
   released seat (``licensing.services.seats``) costs two statements more and makes the
   activation a transfer of that release, not billed again.
 
+A trial batch's new device (:mod:`licensing.trials`) costs one query more, whether it
+already had its trial of the SKU; its unit is signed to its own trial's end, and its
+rows include its :class:`~licensing.models.TrialUse`, whose unique key settles a race
+for two trials. The seat's UPDATE takes a seat only in the trial state the unit was
+signed for: a conversion committed meanwhile makes the activation start again as a paid
+one.
+
 A batch key outlives the signing key that signed it: after that key is revoked, the
 token is checked under the revoked key and counts only if it is byte for byte the one
 issued for its batch (the exact-token check every batch key passes); the unit licences
@@ -46,13 +53,14 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
+from audit.services import audit_refusal
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from config.rows import insert_rows, insert_rows_after
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
-from licensing import addons, leases
+from licensing import addons, leases, trials
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import (
     Activation,
@@ -61,6 +69,7 @@ from licensing.models import (
     License,
     Sku,
     Suspension,
+    TrialUse,
     token_digest,
 )
 from licensing.revocations import ListPosition, list_position
@@ -76,8 +85,8 @@ from svccore.timeunits import unix
 # with RETURNING has no ORM form. Both run on PostgreSQL and SQLite (3.35+).
 LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
-    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL},
-    b.addons_version, u.addons_version
+    u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}, b.trial_days,
+    u.trial, b.addons_version, u.addons_version
 FROM licensing_license k
 JOIN licensing_batch b ON b.license_id = k.id
 LEFT JOIN licensing_sku s ON s.code = b.sku
@@ -86,13 +95,17 @@ LEFT JOIN licensing_license u ON u.id = a.license_id
 WHERE k.id = %s
 """  # noqa: S608 - the interpolated parts are constants of licensing.leases
 # The seat: one statement that can neither oversell nor lose a count under concurrency,
-# and that sees a revocation of the batch key committed before it started.
+# and that sees a revocation of the batch key committed before it started. The last
+# parameter is whether the unit was signed as a trial: a conversion committed since
+# (licensing.services.trials, under the batch row's lock) makes it take no seat, and the
+# activation is made again as a paid one (never a trial unit that no conversion bills).
 SEAT_SQL = """
 UPDATE licensing_batch SET units_activated = units_activated + 1
 WHERE id = %s AND units_activated < units_purchased
     AND NOT EXISTS (
         SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
     )
+    AND (trial_days IS NOT NULL) = %s
 RETURNING units_purchased - units_activated, released_seats
 """
 # PostgreSQL, a batch with no released seat (nearly always): the seat, the licence, its
@@ -105,6 +118,7 @@ WHERE id = %s AND units_activated < units_purchased AND released_seats = 0
     AND NOT EXISTS (
         SELECT 1 FROM licensing_license WHERE id = %s AND revoked_at IS NOT NULL
     )
+    AND (trial_days IS NOT NULL) = %s
 RETURNING units_purchased - units_activated AS remaining
 """
 # The event reports the units left, which only the seat's UPDATE knows.
@@ -260,26 +274,33 @@ def _aware(value: Any) -> dt.datetime | None:
 
 
 @dataclass(frozen=True)
-class Lookup:
-    """What the lookup found: the batch key's current end, the device's licence when
-    it is on file (else None), the check-in lease and hold its status carries
-    (:mod:`licensing.leases`) and the batch's add-ons version (``licensing.addons``)."""
+class Found:
+    """What the one lookup found: the batch key's current end, the batch's trial days
+    (None: not a trial now), the device's licence when it is on file (else None) and
+    the check-in lease and hold its status carries, and the batch's add-ons version."""
 
     ends: dt.datetime | None
+    trial_days: int | None
     existing: ActivationResult | None
     terms: leases.LeaseAndHold
-    addons_version: int
+    addons_version: int = 0  # the batch's (licensing.addons)
 
 
-def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Lookup:
-    """:class:`Lookup` of ``device_id`` on the batch of ``key``; Forbidden when the batch
-    key has expired (past its end, whatever renewal set it to) or it or that licence is
-    revoked. A licence signed before its batch was renewed, or before its batch's
-    add-ons changed, is re-signed (once per change)."""
+class _TrialStateChanged(Exception):
+    """The batch was converted (or not) since the unit was signed: sign it again."""
+
+
+def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
+    """:class:`Found` for ``device_id`` on the batch (:mod:`licensing.leases` for the
+    lease and hold); Forbidden when the batch key has expired (past its end, whatever
+    renewal set it to) or it or that licence is revoked. A licence signed before its
+    batch was renewed is re-signed to the batch's end (once per renewal); a unit on
+    trial keeps its own end (:mod:`licensing.trials`; a conversion re-signed its units
+    itself)."""
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
         (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
-         version, unit_version) = cursor.fetchone()  # fmt: skip
+         trial_days, unit_trial, version, unit_version) = cursor.fetchone()  # fmt: skip
     version = version or 0
     terms = leases.from_values(days, None, None, held)
     if key_revoked:
@@ -290,23 +311,29 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Lookup:
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
         )
     if license_id is None:
-        return Lookup(ends, None, terms, version)
+        return Found(ends, trial_days, None, terms, version)
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
+    follows = trials.batch_end_for_unit(unit_trial=bool(unit_trial), batch_expires_at=ends)
     rekey = keyring.key_stale(token)  # signed by a key retired or revoked since
-    addons_stale = unit_version != version
-    if rekey or addons_stale or (ends is not None and (unit_ends is None or unit_ends < ends)):
+    addons_stale = unit_version != version  # its batch's add-ons changed since it was signed
+    if (
+        rekey
+        or addons_stale
+        or (follows is not None and (unit_ends is None or unit_ends < follows))
+    ):
         token = renewals.unit_token_current(
             license_id=license_id,
             token=token,
             token_sha256=sha,
             expires_at=unit_ends,
-            batch_expires_at=ends,
+            batch_expires_at=follows,
             rekey=rekey,
             addons_stale=addons_stale,
         )
-    return Lookup(ends, ActivationResult(license_id, token, reactivated=True), terms, version)
+    existing = ActivationResult(license_id, token, reactivated=True)
+    return Found(ends, trial_days, existing, terms, version)
 
 
 def _held(key: BatchKey, device_id: str) -> Forbidden:
@@ -330,12 +357,15 @@ def _held(key: BatchKey, device_id: str) -> Forbidden:
     )
 
 
-def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
-    """Why the seat UPDATE changed nothing: the key was revoked meanwhile, or the batch
-    is exhausted."""
-    purchased, activated = Batch.objects.values_list("units_purchased", "units_activated").get(
-        pk=key.batch_id
-    )
+def _seat_refused(key: BatchKey, device_id: str, trial: bool) -> Exception:
+    """Why the seat UPDATE changed nothing: the batch was converted meanwhile (or the
+    unit was signed for another trial state), the key was revoked meanwhile, or the
+    batch is exhausted."""
+    purchased, activated, trial_days = Batch.objects.values_list(
+        "units_purchased", "units_activated", "trial_days"
+    ).get(pk=key.batch_id)
+    if (trial_days is not None) != trial:
+        return _TrialStateChanged()
     if activated < purchased:
         return _key_revoked(key)
     return PaymentRequired(
@@ -345,12 +375,18 @@ def _seat_refused(key: BatchKey, device_id: str) -> Forbidden | PaymentRequired:
 
 
 def _unit_sign(
-    key: BatchKey, device_id: str, expires_at: dt.datetime | None, grants: list[AddOnGrant]
+    key: BatchKey,
+    device_id: str,
+    expires_at: dt.datetime | None,
+    trial_days: int | None,
+    grants: list[AddOnGrant],
 ) -> tuple[dt.datetime, str, dict[str, Any]]:
     """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
     carries the batch key's entitlements, caps and grace, whatever the catalogue says
-    today: the customer bought what the key says; and the add-ons ``grants`` of its
-    batch (``licensing.addons``).
+    today: the customer bought what the key says. A unit of a trial batch
+    (``trial_days``) ends ``trial_days`` after now, without grace, marked as a trial
+    (:mod:`licensing.trials`). It carries the add-ons ``grants`` of its batch
+    (``licensing.addons``).
 
     Done before the seat is taken, outside the transaction: a signer that is slow or
     unreachable (an HSM) then holds no lock on the batch row, and its failure leaves
@@ -358,6 +394,7 @@ def _unit_sign(
     now = clock.now()
     sold = with_addons(sold_part(key.claims), grants)
     lim = sold["lim"]
+    trial = trial_days is not None
     claims = license_claims(
         license_id=ids.license_id(),
         sku=key.sku,
@@ -365,12 +402,15 @@ def _unit_sign(
         device_id=device_id,
         activation=License.Activation.OPTIONAL,
         issued_at=now,
-        expires_at=expires_at,
+        expires_at=trials.trial_end(now.replace(microsecond=0), trial_days)
+        if trial
+        else expires_at,
         entitlements=sold["ent"],
         max_streams=lim["max_streams"],
         max_fps=lim["max_fps"],
         api_calls=lim["api_calls"],
-        grace_days=key.claims["grace_days"],
+        grace_days=trials.TRIAL_GRACE_DAYS if trial else key.claims["grace_days"],
+        trial=trial,
     )
     token, signed = keyring.sign_claims(claims)
     return now, token, signed
@@ -391,12 +431,14 @@ def _unit_rows(
     addons_version: int = 0,
     grants: tuple[AddOnGrant, ...] = (),
 ) -> list[tuple[type, dict[str, Any]]]:
-    """The rows of a new unit: its signed licence, its activation record, its event
-    (the outbox: reported only if it happened) and the charges of the add-ons it carries
+    """The rows of a new unit: its signed licence, its activation record, a trial's
+    use of its SKU by the device (:class:`~licensing.models.TrialUse`), its event (the
+    outbox: reported only if it happened) and the charges of the add-ons it carries
     (``licensing.addons``: for a transfer, beyond what its predecessors were charged),
     for ``config.rows``."""
     now, token, signed = signed_unit
     expires_at = dt.datetime.fromtimestamp(signed["exp"], dt.UTC) if signed["exp"] else None
+    trial = bool(signed.get(trials.TRIAL_CLAIM))
     license_row = dict(
         id=signed["lic"],
         kind=License.Kind.UNIT,
@@ -417,6 +459,7 @@ def _unit_rows(
         revoke_reason="",
         # Under a check-in lease its status, handed out with it, starts the lease.
         checked_in_at=now if leased else None,
+        trial=trial,
         addons_version=addons_version,
     )
     activation_row = dict(
@@ -431,6 +474,7 @@ def _unit_rows(
         transfer_of_id=transfer_of,
         # Seen by its activation: a column of the row written anyway, no statement more.
         last_seen_at=now,
+        trial=trial,
     )
     event = event_row(
         Event.Type.LICENSE_ACTIVATED,
@@ -444,8 +488,19 @@ def _unit_rows(
             "expires_at": signed["exp"],
             "units_remaining": units_remaining,
             "transfer": transfer_of is not None,
+            "trial": trial,
         },
     )
+    rows = [(License, license_row), (Activation, activation_row)]
+    if trial:
+        use = dict(
+            sku=key.sku,
+            device_id=device_id,
+            batch_id=key.batch_id,
+            license_id=signed["lic"],
+            used_at=now,
+        )
+        rows.append((TrialUse, use))
     charges = addons.charges_for(
         license_id=signed["lic"],
         grants=list(grants),
@@ -454,12 +509,7 @@ def _unit_rows(
         new=True,
         transfer_of=transfer_of,
     )
-    return [
-        (License, license_row),
-        (Activation, activation_row),
-        event,
-        *addons.charge_rows(charges),
-    ]
+    return [*rows, event, *addons.charge_rows(charges)]
 
 
 def _seat_and_unit(
@@ -470,10 +520,14 @@ def _seat_and_unit(
     a savepoint, so that losing a race for the device (IntegrityError) leaves the
     caller's transaction usable."""
     rows = _unit_rows(key, transfer_of=None, units_remaining=0, **unit)
+    trial = bool(unit["signed_unit"][2].get(trials.TRIAL_CLAIM))
     within = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
     with within:
         seat = insert_rows_after(
-            FRESH_SEAT_SQL, [key.batch_id, key.license_id], *rows, expressions=REMAINING_IN_EVENT
+            FRESH_SEAT_SQL,
+            [key.batch_id, key.license_id, trial],
+            *rows,
+            expressions=REMAINING_IN_EVENT,
         )
     if seat is None:
         return None
@@ -531,8 +585,51 @@ def unit_activate(
     now = clock.now()
     if key.claims["nbf"] > unix(now):
         raise Forbidden(f"batch key {key.license_id} is not valid before {key.claims['nbf']}")
+    unit = dict(
+        device_id=device_id,
+        fingerprint_source=fingerprint_source,
+        weak_binding=weak_binding,
+        sdk_version=sdk_version,
+        client_ip=client_ip,
+    )
+    try:
+        return _activate(key, now, positioned=positioned, **unit)
+    except _TrialStateChanged:
+        # Converted while this unit was signed as a trial: a batch converts once, so the
+        # second time the unit is signed as the paid unit it now is.
+        return _activate(key, now, positioned=positioned, **unit)
+
+
+def _trial_use(key: BatchKey, device_id: str) -> str | None:
+    """The batch on which ``device_id`` had its trial of the key's SKU, if it had one."""
+    return (
+        TrialUse.objects.filter(sku=key.sku, device_id=device_id)
+        .values_list("batch_id", flat=True)
+        .first()
+    )
+
+
+def _second_trial(key: BatchKey, device_id: str, used_on: str) -> trials.TrialUsed:
+    """The refusal of a device's second trial of a SKU, on the audit log (a camera
+    trying trial after trial is worth an operator's look)."""
+    refusal = trials.trial_used(
+        sku=key.sku, device_id=device_id, batch_id=key.batch_id, used_on=used_on
+    )
+    audit_refusal(
+        action="license.activate",
+        status=refusal.status_code,
+        target=f"device {device_id}",
+        detail={"batch_id": key.batch_id, "sku": key.sku, "trial_used_on": used_on},
+        message=refusal.detail,
+    )
+    return refusal
+
+
+def _activate(
+    key: BatchKey, now: dt.datetime, *, positioned: bool, device_id: str, **reported: Any
+) -> ActivationResult:
     found = _lookup(key, device_id, now)
-    expires_at, existing, terms = found.ends, found.existing, found.terms
+    existing, terms = found.existing, found.terms
     if existing is not None:
         result = _positioned(existing, device_id, terms) if positioned else existing
         # After the answer is built: no query when this process recorded the unit as
@@ -544,22 +641,24 @@ def unit_activate(
         # Units already on file keep re-activating (their status says suspended); a held
         # batch or customer takes no new seat, so nothing is billed while it is held.
         raise _held(key, device_id)
+    trial = found.trial_days is not None
+    if trial:
+        used_on = _trial_use(key, device_id)
+        if used_on is not None:
+            raise _second_trial(key, device_id, used_on)
     # The batch's add-ons (one query, only for a batch that ever had one).
     grants = addons.active_grants(license_id=key.license_id) if found.addons_version else []
-    signed_unit = _unit_sign(key, device_id, expires_at, grants)
+    signed_unit = _unit_sign(key, device_id, found.ends, found.trial_days, grants)
     position = None
     if positioned:
         position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id, terms=terms)
     unit = dict(
         device_id=device_id,
-        fingerprint_source=fingerprint_source,
-        weak_binding=weak_binding,
-        sdk_version=sdk_version,
-        client_ip=client_ip,
         signed_unit=signed_unit,
         leased=terms.days is not None,
         addons_version=found.addons_version,
         grants=tuple(grants),
+        **reported,
     )
     try:
         if connection.vendor == "postgresql":
@@ -568,20 +667,26 @@ def unit_activate(
                 return created
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(SEAT_SQL, [key.batch_id, key.license_id])
+                cursor.execute(SEAT_SQL, [key.batch_id, key.license_id, trial])
                 seat = cursor.fetchone()
             if seat is None:
-                raise _seat_refused(key, device_id)
+                raise _seat_refused(key, device_id, trial)
             # A seat an operator released (a dead camera's) goes to this device as a
             # transfer, not billed again; the batch row stays locked until commit.
             transfer_of = seats.released_seat_take(key.batch_id) if seat[1] else None
             insert_rows(*_unit_rows(key, transfer_of=transfer_of, units_remaining=seat[0], **unit))
     except IntegrityError:
         # Another request for this device won: no seat taken here, the winner's licence.
-        again = _lookup(key, device_id, now)
-        if again.existing is None:
+        # Or, on a trial batch, another request for this device's trial of the SKU on
+        # another batch won (the TrialUse row's unique key): refused as a second trial.
+        found = _lookup(key, device_id, now)
+        if found.existing is None:
+            used_on = _trial_use(key, device_id) if trial else None
+            if used_on is not None:
+                raise _second_trial(key, device_id, used_on) from None
             raise
-        return _positioned(again.existing, device_id, again.terms) if positioned else again.existing
+        existing = found.existing
+        return _positioned(existing, device_id, found.terms) if positioned else existing
     signed_at, token, signed = signed_unit
     seen.unit_seen_noted(license_id=signed["lic"], device_id=device_id, now=signed_at)
     return ActivationResult(

@@ -77,6 +77,7 @@ def license_claims(
     api_calls: int,
     grace_days: int,
     batch: dict[str, Any] | None = None,
+    trial: bool = False,
 ) -> dict[str, Any]:
     """The claims of a licence this authority issues (spec §2.1), for batch keys, direct
     licences and unit licences: :func:`svccore.claims.build_claims` with this server's
@@ -97,6 +98,7 @@ def license_claims(
         api_calls=api_calls,
         grace_days=grace_days,
         batch=batch,
+        trial=trial,
     )
 
 
@@ -131,14 +133,20 @@ def batch_issue(
     units: int,
     term_days: int | None = None,
     max_offline_days: int | None = None,
+    trial_days: int | None = None,
 ) -> Batch:
     """Sell ``units`` seats of ``sku``: a batch row plus its batch key (``dev`` = ``*``,
     ``act`` = ``required``). The unit price is fixed now from the volume tier.
     ``max_offline_days`` sets the units' check-in lease (None: the SKU's;
-    :mod:`licensing.leases`)."""
+    :mod:`licensing.leases`). ``trial_days`` makes it a trial batch (:mod:`licensing.trials`:
+    each unit's licence runs that many days from its activation, unbilled, until the batch
+    is converted); None: the SKU's trial days (a trial SKU), 0: sold, not a trial."""
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
-    _check_bounds(units=units, term_days=term_days, max_offline_days=max_offline_days)
+    _check_bounds(
+        units=units, term_days=term_days, max_offline_days=max_offline_days, trial_days=trial_days
+    )
+    trial = entry.trial_days if trial_days is None else trial_days or None
     term = entry.term_days if term_days is None else term_days
     now = clock.now().replace(microsecond=0)
     expires_at = _expiry(now, term)
@@ -177,6 +185,7 @@ def batch_issue(
         expires_at=expires_at,
         license=key,
         max_offline_days=max_offline_days,
+        trial_days=trial,
     )
 
 
@@ -283,9 +292,10 @@ def usable_until(lic: License) -> int:
 
     A unit licence runs as long as its batch: a renewal of the batch re-signs the unit
     to the batch's end when its device asks (``licensing.services.renewals``), so the unit's own
-    end may be behind the one its device already holds."""
+    end may be behind the one its device already holds. A unit on trial ends at its own end
+    (``licensing.trials``)."""
     expires_at = lic.expires_at
-    if lic.batch_id is not None and expires_at is not None:
+    if lic.batch_id is not None and expires_at is not None and not lic.trial:
         batch_end = Batch.objects.values_list("expires_at", flat=True).get(pk=lic.batch_id)
         expires_at = None if batch_end is None else max(expires_at, batch_end)
     if expires_at is None:

@@ -45,7 +45,7 @@ from devices.errors import BadSignature
 from devices.term import ACTIVE, GRACE
 from events.models import Event
 from events.services import event_emit
-from licensing import addons
+from licensing import addons, trials
 from licensing.held import license_held
 from licensing.models import (
     Activation,
@@ -200,6 +200,11 @@ def _renew(
         raise Conflict(
             f"{what} cannot be renewed: its licence {lic.id} was revoked at "
             f"{utc_time(lic.revoked_at)} ({lic.revoke_reason or 'no reason given'})"
+        )
+    if batch is not None and batch.is_trial:
+        raise InvalidInput(
+            f"{what} is a trial ({batch.trial_days} days per camera from its activation): "
+            "a trial is not renewed; convert it to paid (its cameras then run the paid term)"
         )
     if lic.expires_at is None:
         raise InvalidInput(f"{what} is perpetual: it never ends, so there is nothing to renew")
@@ -457,6 +462,8 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
         batch_end = None
     # A unit whose batch's add-ons changed since its token was signed (issue 42).
     addons_stale = kind == License.Kind.UNIT and held.addons_version != held.batch_addons_version
+    # A unit on trial ends at its own end, not its batch's (licensing.trials).
+    batch_end = trials.batch_end_for_unit(unit_trial=held.trial, batch_expires_at=batch_end)
     if rekey or addons_stale or (batch_end is not None and batch_end != expires_at):
         current = unit_token_current(
             license_id=license_id,

@@ -146,6 +146,14 @@ def seat_release(
         )
     # The batch row first: every seat change on this batch waits here in turn.
     batch = Batch.objects.select_for_update().get(pk=lic.batch_id)
+    if batch.is_trial:
+        # A released seat is one already paid for (its next activation is not billed):
+        # a trial seat never was, so it is not released (licensing.trials).
+        raise Conflict(
+            f"batch {batch.id} is a trial: the seat of {lic.device_id} was never paid for, so "
+            "it cannot be released for another camera; revoke the licence if the camera must "
+            "stop, or convert the batch first"
+        )
     policy = ReleasePolicy.configured()
     now = clock.now()
     count, times = _window_count(batch, policy, now)

@@ -34,6 +34,7 @@ ORDER = (
     "addon-add",
     "addon-remove",
     "addons",
+    "convert-trial",
     "expiring",
     "fleet",
     "batch-status",

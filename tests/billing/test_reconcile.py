@@ -61,7 +61,7 @@ def test_reconcile_prints_stored_billed_waiting_and_unbillable(ledger):
     named = f"{ledger.name} ({ledger.id})"  # the customer by name and id
     row = next(line for line in lines if line.startswith(named))
     expected = ["API-METERED", "52,000", "40,000", "5,000", "7,000", "2", "1", "1", "1", "0"]
-    assert row.removeprefix(named).split() == [*expected, "0", "0", "0", "0"]
+    assert row.removeprefix(named).split() == [*expected, "0", "0", "0", "0", "0", "0", "0"]
     # Every number ends where its heading ends, whatever the width of the ids and names.
     header = lines[1]
     assert header.index("stored") + len("stored") == row.index("52,000") + len("52,000")

@@ -271,6 +271,8 @@ def test_batch_status_shows_seat_accounting(admin_api, device_api, make_batch):
         "units_remaining": 3,
         "expires_at": int(batch.expires_at.timestamp()),
         "max_offline_days": None,  # no check-in lease (issue 42): the SKU's, none
+        "trial_days": None,  # sold paid, never a trial (issue 42)
+        "trial_converted_at": None,
     }
     assert admin_api.get("/v1/admin/batches/B-2026-NOPE").status_code == 404
 

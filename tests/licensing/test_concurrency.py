@@ -107,3 +107,36 @@ def test_racing_replacements_take_each_released_seat_exactly_once(live_service, 
     transfers = Activation.objects.filter(batch=batch, transfer_of__isnull=False)
     assert transfers.count() == 2
     assert len({t.transfer_of_id for t in transfers}) == 2
+
+
+def test_one_device_racing_for_two_trials_of_a_sku_gets_one(live_service, customer):
+    """Issue 42: 12 concurrent activations of one camera, 6 on each of two trial batches
+    of one SKU: one trial, re-activations on its batch, TRIAL_USED on the other; one seat
+    taken in all (the TrialUse row's unique key decides a race the check before it lost)."""
+    from licensing.models import TrialUse
+    from licensing.services import batch_issue
+
+    first, second = (
+        batch_issue(customer_id=customer.id, sku="VISION-PRO", units=5, trial_days=14)
+        for _ in range(2)
+    )
+    bodies = [
+        {"batch_token": batch.license.token, "device_id": "cam-greedy"}
+        for batch in (first, second)
+        for _ in range(6)
+    ]
+    results = _race(live_service, bodies)
+    (use,) = TrialUse.objects.filter(device_id="cam-greedy")
+    won, lost = (first, second) if use.batch_id == first.id else (second, first)
+    on = {True: [], False: []}
+    for body, (status, answer) in zip(bodies, results, strict=True):
+        on[body["batch_token"] == won.license.token].append((status, answer))
+    assert [status for status, _ in on[True]] == [200] * 6, on[True]
+    assert sum(1 for _, answer in on[True] if not answer["reactivated"]) == 1
+    assert [(status, answer.get("code")) for status, answer in on[False]] == [
+        (409, "TRIAL_USED")
+    ] * 6, on[False]
+    for batch, taken in ((won, 1), (lost, 0)):
+        batch.refresh_from_db()
+        assert batch.units_activated == taken
+        assert Activation.objects.filter(batch=batch).count() == taken

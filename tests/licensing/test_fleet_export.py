@@ -70,6 +70,8 @@ def test_export_lists_every_unit_once_in_fleet_order(admin_api, fleet, make_batc
         "max_offline_days": "",  # no check-in lease (issue 42)
         "lease_end": "",
         "suspended": "0",
+        "trial": "0",  # not on trial (issue 42)
+        "trial_ends_at": "",
     }
     # Without filters: the whole fleet, the other batch's unit first (the newest).
     everything, _ = export(admin_api)

@@ -35,6 +35,7 @@ from licensing.services import (
     license_issue,
     license_register,
     license_revoke,
+    trial_convert,
 )
 from licensing.services.seats import seat_release
 from tests.conftest import tool_missing
@@ -170,8 +171,9 @@ def _ham(n: int) -> str:
 
 def _seed(url: str) -> dict[str, str]:
     """Three customers, batches with activations and usage, a weakly bound camera whose
-    licence was revoked, a released seat, direct licences, an invoice and its credit
-    note, and audit entries with long details."""
+    licence was revoked, a released seat, direct licences, a trial batch with cameras on
+    trial and a trial bought, an invoice and its credit note, and audit entries with long
+    details."""
     # Generated ids (CUST- and 16 characters) and names as long as real companies'.
     nordlicht = customer_create(
         name="Nordlicht Sicherheitstechnik und Videoanalyse GmbH & Co. KG",
@@ -196,6 +198,15 @@ def _seed(url: str) -> dict[str, str]:
     for n in range(4):
         _camera(url, port.license.token, f"rtm-quay-{n:02d}", weak=n == 0, inferences=25_000)
     _camera(url, small.license.token, "acme-demo-1", weak=False, inferences=800)
+    # Trials (issue 42): Nordlicht evaluates Vision Pro on three cameras of a new site;
+    # Acme trialled Detect on its yard camera and bought it.
+    trial = batch_issue(customer_id=nordlicht.id, sku="VISION-PRO", units=12, trial_days=30)
+    for n in range(3):
+        _camera(url, trial.license.token, f"nl-kiel-pier-{n:02d}-5e2a", weak=False,
+                inferences=1_200 * n)  # fmt: skip
+    bought = batch_issue(customer_id=acme.id, sku="DETECT-STD", units=5, trial_days=14)
+    _camera(url, bought.license.token, "acme-yard-0007", weak=False, inferences=300)
+    trial_convert(batch_id=bought.id)
     revoked = Activation.objects.get(device_id=_ham(1))
     license_revoke(license_id=revoked.license_id, reason="MAC address cloned on a second camera")
     license_revoke(license_id=small.license_id, reason="order cancelled by the customer")
@@ -245,6 +256,7 @@ def _seed(url: str) -> dict[str, str]:
         "webhook": hook.pk,
         "customer": nordlicht.id,
         "batch": vision.id,
+        "trial_batch": trial.id,
         "revoked_licence": revoked.license_id,
         "direct_licence": direct.id,
         "invoice": str(invoice.pk),

@@ -57,6 +57,7 @@ ACTIONS = {
     ("batch", "remove_addon_batches"): "issue_licences",
     ("license", "add_addon_licenses"): "issue_licences",
     ("license", "remove_addon_licenses"): "issue_licences",
+    ("batch", "convert_trial_batches"): "issue_licences",
     ("activation", "revoke_units"): "revoke_licences",
     ("activation", "release_seats"): "release_seats",
     ("signingkey", "retire_keys"): "manage_signing_keys",

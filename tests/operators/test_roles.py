@@ -33,6 +33,9 @@ MATRIX = {
     ("v1/admin/batches/<id:batch_id>/addons", "GET"): "view_service",
     ("v1/admin/batches/<id:batch_id>/addons", "POST"): "issue_licences",
     ("v1/admin/batches/<id:batch_id>/addons/<id:addon>", "DELETE"): "issue_licences",
+    # Converting a trial batch sells its units (issue 42), as issuing a batch does.
+    ("v1/admin/batches/<id:batch_id>/convert", "POST"): "issue_licences",
+    ("v1/admin/batches/<id:batch_id>/convert/quote", "POST"): "issue_licences",
     ("v1/admin/licenses", "POST"): "issue_licences",
     ("v1/admin/licenses/<id:license_id>/addons", "GET"): "view_service",
     ("v1/admin/licenses/<id:license_id>/addons", "POST"): "issue_licences",

@@ -538,7 +538,7 @@ def test_svcctl_invoice_csv_is_the_servers_finance_format(customer, make_batch, 
 ONLINE = ["customer", "invite", "portal-users", "withdraw-invitation", "customer-keys"]
 ONLINE += ["revoke-customer-key", "batch", "license", "revoke", "suspend", "reinstate"]
 ONLINE += ["release"]
-ONLINE += ["renew", "addon-add", "addon-remove", "addons", "expiring", "fleet"]
+ONLINE += ["renew", "addon-add", "addon-remove", "addons", "convert-trial", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "offline-activate", "offline-usage"]
 ONLINE += ["invoice", "invoices", "invoice-show", "invoice-download", "credit-note"]
 ONLINE += ["catalogue", "webhooks", "events", "register"]

@@ -32,6 +32,7 @@ def portal_routes() -> list:
 # Each portal page taking an id; with the other customer's id, 404.
 WITH_IDS = {
     "portal-batch": ("GET", "batch_id"),
+    "portal-batch-buy": ("POST", "batch_id"),
     "portal-document": ("GET", "number"),
     "portal-document-pdf": ("GET", "number"),
     "portal-document-xml": ("GET", "number"),

@@ -11,8 +11,8 @@ from customers.models import Customer
 
 _COLUMNS = (
     "customer", "SKU", "stored", "billed", "waiting", "unbillable", "activ. stored",
-    "billed", "direct stored", "billed", "transfers", "renewed units", "billed",
-    "add-on days", "billed",
+    "billed", "direct stored", "billed", "transfers", "renewed units", "billed", "trials",
+    "converted units", "billed", "add-on days", "billed",
 )  # fmt: skip
 _TEXT_COLUMNS = 2  # customer and SKU, left-aligned; the numbers right-aligned
 
@@ -37,8 +37,8 @@ class Command(BaseCommand):
     help = (
         "Reconcile the billing ledger: per customer and SKU, inferences stored, billed, "
         "waiting for the next invoice and unbillable (dated after today), and "
-        "activations, direct licences, renewed units and add-on days stored vs billed. "
-        "Exits 1 when "
+        "activations, direct licences, renewed and converted trial units and add-on days "
+        "stored vs billed (trial activations apart: a conversion bills them). Exits 1 when "
         "any record or event is billed twice, any invoice's quantities do not match its "
         "records, or any daily rollup differs from the usage records it sums (months not "
         "pruned). "
@@ -52,7 +52,8 @@ class Command(BaseCommand):
             "--deep",
             action="store_true",
             help="also compare the activation rollups with the activations, rate every "
-            "invoice again, and check every renewal against its term, audit entry and invoice",
+            "invoice again, and check every renewal against its term, audit entry and invoice "
+            "and every trial conversion against its units, audit entry and invoice",
         )
 
     def handle(self, *args, customer: str | None, deep: bool, **options):
@@ -82,6 +83,9 @@ class Command(BaseCommand):
                     row.transfers,
                     row.renewal_units,
                     row.renewal_units_billed,
+                    row.trials,
+                    row.conversion_units,
+                    row.conversion_units_billed,
                     row.addon_days,
                     row.addon_days_billed,
                 ]
