@@ -416,7 +416,6 @@ def test_a_trial_unit_re_signed_for_a_new_key_stays_a_trial_to_its_own_end(custo
         license_id=lic.id,
         token=lic.token,
         token_sha256=lic.token_sha256,
-        claims=None,
         expires_at=lic.expires_at,
         batch_expires_at=None,  # what a unit on trial follows (licensing.trials)
         rekey=True,
