@@ -644,6 +644,16 @@ def _activate(
     trial = found.trial_days is not None
     if trial:
         used_on = _trial_use(key, device_id)
+        if used_on == key.batch_id:
+            # This device's trial on this very batch, committed by a concurrent request
+            # since the lookup: not a second trial but a re-activation of that unit.
+            again = _lookup(key, device_id, now)
+            if again.existing is not None:
+                return (
+                    _positioned(again.existing, device_id, again.terms)
+                    if positioned
+                    else (again.existing)
+                )
         if used_on is not None:
             raise _second_trial(key, device_id, used_on)
     # The batch's add-ons (one query, only for a batch that ever had one).

@@ -99,7 +99,10 @@ def test_finance_preview_issue_pdf_credit_note_and_reissue(
             assert f"Invoice {first.number} issued" in page.inner_text(".messagelist")
             document = page.inner_text(".svc-document")
             assert "Hafenstraße 1" in document and "DE298765432" in document
-            assert "Total due 270.00 EUR" in " ".join(document.split())
+            # Net 270.00, German VAT on top (a customer with no country is the seller's).
+            words = " ".join(document.split())
+            assert "Net total 270.00 EUR" in words and "VAT 19" in words
+            assert "Total due 321.30 EUR" in words
 
             # The PDF, as the customer gets it.
             with page.expect_download() as download:
@@ -109,7 +112,7 @@ def test_finance_preview_issue_pdf_credit_note_and_reissue(
             text = (
                 pypdf.PdfReader(io.BytesIO(open(pdf.path(), "rb").read())).pages[0].extract_text()
             )
-            assert f"Invoice {first.number}" in text and "Total due 270.00 EUR" in text
+            assert f"Invoice {first.number}" in text and "Total due 321.30 EUR" in text
 
             # Credit it: the confirmation shows what is reversed.
             page.click("#document-credit")
