@@ -33,6 +33,7 @@ import datetime as dt
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, Sum, Value, When
@@ -268,67 +269,77 @@ def _event_problems(scope: Q) -> list[str]:
     )
 
 
-def _conversion_problems(scope: Q) -> list[str]:
-    """Trial conversions whose entries sum to neither 0 (waiting) nor their units
-    (billed once)."""
+def _billed_once_problems(
+    scope: Q,
+    *,
+    kind: str,
+    key: str,
+    model: Any,
+    quantity: str,
+    extra: tuple[str, ...] = (),
+    describe: Any,
+    what: str,
+) -> list[str]:
+    """Events the ledger attributes as themselves, by id (renewals, trial conversions,
+    add-on charges): those whose entries sum to neither 0 (waiting) nor the event's
+    ``quantity`` (billed once). ``describe(id, row, billed)`` words one, ``row`` being
+    its (quantity, *extra) or None when it is not on file."""
     billed = dict(
-        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.TRIAL_CONVERSION)
-        .values("conversion_id")
+        LedgerEntry.objects.filter(scope, kind=kind)
+        .values(key)
         .annotate(n=Sum("quantity"))
         .exclude(n=0)
-        .values_list("conversion_id", "n")
+        .values_list(key, "n")
     )
-    found = TrialConversion.objects.filter(pk__in=billed).values_list("id", "batch_id", "units")
-    units = {cid: (batch_id, n) for cid, batch_id, n in found}
-    wrong = sorted(cid for cid, n in billed.items() if n != units.get(cid, ("", None))[1])
-    return limited(
-        [
-            f"trial conversion {cid} of batch {units.get(cid, ('not on file', None))[0]} "
-            f"({units.get(cid, ('', 'not on file'))[1]} units) is billed {billed[cid]} units"
-            for cid in wrong
-        ],
-        "trial conversions",
-    )
+    on_file = {
+        pk: row
+        for pk, *row in model.objects.filter(pk__in=billed).values_list("id", quantity, *extra)
+    }
+    wrong = sorted(pk for pk, n in billed.items() if n != on_file.get(pk, [None])[0])
+    return limited([describe(pk, on_file.get(pk), billed[pk]) for pk in wrong], what)
+
+
+def _on_file(row: list | None, index: int = 0) -> Any:
+    return row[index] if row is not None else "not on file"
 
 
 def _renewal_problems(scope: Q) -> list[str]:
-    """Renewals whose entries sum to neither 0 (waiting) nor their units (billed once)."""
-    billed = dict(
-        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.RENEWAL)
-        .values("renewal_id")
-        .annotate(n=Sum("quantity"))
-        .exclude(n=0)
-        .values_list("renewal_id", "n")
+    return _billed_once_problems(
+        scope,
+        kind=LedgerEntry.Kind.RENEWAL,
+        key="renewal_id",
+        model=Renewal,
+        quantity="units",
+        describe=lambda pk, row, n: f"renewal {pk} ({_on_file(row)} units) is billed {n} units",
+        what="renewals",
     )
-    units = dict(Renewal.objects.filter(pk__in=billed).values_list("id", "units"))
-    wrong = sorted(rid for rid, n in billed.items() if n != units.get(rid))
-    return limited(
-        [
-            f"renewal {rid} ({units.get(rid, 'not on file')} units) is billed {billed[rid]} units"
-            for rid in wrong
-        ],
-        "renewals",
+
+
+def _conversion_problems(scope: Q) -> list[str]:
+    return _billed_once_problems(
+        scope,
+        kind=LedgerEntry.Kind.TRIAL_CONVERSION,
+        key="conversion_id",
+        model=TrialConversion,
+        quantity="units",
+        extra=("batch_id",),
+        describe=lambda pk, row, n: (
+            f"trial conversion {pk} of batch {_on_file(row, 1)} ({_on_file(row)} units) "
+            f"is billed {n} units"
+        ),
+        what="trial conversions",
     )
 
 
 def _addon_problems(scope: Q) -> list[str]:
-    """Add-on charges whose entries sum to neither 0 (waiting) nor their days (billed
-    once)."""
-    billed = dict(
-        LedgerEntry.objects.filter(scope, kind=LedgerEntry.Kind.ADDON)
-        .values("addon_charge_id")
-        .annotate(n=Sum("quantity"))
-        .exclude(n=0)
-        .values_list("addon_charge_id", "n")
-    )
-    charged = dict(AddOnCharge.objects.filter(pk__in=billed).values_list("id", "quantity"))
-    wrong = sorted(cid for cid, n in billed.items() if n != charged.get(cid))
-    return limited(
-        [
-            f"add-on charge {cid} ({charged.get(cid, 'not on file')} days) is billed {billed[cid]}"
-            for cid in wrong
-        ],
-        "add-on charges",
+    return _billed_once_problems(
+        scope,
+        kind=LedgerEntry.Kind.ADDON,
+        key="addon_charge_id",
+        model=AddOnCharge,
+        quantity="quantity",
+        describe=lambda pk, row, n: f"add-on charge {pk} ({_on_file(row)} days) is billed {n}",
+        what="add-on charges",
     )
 
 
