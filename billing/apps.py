@@ -6,6 +6,7 @@ class BillingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Imported for what they register: the schema of billing's query fields, and
-        # billing's part of the event scan (events.scan).
-        from billing import scan, schemas  # noqa: F401
+        # Imported for what they register: the schema of billing's query fields,
+        # billing's part of the event scan (events.scan) and the deployment check of the
+        # seller.
+        from billing import checks, scan, schemas  # noqa: F401

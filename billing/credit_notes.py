@@ -24,6 +24,7 @@ from billing.document_writes import (
     next_number,
     store_lines,
 )
+from billing.documents import require_seller
 from billing.models import Invoice, InvoiceUsage
 from config.drafts import drafted
 from config.errors import Conflict, InvalidInput, NotFound
@@ -40,6 +41,7 @@ def credit_note_issue(*, number: str, reason: str, now: dt.datetime | None = Non
     """Reverse issued invoice ``number`` with a credit note ``CN-<year>-<seq>`` (its own
     gapless series): the same lines with negated quantities and amounts, and every event
     the invoice billed back to waiting for the customer's next invoice."""
+    require_seller()
     reason = reason.strip() if isinstance(reason, str) else ""
     if not reason:
         raise InvalidInput("a credit note needs a reason (--reason), for the customer and audit")

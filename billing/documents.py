@@ -20,6 +20,8 @@ from django.template.loader import render_to_string
 
 from billing.models import Invoice, InvoiceLine, VatCategory
 from config.admin.display import amount, money, quantity
+from config.errors import Conflict
+from config.seller import missing_message
 
 _KINDS = dict(InvoiceLine.Kind.choices)
 
@@ -39,6 +41,17 @@ def due_date(document: Invoice) -> dt.datetime | None:
     if document.kind != Invoice.Kind.INVOICE:
         return None
     return document.issued_at + dt.timedelta(days=settings.SVC_PAYMENT_TERMS_DAYS)
+
+
+class SellerNotSet(Conflict):
+    """A node without ``SVC_SELLER_*`` was asked to issue or print a document."""
+
+
+def require_seller() -> None:
+    """Refuse (409, naming the variables) when the seller is not set: a document that
+    asks to be paid names who is paid (:mod:`config.seller`)."""
+    if settings.SVC_SELLER_MISSING:
+        raise SellerNotSet(missing_message(settings.SVC_SELLER_MISSING))
 
 
 def seller_block() -> dict[str, Any]:
@@ -64,6 +77,7 @@ def seller_block() -> dict[str, Any]:
 def document_context(document: Invoice) -> dict[str, Any]:
     """What the template shows of ``document`` (with its customer, lines and, on a credit
     note, the invoice it credits), every value already formatted."""
+    require_seller()
     currency = document.currency
     customer = document.customer
     credit_note = document.kind == Invoice.Kind.CREDIT_NOTE

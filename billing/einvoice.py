@@ -25,7 +25,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from billing.documents import due_date
+from billing.documents import due_date, require_seller
 from billing.models import Invoice, InvoiceLine, VatCategory
 from config.errors import Conflict
 from svccore.money import exact, minor_units
@@ -132,6 +132,7 @@ def _amount(value: Decimal, currency: str, what: str, number: str) -> str:
 
 def e_document(document: Invoice) -> EDocument:
     """The document's facts as both syntaxes write them (see the module docstring)."""
+    require_seller()
     credit_note = document.kind == Invoice.Kind.CREDIT_NOTE
     sign = -1 if credit_note else 1
     currency, number = document.currency, document.number

@@ -25,6 +25,7 @@ from billing.document_writes import (
     next_number,
     store_lines,
 )
+from billing.documents import require_seller
 from billing.limits import start_of_day
 from billing.models import Invoice, InvoiceUsage, UsageDaily
 from billing.periods import (
@@ -140,8 +141,9 @@ def invoice_issue(
     not after the last invoice's end (InvoiceAlreadyIssued), a scheduled period not yet
     due (InvoiceNotDue), a zero total (NothingToInvoice; the events keep waiting), a
     total other than ``expected_total`` when given (TotalChanged: what the operator
-    confirmed is what is issued, or nothing).
+    confirmed is what is issued, or nothing); no seller set (SellerNotSet).
     """
+    require_seller()
     now = now or limits.now()
     period_days = rating.check_period_days(period_days)
     customer = locked_customer(customer_id)

@@ -15,6 +15,7 @@ management commands import from.
 from __future__ import annotations
 
 from billing.credit_notes import AlreadyCredited, credit_note_draft, credit_note_issue
+from billing.documents import SellerNotSet
 from billing.ingestion import usage_ingest
 from billing.issuing import (
     NothingToInvoice,
@@ -34,6 +35,7 @@ __all__ = [
     "InvoiceNotDue",
     "NothingToInvoice",
     "PeriodNotOver",
+    "SellerNotSet",
     "TotalChanged",
     "credit_note_draft",
     "credit_note_issue",

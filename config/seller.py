@@ -3,9 +3,13 @@ VAT id, registration, bank account and contact, read from ``SVC_SELLER_*`` by
 :mod:`config.settings`.
 
 Production start-up refuses a seller that is incomplete or malformed, naming every
-variable at fault at once; with ``SVC_DEBUG=1`` what is missing stays empty (``make run``
-writes an obvious demo seller to ``var/dev.env``, :data:`DEMO`). IBAN, BIC and the VAT id
-are checked with python-stdnum (check digits, not only the shape).
+variable at fault at once. A node with no seller at all starts (a device-facing node, a
+benchmark, a fresh install before finance has filled it in) and says so in its log and in
+``manage.py check --deploy``; it issues, credits and prints no invoice until the seller is
+set (:func:`billing.documents.require_seller` names the variables). With ``SVC_DEBUG=1``
+an incomplete seller starts too (``make run`` writes an obvious demo seller to
+``var/dev.env``, :data:`DEMO`). IBAN, BIC and the VAT id are checked with python-stdnum
+(check digits, not only the shape).
 """
 
 from __future__ import annotations
@@ -68,13 +72,12 @@ def seller_settings(*, debug: bool) -> dict[str, object]:
     names all of them: "SVC_SELLER_IBAN: ... ; SVC_SELLER_CITY is not set"."""
     raw = {name: os.environ.get(name, "").strip() for name in REQUIRED + OPTIONAL}
     problems: list[str] = []
-    if not debug:
-        missing = [name for name in REQUIRED if not raw[name]]
-        if missing:
-            problems.append(
-                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: every "
-                "invoice names its seller (docs/configuration.md, Seller)"
-            )
+    missing = [name for name in REQUIRED if not raw[name]]
+    if not debug and 0 < len(missing) < len(REQUIRED):
+        problems.append(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: every "
+            "invoice names its seller (docs/configuration.md, Seller)"
+        )
     country = raw["SVC_SELLER_COUNTRY"].upper()
     if country and not re.fullmatch(r"[A-Z]{2}", country):
         problems.append(f"SVC_SELLER_COUNTRY must be an ISO 3166 alpha-2 code, not {country!r}")
@@ -107,4 +110,14 @@ def seller_settings(*, debug: bool) -> dict[str, object]:
         "SVC_SELLER_BIC": code,
         "SVC_SELLER_EMAIL": email,
         "SVC_SELLER_PHONE": raw["SVC_SELLER_PHONE"],
+        # What no document can be issued or printed without (billing.documents).
+        "SVC_SELLER_MISSING": tuple(missing),
     }
+
+
+def missing_message(missing: tuple[str, ...]) -> str:
+    """What a node without a seller says, at start-up and when asked for a document."""
+    return (
+        f"the seller is not set ({', '.join(missing)}): no invoice or credit note is "
+        "issued or printed until it is (docs/configuration.md, Seller)"
+    )

@@ -16,6 +16,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 application = get_wsgi_application()
 
+from django.conf import settings  # noqa: E402
+
+from config.seller import missing_message  # noqa: E402
 from operators.selectors import shared_key_warning  # noqa: E402 - after setup
 from signing.keyring import active_key_problem, signing_key  # noqa: E402
 
@@ -35,3 +38,5 @@ except Exception:  # noqa: BLE001 - the database may be down at start-up
     _shared_key = ""
 if _shared_key:
     logging.getLogger("operators").warning(_shared_key)
+if settings.SVC_SELLER_MISSING:
+    logging.getLogger("billing").warning(missing_message(settings.SVC_SELLER_MISSING))

@@ -106,8 +106,9 @@ SLOW_MODULES = frozenset(
 )
 SERVER_FIXTURES = frozenset({"live_service", "live_server", "private_redis"})
 # The slow modules that take longest (CI's durations, 2026-11-28: the API fuzz 236 s on
-# PostgreSQL, the browser walk 66 s, the commit-order test 48 s, ...), run first, so that
-# the other workers share the rest meanwhile.
+# PostgreSQL, now two tests over halves of the operations; the browser walk 66 s, the
+# commit-order test 48 s, ...), run first, so that the other workers share the rest
+# meanwhile (dealt to the workers in turn: _Lanes).
 LONGEST_FIRST = (
     "tests/test_fuzz_api.py",
     "tests/test_browser_walk.py",
@@ -195,6 +196,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+class _Lanes:
+    """Deals the ordered tests round-robin to the workers of a ``--dist worksteal`` run.
+
+    worksteal hands each worker a contiguous share of the list, so the longest tests,
+    first in the order, would all start on one worker; dealt (the first to worker 0, the
+    second to worker 1, ...) each worker starts with its own longest. The two halves of
+    the API fuzz run side by side this way. Runs after ``-m`` has deselected."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]):
+        workers = getattr(config, "workerinput", {}).get("workercount", 1)
+        if workers < 2 or config.getoption("dist", "no") != "worksteal":
+            return
+        items[:] = [item for lane in range(workers) for item in items[lane::workers]]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Lanes(), "svc-lanes")
 
 
 @pytest.fixture(autouse=True)
