@@ -152,7 +152,7 @@ def _unit_rows(conn, *, first: int, count: int, batches: list[str], since: str, 
             SELECT n, (%(batches)s::text[])[1 + n %% cardinality(%(batches)s::text[])] AS batch_id,
                 now() - %(since)s::interval
                     + %(span)s::interval * ((n - %(first)s)::float8 / %(count)s) AS at
-            FROM generate_series(%(low)s, %(high)s) n
+            FROM generate_series(%(low)s::bigint, %(high)s::bigint) n
         """
         conn.execute(
             f"""

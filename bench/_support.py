@@ -31,6 +31,7 @@ def recreate_database(pg: str, name: str, *, create: bool = True) -> None:
 def configure_django(tmp: Path, pg: str, name: str) -> None:
     """Point this process's settings at database ``name`` with a new signing key in
     ``tmp``, migrate it, and set Django up."""
+    from config.seller import DEMO
     from svccore.keyfile import write_private_key
 
     key = tmp / "signing-key.pem"
@@ -46,6 +47,8 @@ def configure_django(tmp: Path, pg: str, name: str) -> None:
         SVC_ENV_FILE="",  # never the development server's var/dev.env
         DJANGO_SETTINGS_MODULE="config.settings",
     )
+    for name_, value in DEMO.items():  # benchmarks issue invoices: the demo seller
+        os.environ.setdefault(name_, value)
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=REPO, check=True
     )

@@ -253,15 +253,30 @@ def time_reads(port: int, found: list[Read], headers: dict[str, dict[str, str]])
 _client = None
 
 
+def _verified_client(user):
+    """A test client logged in as ``user`` with a verified second factor, as an operator
+    is after the TOTP step (production requires one, SVC_REQUIRE_2FA)."""
+    from django.test import Client
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(user)
+    device = TOTPDevice.objects.filter(user=user, confirmed=True).first()
+    if device is None:
+        device = TOTPDevice.objects.create(user=user, name="bench", confirmed=True)
+    session = client.session
+    session["otp_device_id"] = device.persistent_id
+    session.save()
+    return client
+
+
 def _queries_of(path: str, capture, connection) -> int:
     """The queries the page runs, counted in this process (same code, same database)."""
     global _client
     from django.contrib.auth import get_user_model
-    from django.test import Client
 
     if _client is None:
-        _client = Client(HTTP_HOST="127.0.0.1")
-        _client.force_login(get_user_model().objects.get(username="bench"))
+        _client = _verified_client(get_user_model().objects.get(username="bench"))
     with capture(connection) as queries:
         _client.get(path)
     return len(queries)
@@ -391,7 +406,6 @@ def main() -> int:
                 print(f"loaded in {seconds / 60:.1f} min", flush=True)
             from django.conf import settings
             from django.contrib.auth import get_user_model
-            from django.test import Client
 
             from licensing.models import Activation
 
@@ -399,8 +413,7 @@ def main() -> int:
             user = user_model.objects.filter(username="bench").first()
             if user is None:
                 user = user_model.objects.create_superuser("bench", "bench@example.com", None)
-            client = Client(HTTP_HOST="127.0.0.1")
-            client.force_login(user)
+            client = _verified_client(user)
             cookie = f"sessionid={client.cookies['sessionid'].value}"
             env = dict(os.environ, CACHE_URL=cache_url)
             port = _support.free_port()
