@@ -97,7 +97,7 @@ class Pair:
             f"port = {primary.port}\nlisten_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = '{self.home}'\nwal_level = replica\n"
             "max_wal_senders = 4\nfsync = off\nfull_page_writes = off\n"
-            "synchronous_commit = off\nshared_buffers = 32MB\nmax_connections = 60\n"
+            "shared_buffers = 32MB\nmax_connections = 60\n"
         )
         _append(primary.data / "postgresql.conf", settings)
         self._start(primary)
@@ -118,12 +118,13 @@ class Pair:
                 raise RuntimeError(f"the replica does not stream:\n{self.replica.log.read_text()}")
             time.sleep(0.05)
 
-    def await_replayed(self, timeout: float = 30) -> None:
-        """Until the replica has replayed everything the primary has written so far."""
+    def await_replayed(self, timeout: float = 30, what: str = "replay") -> None:
+        """Until the replica has replayed (or, ``what="receive"``, received) everything
+        the primary has written so far."""
         target = self.primary.value("SELECT pg_current_wal_lsn()::text")
         deadline = time.monotonic() + timeout
         while not self.replica.value(
-            "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,)
+            f"SELECT pg_last_wal_{what}_lsn() >= %s::pg_lsn", (target,)
         ):  # fmt: skip
             if time.monotonic() > deadline:
                 raise RuntimeError("the replica did not replay the primary's writes")

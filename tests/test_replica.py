@@ -12,11 +12,13 @@ PostgreSQL only: the copy of the migrated test database is a PostgreSQL dump.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import signal
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -32,7 +34,10 @@ from tests.conftest import start_gunicorn, stop_gunicorn
 from tests.conftest import test_database_url as shared_database_url
 from tests.pgcluster import Pair
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+# The test database is only copied (at the module's start): the tests write to the
+# pair's primary, through the server, so nothing of theirs is there to flush.
+pytestmark = [pytest.mark.live, pytest.mark.django_db]
+_CUSTOMERS = itertools.count(1)
 MAX_LAG = 5  # SVC_REPLICA_MAX_LAG_SECONDS of the server under test
 HOUR = 3600.0
 
@@ -49,8 +54,10 @@ def replicated(django_db_setup, django_db_blocker, signing_key_file, tmp_path_fa
     logs = tmp_path_factory.mktemp("replica")
     pair = Pair()
     live = None
+    started = time.monotonic()
     try:
         pair.start(source)
+        print(f"\nprimary and replica up in {time.monotonic() - started:.1f} s")
         clock_file = logs / "server-clock"
         clock.shift_to(clock_file, 0)
         live = start_gunicorn(
@@ -63,11 +70,15 @@ def replicated(django_db_setup, django_db_blocker, signing_key_file, tmp_path_fa
             SVC_DB_CONN_MAX_AGE="60",  # production's: held connections to both
             SVC_LIST_HEAD_SECONDS="0",
         )
+        print(f"server up in {time.monotonic() - started:.1f} s")
         yield pair, live, clock_file
     finally:
+        started = time.monotonic()
         if live is not None:
             stop_gunicorn(live)
+        print(f"\nserver stopped in {time.monotonic() - started:.1f} s")
         pair.stop()
+        print(f"pair stopped in {time.monotonic() - started:.1f} s")
 
 
 def _get(live, path: str, headers: dict | None = None) -> tuple[int, bytes]:
@@ -118,10 +129,11 @@ def _admin(live, path: str, body: dict) -> dict:
 
 
 def _batch(live, units: int = 50) -> dict:
+    name = f"Replica Test {next(_CUSTOMERS)} GmbH"
     customer = _admin(
         live,
         "/v1/admin/customers",
-        {"name": "Replica Test GmbH", "kind": "oem", "contact": "ops@replica.example"},
+        {"name": name, "kind": "oem", "contact": "ops@replica.example"},
     )
     return _admin(
         live,
@@ -152,6 +164,7 @@ def test_reads_go_to_the_replica_within_the_lag_bound_and_to_the_primary_beyond(
     pair.replica.value("SELECT pg_wal_replay_pause()")
     try:
         _activate(live, batch, "cam-replica-2")  # on the primary; the replica holds it back
+        pair.await_replayed(what="receive")  # received, not replayed: the lag shows
         clock.shift_to(clock_file, -HOUR)  # the replica's lag reads 0: within the bound
         assert _fleet_count(live, batch["batch_id"]) == 1  # the replica's answer
         clock.shift_to(clock_file, HOUR)  # an hour's lag: beyond the bound
@@ -191,7 +204,11 @@ def test_a_refresh_that_writes_is_answered_from_the_primary(replicated):
     pair, live, _ = replicated
     batch = _batch(live)
     unit = _activate(live, batch, "cam-renewed")
-    _admin(live, "/v1/admin/renew", {"batch_id": batch["batch_id"]})
+    _admin(
+        live,
+        "/v1/admin/renew",
+        {"batch_id": batch["batch_id"], "idempotency_key": "replica-renewal"},
+    )
     pair.await_replayed()
     before = _scrape(live)
 
