@@ -21,7 +21,11 @@ from pathlib import Path
 from tests.conftest import _free_port, tool_missing
 
 DATABASE = "test_replica"  # test_: the server's clock may be moved (config.clock)
-CANDIDATES = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+CANDIDATES = sorted(
+    Path("/usr/lib/postgresql").glob("*/bin"),
+    key=lambda path: [int(part) for part in path.parent.name.split(".") if part.isdigit()],
+    reverse=True,
+)
 
 
 def _bin_dir() -> Path:
