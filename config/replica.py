@@ -125,7 +125,7 @@ class _Health:
     down. Checked at most every SVC_REPLICA_CHECK_SECONDS, by one thread at a time."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()  # replica_failed() may mark it down during a check
+        self.lock = threading.Lock()  # held by the thread checking, never waited for
         self.checked_at = -math.inf  # time.monotonic() of the last check
         self.lag: float | None = None  # seconds; None: unknown (down)
         self.down_until = -math.inf
@@ -134,12 +134,12 @@ class _Health:
         self.checked_at, self.lag, self.down_until = -math.inf, None, -math.inf
 
     def mark_down(self) -> None:
-        with self.lock:
-            self.down_until = time.monotonic() + DOWN_SECONDS
-            self.lag, self.checked_at = None, -math.inf
+        # No lock: plain assignments, and a request thread never waits on a slow check.
+        self.down_until = time.monotonic() + DOWN_SECONDS
+        self.lag, self.checked_at = None, -math.inf
 
     def verdict(self) -> str:
-        """ "" when reads may go to the replica, else the reason: "down" or "lag"."""
+        """Why reads may not go to the replica now ("down", "lag"); "" when they may."""
         moment = time.monotonic()
         if moment < self.down_until:
             return "down"
