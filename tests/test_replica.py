@@ -12,13 +12,11 @@ PostgreSQL only: the copy of the migrated test database is a PostgreSQL dump.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 import urllib.error
@@ -77,11 +75,6 @@ def replicated(django_db_setup, django_db_blocker, signing_key_file, tmp_path_fa
     finally:
         started = time.monotonic()
         if live is not None:
-            # Quick shutdown (SIGQUIT): its connections are to clusters about to go.
-            live.process.send_signal(signal.SIGQUIT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                live.process.wait(timeout=15)
-            live.killed = True
             stop_gunicorn(live)
         print(f"\nserver stopped in {time.monotonic() - started:.1f} s")
         pair.stop()
