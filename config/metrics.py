@@ -43,6 +43,21 @@ RESPONSES = Counter(
     ["status_class"],
 )
 
+REPLICA_READS = Counter(
+    "svc_replica_reads_total",
+    "Requests eligible for the read replica (SVC_DATABASE_REPLICA_URL) by the database "
+    "that answered them: replica or primary.",
+    ["database"],
+)
+REPLICA_FALLBACKS = Counter(
+    "svc_replica_fallbacks_total",
+    "Eligible requests answered from the primary, by reason: lag (beyond "
+    "SVC_REPLICA_MAX_LAG_SECONDS), down (the replica failed a moment ago), failed (it "
+    "failed under this request, done again on the primary), wrote (the request wrote), "
+    "answer (an error or a change the replica may not hold yet, done again on the primary).",
+    ["reason"],
+)
+
 _CLASSES = {n: f"{n}xx" for n in range(1, 6)}
 
 

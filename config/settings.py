@@ -23,6 +23,7 @@ from config.settings_checks import (
     number,
     path,
     read_env_file,
+    replica_database,
     root_keys,
     seat_release_policy,
     signer_checked,
@@ -78,6 +79,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "config.middleware.RetryAfterMiddleware",
     "config.metrics.ResponseCountMiddleware",
+    # Outside everything that reads the database: an answer it does again on the primary
+    # goes through the rest of the chain again.
+    "config.replica.ReplicaReadsMiddleware",
     "config.middleware.NulByteMiddleware",
     "config.middleware.UntrustedForwardingMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -144,6 +148,18 @@ TEMPLATES = [
 
 
 DATABASES = {"default": database(env.str("DATABASE_URL", default="sqlite:///var/db.sqlite3"))}
+# A PostgreSQL streaming replica for the reads that tolerate seconds of lag
+# (config.replica): unset, there is no "replica" database and every read is the primary's.
+SVC_DATABASE_REPLICA_URL = env.str("SVC_DATABASE_REPLICA_URL", default="").strip()
+if SVC_DATABASE_REPLICA_URL:
+    DATABASES["replica"] = replica_database(SVC_DATABASE_REPLICA_URL, primary=DATABASES["default"])
+    DATABASE_ROUTERS = ["config.replica.ReplicaRouter"]
+# A replica further behind than this (by the server's clock) is not read; its lag is
+# checked once per process every SVC_REPLICA_CHECK_SECONDS.
+SVC_REPLICA_MAX_LAG_SECONDS = number(
+    "SVC_REPLICA_MAX_LAG_SECONDS", 5.0, low=0, high=86_400, whole=False
+)
+SVC_REPLICA_CHECK_SECONDS = number("SVC_REPLICA_CHECK_SECONDS", 1.0, low=0, high=60, whole=False)
 
 # Tests only (config.clock): a file holding an offset in seconds that the server's clock
 # adds, so a live server can be moved through a renewal. Honoured only on a test

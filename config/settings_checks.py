@@ -127,6 +127,38 @@ def database(url: str) -> dict:
     return db
 
 
+def replica_database(url: str, *, primary: dict) -> dict:
+    """``SVC_DATABASE_REPLICA_URL``: a PostgreSQL streaming replica of ``DATABASE_URL``'s
+    database, connected as the primary is (pooling, prepared statements), through
+    :mod:`config.db.replica` (which reports its failures to the router), read-only, and
+    given up on after 3 s of trying to connect. In tests it is the primary (a mirror)."""
+    if primary["ENGINE"] != "config.db.postgresql":
+        raise ImproperlyConfigured(
+            "SVC_DATABASE_REPLICA_URL is set, but DATABASE_URL is not PostgreSQL: a replica "
+            "is a PostgreSQL streaming replica of the primary"
+        )
+    try:
+        db = database(url)
+    except Exception as exc:  # noqa: BLE001 - django-environ's own messages name no variable
+        raise ImproperlyConfigured(
+            f"SVC_DATABASE_REPLICA_URL is not a database URL: {exc}"
+        ) from None
+    if db["ENGINE"] != "config.db.postgresql":
+        raise ImproperlyConfigured(
+            "SVC_DATABASE_REPLICA_URL must be a postgres:// URL (a streaming replica of "
+            "DATABASE_URL's database)"
+        )
+    db["ENGINE"] = "config.db.replica"
+    options = db["OPTIONS"]
+    options.setdefault("connect_timeout", 3)
+    read_only = "-c default_transaction_read_only=on"
+    options["options"] = (
+        f"{options['options']} {read_only}" if options.get("options") else read_only
+    )
+    db["TEST"] = {"MIRROR": "default"}
+    return db
+
+
 def seat_release_policy(value: str) -> tuple[float, int]:
     """``<percent>%/<days>d``: a batch may release that share of its purchased units (at
     least one) per rolling window of that many days."""

@@ -5,10 +5,11 @@ The counters and histograms are the processes' own (``config.metrics``; added up
 gunicorn's workers in multiprocess mode). Gauges of the whole cluster are read from the
 database at each scrape: the revocation list's sequence number, the webhook backlog,
 and the delivery attempts by result (a count of the attempt log, so it is the same on
-every node: aggregate with ``max()``)."""
+every node: aggregate with ``max()``); with a read replica, its lag as this node sees it."""
 
 from __future__ import annotations
 
+import math
 import os
 
 from django.conf import settings
@@ -24,6 +25,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.views import APIView
 
+from config import replica
 from config.api.renderers import MetricsNegotiation
 from config.clientip import client_ip, ip_in
 from events.delivery import backlog
@@ -58,6 +60,29 @@ class _ClusterCollector:
         deliveries.add_metric(["ok"], counted.get(True, 0))
         deliveries.add_metric(["failed"], counted.get(False, 0))
         yield deliveries
+        if replica.REPLICA in settings.DATABASES:
+            yield from _replica_gauges()
+
+
+def _replica_gauges():
+    """The read replica as this node sees it now (config.replica): its lag by the node's
+    clock (NaN when it cannot be asked), whether it answers, and the bound beyond which
+    reads go back to the primary."""
+    lag = replica.replica_lag()
+    yield GaugeMetricFamily(
+        "svc_replica_lag_seconds",
+        "Seconds the read replica is behind (0: it has replayed all it received); NaN "
+        "when it does not answer.",
+        value=math.nan if lag is None else lag,
+    )
+    yield GaugeMetricFamily(
+        "svc_replica_up", "1 when the read replica answers.", value=0 if lag is None else 1
+    )
+    yield GaugeMetricFamily(
+        "svc_replica_max_lag_seconds",
+        "SVC_REPLICA_MAX_LAG_SECONDS: reads go back to the primary beyond this lag.",
+        value=settings.SVC_REPLICA_MAX_LAG_SECONDS,
+    )
 
 
 def _registry() -> CollectorRegistry:

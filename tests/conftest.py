@@ -76,6 +76,7 @@ def uses_database(item: pytest.Item) -> bool:
 SLOW_MODULES = frozenset(
     {
         "tests/test_fuzz_api.py",
+        "tests/test_replica.py",
         "tests/test_device_fuzz.py",
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",

@@ -54,6 +54,9 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         ("SVC_ALERT_EMAILS", "ops@example.com,nobody", "'nobody', not an e-mail address"),
         ("SVC_EMAIL_URL", "smtp://user:hunter2@mail:notaport", "must be smtp://"),
         ("SVC_METRICS_ALLOWLIST", "10.0.0.0/33", "SVC_METRICS_ALLOWLIST"),
+        ("SVC_REPLICA_MAX_LAG_SECONDS", "-1", "a number from 0 to 86400"),
+        ("SVC_REPLICA_CHECK_SECONDS", "often", "a number from 0 to 60"),
+        ("SVC_DATABASE_REPLICA_URL", "postgres://r@127.0.0.1:1/none", "DATABASE_URL is not"),
     ],
 )
 def test_a_malformed_setting_stops_start_up_naming_it(name, value, says):
