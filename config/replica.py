@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import MiddlewareNotUsed
 from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
@@ -245,11 +246,14 @@ class ReplicaRouter:
 class ReplicaReadsMiddleware:
     """Marks a replica-eligible request (by its URL name, :func:`replica_rule`) for
     :class:`ReplicaRouter`, and does an answer read from the replica again on the
-    primary when it may not stand. Without a replica it only passes requests on."""
+    primary when it may not stand. Without a replica it is left out of the chain
+    (MiddlewareNotUsed): the device path pays nothing for it."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
         self.enabled = REPLICA in settings.DATABASES
+        if not self.enabled:
+            raise MiddlewareNotUsed("no replica (SVC_DATABASE_REPLICA_URL)")
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not self.enabled:

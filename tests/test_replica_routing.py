@@ -4,13 +4,15 @@ replica is tests/test_replica.py's."""
 
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.contrib.sessions.models import Session
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, MiddlewareNotUsed
 from django.http import HttpResponse
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 
 from config import replica
 from config.settings_checks import database, replica_database
@@ -145,9 +147,16 @@ def no_replica_connection(monkeypatch):
 
 
 def _middleware(get_response):
-    middleware = replica.ReplicaReadsMiddleware(get_response)
-    middleware.enabled = True
-    return middleware
+    """The middleware as a node with a replica builds it (only its presence is read)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # overriding DATABASES, on purpose
+        with override_settings(DATABASES={**settings.DATABASES, replica.REPLICA: {}}):
+            return replica.ReplicaReadsMiddleware(get_response)
+
+
+def test_without_a_replica_the_middleware_leaves_the_chain():
+    with pytest.raises(MiddlewareNotUsed):
+        replica.ReplicaReadsMiddleware(lambda request: HttpResponse())
 
 
 def _resolved(request, name: str):
