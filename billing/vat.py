@@ -42,6 +42,7 @@ from billing.models import Invoice, InvoiceTax, VatCategory, VatRate
 from config.errors import InvalidInput, MisconfiguredService
 from customers.models import Customer
 from customers.tax_identity import EU_COUNTRIES, check_country
+from svccore import dates
 
 HUNDRED = Decimal(100)
 ZERO_RATE = Decimal("0.00")
@@ -190,8 +191,8 @@ def vat_rate_check(
     other = overlapping.order_by("valid_from").first()
     if other is not None:
         raise InvalidInput(
-            f"{country} already has {other.rate} % from {other.valid_from:%Y-%m-%d}"
-            + (f" to {other.valid_to:%Y-%m-%d}" if other.valid_to else " on")
+            f"{country} already has {other.rate} % from {dates.day(other.valid_from)}"
+            + (f" to {dates.day(other.valid_to)}" if other.valid_to else " on")
             + ": end that rate (its valid to) the day before this one starts"
         )
     return country
