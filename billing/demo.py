@@ -133,8 +133,8 @@ def real_data() -> str:
         return ""
     named = ", ".join(foreign.order_by("id").values_list("id", flat=True)[:5])
     more = f" and {count - 5} more" if count > 5 else ""
-    batches = Batch.objects.exclude(customer_id__startswith=DEMO_ID_PREFIX).count()
-    invoices = Invoice.objects.exclude(customer_id__startswith=DEMO_ID_PREFIX).count()
+    batches = Batch.objects.exclude(customer__id__startswith=DEMO_ID_PREFIX).count()
+    invoices = Invoice.objects.exclude(customer__id__startswith=DEMO_ID_PREFIX).count()
     return (
         f"{count} customer(s) not made by the demo ({named}{more}), with {batches} "
         f"batch(es) and {invoices} invoice(s) or credit note(s)"
