@@ -76,7 +76,7 @@ def vat_rate(country: str, on: dt.date) -> Decimal:
     )
     if row is None:
         raise MisconfiguredService(
-            f"no VAT rate of {country} is valid on {on:%Y-%m-%d}: add one in the console "
+            f"no VAT rate of {country} is valid on {dates.day(on)}: add one in the console "
             "(Billing, VAT rates) before invoicing"
         )
     return row.rate
@@ -161,8 +161,8 @@ def _rate_detail(result: VatRate, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "country": result.country,
         "rate": f"{result.rate:.2f}",
-        "valid_from": f"{result.valid_from:%Y-%m-%d}",
-        "valid_to": f"{result.valid_to:%Y-%m-%d}" if result.valid_to else None,
+        "valid_from": dates.iso_day(result.valid_from),
+        "valid_to": dates.iso_day(result.valid_to) if result.valid_to else None,
     }
 
 

@@ -847,7 +847,7 @@ class AddOnCharge(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.grant_id} on {self.license_id} from {self.starts_at:%Y-%m-%d}"
+        return f"{self.grant_id} on {self.license_id} from {dates.day(self.starts_at)}"
 
 
 class OfflineExchange(models.Model):

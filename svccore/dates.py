@@ -21,7 +21,18 @@ from __future__ import annotations
 
 import datetime as dt
 
-__all__ = ["clock", "day", "day_month", "iso_day", "last_day", "moment", "period", "span", "to_utc"]
+__all__ = [
+    "clock",
+    "day",
+    "day_month",
+    "iso_day",
+    "last_day",
+    "moment",
+    "period",
+    "precise",
+    "span",
+    "to_utc",
+]
 
 MONTHS = (
     "January", "February", "March", "April", "May", "June",
@@ -76,6 +87,17 @@ def moment(value: When | None, *, none: str = "") -> str:
     if not isinstance(value, dt.datetime):
         return day(value)
     return f"{day(value)}, {clock(value)}"
+
+
+def precise(value: When | None, *, none: str = "") -> str:
+    """A moment to the second, where seconds decide (a reconciliation's diagnostics, the
+    audit's times): ``27 November 2026, 14:05:59 UTC``."""
+    if value is None or (isinstance(value, int) and value == 0):
+        return none
+    value = to_utc(value)
+    if not isinstance(value, dt.datetime):
+        return day(value)
+    return f"{day(value)}, {value:%H:%M:%S} UTC"
 
 
 def clock(value: dt.datetime | int) -> str:
