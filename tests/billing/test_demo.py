@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import time
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
@@ -20,6 +21,7 @@ from billing.models import Invoice, UsageRecord
 from customers.models import Customer
 from licensing.models import Activation, Batch
 from portal import services as portal_services
+from svcctl.commands import demo as command
 
 pytestmark = pytest.mark.django_db
 
@@ -162,3 +164,26 @@ def test_the_demo_endpoint_names_the_real_data_it_refuses(admin_api, settings, c
     refused = admin_api.post("/v1/admin/demo", {}, format="json")
     assert refused.status_code == 409
     assert customer.id in refused.json()["detail"]
+
+
+def test_svcctl_demo_posts_and_says_what_the_server_wrote(monkeypatch, capsys):
+    answers = [
+        {"created": True, "customers": ["CUST-DEMO-1"] * 4, "invoices": ["INV-1"] * 12,
+         "credit_notes": ["CN-2026-000001"], "seconds": 4.2},
+        {"created": False, "customers": ["CUST-DEMO-1"] * 4, "invoices": ["INV-1"] * 12,
+         "credit_notes": ["CN-2026-000001"], "seconds": 0.01},
+    ]  # fmt: skip
+    posts = []
+
+    class Client:
+        def post(self, path, body):
+            posts.append(path)
+            return answers[len(posts) - 1]
+
+    monkeypatch.setattr(command, "connect", lambda args: Client())
+    args = SimpleNamespace(json=False)
+    assert command.cmd_demo(args) == 0 and command.cmd_demo(args) == 0
+    out = capsys.readouterr().out
+    assert posts == ["demo", "demo"]
+    assert "demo written in 4.2 s: 4 customers, 12 invoices, credit note(s) CN-2026-000001" in out
+    assert "the demo is already there (4 customers); nothing written" in out
