@@ -35,6 +35,7 @@ from config.admin.base import (
 from config.admin.display import customer_link, money
 from config.errors import ServiceError
 from licensing.selectors import catalogue_list
+from svccore import dates
 
 
 class LineMoney:
@@ -83,8 +84,8 @@ def download_csv(modeladmin, request, queryset):
 class InvoiceAdmin(ReadOnlyAdmin):
     # Narrow enough for a 1000 px window: the number says the kind (INV-/CN-), the period
     # its length; issue dates are the date hierarchy and on the invoice's page.
-    list_display = ("number", "customer_shown", "period_start", "period_end", "total_shown",
-                    "credits", "credited_by")  # fmt: skip
+    list_display = ("number", "customer_shown", "period_shown", "total_shown", "credits",
+                    "credited_by")  # fmt: skip
     list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
@@ -102,6 +103,10 @@ class InvoiceAdmin(ReadOnlyAdmin):
     @admin.display(description="customer", ordering="customer__name")
     def customer_shown(self, obj: Invoice):
         return customer_link(obj.customer)
+
+    @admin.display(description="period", ordering="period_start")
+    def period_shown(self, obj: Invoice) -> str:
+        return dates.period(obj.period_start, obj.period_end)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         """An invoice is read as its document (console.views.document), with its PDF

@@ -4,6 +4,7 @@ the next invoice (409 naming the invoice a period conflicts with) and credit not
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -11,14 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
-from billing import downloads, selectors, serializers, services
+from billing import demo, downloads, selectors, serializers, services
 from billing.offline import usage_file_ingest
 from config import metrics
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.api.renderers import PDFNegotiation, XMLNegotiation
 from config.api.views import DeviceApi
-from config.errors import InvalidInput
+from config.errors import InvalidInput, NotFound
 from licensing.offline_serializers import OfflineUsageIn
 from operators.permissions import requires
 from signing import keyring
@@ -248,6 +249,34 @@ class CreditNoteApi(APIView):
         data = validated(serializers.CreditNoteIn, request.data)
         note = services.credit_note_issue(number=number, reason=data["reason"])
         return Response(rendered(serializers.InvoiceOut, note), status=status.HTTP_201_CREATED)
+
+
+class DemoApi(APIView):
+    @extend_schema(
+        request=None,
+        parameters=[schema.retry_after(429, 503)],
+        responses={
+            201: OpenApiResponse(serializers.DemoOut, description="The demo history written."),
+            200: OpenApiResponse(serializers.DemoOut, description="It was already there."),
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    404: "Not a development server (SVC_DEBUG is off).",
+                    409: "The database holds customers the demo did not make (named).",
+                }
+            ),
+        },
+        description="Development servers only: write the demo history (manage.py demo).",
+    )
+    @requires("manage_billing")
+    def post(self, request):
+        # A demo on a production database would mix invented invoices into real books:
+        # the endpoint exists only where SVC_DEBUG is on (make run).
+        if not settings.DEBUG:
+            raise NotFound("the demo runs only on a development server (SVC_DEBUG=1)")
+        result = demo.demo_create()
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(rendered(serializers.DemoOut, result.as_dict()), status=code)
 
 
 class InvoiceDetailApi(APIView):

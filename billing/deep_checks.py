@@ -20,6 +20,7 @@ from billing.models import LedgerEntry
 from billing.selectors import BILLABLE_ACTIVATION, TRANSFER_ACTIVATION, TRIAL_ACTIVATION
 from licensing.models import Activation, ActivationDaily, Renewal, TrialConversion
 from licensing.services.renewals import renewal_end
+from svccore import dates
 
 RENEW_ACTION = "license.renew"
 # A renewal's audit entry is written as the renewal commits: seconds apart, never more.
@@ -86,16 +87,15 @@ def _conversion_problems(customer_id: str | None) -> list[str]:
         at = audited.get(c.batch_id)
         if at is not None and abs((at - c.converted_at).total_seconds()) > RENEWAL_AUDIT_SECONDS:
             problems.append(
-                f"{name}: converted at {c.converted_at:%Y-%m-%d %H:%M:%S}, its audit entry "
-                f"({CONVERT_ACTION}) was written at {at:%Y-%m-%d %H:%M:%S}"
+                f"{name}: converted at {dates.precise(c.converted_at)}, its audit entry "
+                f"({CONVERT_ACTION}) was written at {dates.precise(at)}"
             )
         if c.pk in billed:
             document, start, stop, late = billed[c.pk]
             if c.converted_at >= stop or (not late and c.converted_at < start):
                 problems.append(
-                    f"{name}: converted at {c.converted_at:%Y-%m-%d %H:%M:%S}, billed "
-                    f"{'late ' if late else ''}on {document} for {start:%Y-%m-%d} to "
-                    f"{stop:%Y-%m-%d}"
+                    f"{name}: converted at {dates.precise(c.converted_at)}, billed "
+                    f"{'late ' if late else ''}on {document} for {dates.period(start, stop)}"
                 )
     return limited(problems, "trial conversion differences")
 
@@ -147,31 +147,30 @@ def _renewal_term_problems(customer_id: str | None) -> list[str]:
         )
         if (basis, end) != (r.basis, r.expires_at):
             problems.append(
-                f"{name}: ends {r.expires_at:%Y-%m-%d %H:%M:%S} ({r.basis}); renewed at "
-                f"{r.renewed_at:%Y-%m-%d %H:%M:%S} for {r.term_days} days from "
-                f"{r.previous_expires_at:%Y-%m-%d %H:%M:%S} it ends {end:%Y-%m-%d %H:%M:%S} "
+                f"{name}: ends {dates.precise(r.expires_at)} ({r.basis}); renewed at "
+                f"{dates.precise(r.renewed_at)} for {r.term_days} days from "
+                f"{dates.precise(r.previous_expires_at)} it ends {dates.precise(end)} "
                 f"({basis})"
             )
         before = last_end.get(r.license_id)
         if before is not None and before != r.previous_expires_at:
             problems.append(
-                f"{name}: continues from {r.previous_expires_at:%Y-%m-%d %H:%M:%S}, the "
-                f"renewal before it ended the term at {before:%Y-%m-%d %H:%M:%S}"
+                f"{name}: continues from {dates.precise(r.previous_expires_at)}, the "
+                f"renewal before it ended the term at {dates.precise(before)}"
             )
         last_end[r.license_id] = r.expires_at
         at = audited.get(r.idempotency_key)
         if at is not None and abs((at - r.renewed_at).total_seconds()) > RENEWAL_AUDIT_SECONDS:
             problems.append(
-                f"{name}: renewed at {r.renewed_at:%Y-%m-%d %H:%M:%S}, its audit entry "
-                f"({RENEW_ACTION}) was written at {at:%Y-%m-%d %H:%M:%S}"
+                f"{name}: renewed at {dates.precise(r.renewed_at)}, its audit entry "
+                f"({RENEW_ACTION}) was written at {dates.precise(at)}"
             )
         if r.pk in billed:
             document, start, stop, late = billed[r.pk]
             if r.renewed_at >= stop or (not late and r.renewed_at < start):
                 problems.append(
-                    f"{name}: renewed at {r.renewed_at:%Y-%m-%d %H:%M:%S}, billed "
-                    f"{'late ' if late else ''}on {document} for {start:%Y-%m-%d} to "
-                    f"{stop:%Y-%m-%d}"
+                    f"{name}: renewed at {dates.precise(r.renewed_at)}, billed "
+                    f"{'late ' if late else ''}on {document} for {dates.period(start, stop)}"
                 )
     return limited(problems, "renewal differences")
 

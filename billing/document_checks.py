@@ -48,7 +48,7 @@ from billing.models import (
     InvoiceUsage,
     LedgerEntry,
 )
-from svccore import money
+from svccore import dates, money
 from svccore.money import exact
 
 EXAMPLES = 10  # problems listed per kind of check; the count is always complete
@@ -221,9 +221,9 @@ def _overlap_problems(documents: dict[str, Invoice]) -> list[str]:
         for before, after in zip(invoices, invoices[1:], strict=False):
             if after.period_start < before.period_end:
                 problems.append(
-                    f"{after.number} ({after.period_start:%Y-%m-%d} to "
-                    f"{after.period_end:%Y-%m-%d}) overlaps {before.number} (to "
-                    f"{before.period_end:%Y-%m-%d}) of {customer_id}"
+                    f"{after.number} ({dates.period(after.period_start, after.period_end)}) "
+                    f"overlaps {before.number} "
+                    f"({dates.period(before.period_start, before.period_end)}) of {customer_id}"
                 )
     return limited(problems, "overlapping invoices")
 

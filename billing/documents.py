@@ -6,7 +6,8 @@ and ``GET /v1/admin/invoices/{number}.pdf``).
 The seller block and bank details come from settings (``SVC_SELLER_*``,
 :mod:`config.seller`), the buyer block from the customer (name, billing address, tax
 id), the due date from ``SVC_PAYMENT_TERMS_DAYS``.
-Numbers go through :mod:`config.admin.display`, as everywhere in the console: money with the
+Dates and the period (shown by its first and last day) go through :mod:`svccore.dates`;
+numbers through :mod:`config.admin.display`, as everywhere in the console: money with the
 currency's decimals and thousands separators, quantities grouped.
 """
 
@@ -22,12 +23,9 @@ from billing.models import Invoice, InvoiceLine, VatCategory
 from config.admin.display import amount, money, quantity
 from config.errors import Conflict
 from config.seller import missing_message
+from svccore import dates
 
 _KINDS = dict(InvoiceLine.Kind.choices)
-
-
-def _day(moment: dt.datetime) -> str:
-    return f"{moment.astimezone(dt.UTC):%Y-%m-%d}"
 
 
 def _tax_label(category: str, rate) -> str:
@@ -82,8 +80,6 @@ def document_context(document: Invoice) -> dict[str, Any]:
     customer = document.customer
     credit_note = document.kind == Invoice.Kind.CREDIT_NOTE
     due = due_date(document)
-    # The period's last day: a period ends at 00:00 UTC of the day after it.
-    last_day = document.period_end - dt.timedelta(days=1)
     taxes = list(document.taxes.all())
     return {
         "heading": "Credit note" if credit_note else "Invoice",
@@ -91,10 +87,10 @@ def document_context(document: Invoice) -> dict[str, Any]:
         "credit_note": credit_note,
         "credits": document.credits.number if document.credits_id else "",
         "reason": document.reason,
-        "issued": _day(document.issued_at),
-        "due": _day(due) if due else "",
+        "issued": dates.day(document.issued_at),
+        "due": dates.day(due),
         "terms_days": settings.SVC_PAYMENT_TERMS_DAYS,
-        "period": f"{_day(document.period_start)} to {_day(last_day)}",
+        "period": dates.period(document.period_start, document.period_end),
         "period_days": document.period_days,
         "currency": currency,
         "seller": seller_block(),

@@ -28,6 +28,7 @@ from django.conf import settings
 from billing.documents import due_date, require_seller
 from billing.models import Invoice, InvoiceLine, VatCategory
 from config.errors import Conflict
+from svccore import dates
 from svccore.money import exact, minor_units
 
 KINDS = dict(InvoiceLine.Kind.choices)
@@ -201,7 +202,7 @@ def e_document(document: Invoice) -> EDocument:
         issued=_day(document.issued_at),
         due=_day(due) if due else None,
         period_start=_day(document.period_start),
-        period_end=_day(document.period_end) - dt.timedelta(days=1),
+        period_end=dates.last_day(document.period_end),  # the XML's ISO date, inclusive
         currency=currency,
         seller=seller,
         buyer=buyer,

@@ -17,6 +17,7 @@ from svccore.csvformat import (
     COLUMNS,
     iso,
     line_row,
+    period_columns,
     preview_csv,
     rated_rows,
     tax_columns,
@@ -46,8 +47,7 @@ def invoice_rows(invoices: Iterable[Invoice]) -> Iterator[dict[str, Any]]:
             "issued_at": iso(invoice.issued_at),
             "customer_id": invoice.customer_id,
             "customer_name": invoice.customer.name,
-            "period_start": iso(invoice.period_start),
-            "period_end": iso(invoice.period_end),
+            **period_columns(invoice.period_start, invoice.period_end),
             "currency": invoice.currency,
             "document_total": invoice.total,
             **tax_columns(

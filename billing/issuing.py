@@ -32,7 +32,6 @@ from billing.periods import (
     InvoiceAlreadyIssued,
     InvoiceNotDue,
     check_period_end,
-    day,
     in_currency,
     invoice_period,
 )
@@ -43,7 +42,7 @@ from customers.models import Customer
 from customers.services import customer_get
 from events.models import Event
 from licensing.models import Activation, License
-from svccore import money
+from svccore import dates, money
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +92,8 @@ def _nothing_owed(
         .aggregate(n=Sum(F("records") - F("billed_records")), first=Min("day"))
     )
     reason = (
-        f"customer {customer_id} owes nothing{in_currency(currency)} for {day(start)} to "
-        f"{day(end)} UTC ({held})"
+        f"customer {customer_id} owes nothing{in_currency(currency)} for "
+        f"{dates.period(start, end)} ({held})"
     )
     firsts = [
         start_of_day(moment) if isinstance(moment, dt.datetime) else limits.midnight(moment)
@@ -112,9 +111,9 @@ def _nothing_owed(
         ]
     )
     return (
-        f"{reason}; no invoice issued. Its {later} from {day(end)} 00:00 UTC on fall after "
-        f"this period: a period ends at 00:00 UTC of a day no later than today, so they can "
-        f"be invoiced from {day(ready)}, in a period ending then or later"
+        f"{reason}; no invoice issued. Its {later} from {dates.day(end)} on fall after "
+        f"this period: a period ends with a day before today (00:00 UTC), so they can "
+        f"be invoiced from {dates.day(ready)}, in a period ending then or later"
     )
 
 
@@ -195,7 +194,7 @@ def invoice_issue(
         )
     if expected_total is not None and rated["total"] != expected_total:
         raise TotalChanged(
-            f"the invoice of {customer.id} for {day(start)} to {day(end)} now totals "
+            f"the invoice of {customer.id} for {dates.period(start, end)} now totals "
             f"{money.amount(rated['total'], currency)} {currency}, not the "
             f"{money.amount(expected_total, currency)} {currency} confirmed (usage or "
             "activations arrived since the preview); nothing was issued: review it again"

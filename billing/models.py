@@ -24,6 +24,8 @@ from typing import Any
 from django.db import models
 from django.db.models import F, Q
 
+from svccore import dates
+
 
 class UsageRecord(models.Model):
     # No database foreign key and no index on the licence: the service has looked the
@@ -604,4 +606,4 @@ class LedgerCheck(models.Model):
         verbose_name = "ledger check"
 
     def __str__(self) -> str:
-        return f"ledger check {self.checked_at:%Y-%m-%d %H:%M} UTC"
+        return f"ledger check {dates.moment(self.checked_at)}"

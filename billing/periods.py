@@ -17,6 +17,7 @@ import datetime as dt
 from billing.limits import is_midnight, start_of_day
 from billing.models import Invoice
 from config.errors import Conflict, InvalidInput
+from svccore import dates
 
 
 class InvoiceAlreadyIssued(Conflict):
@@ -35,11 +36,6 @@ class InvoiceNotDue(Conflict):
 
 class PeriodNotOver(Conflict):
     """The period would end after today: what happens later in it could not be billed."""
-
-
-def day(moment: dt.datetime) -> str:
-    """A period boundary as the refusals write it (``2026-11-28``)."""
-    return f"{moment:%Y-%m-%d}"
 
 
 def in_currency(currency: str | None) -> str:
@@ -67,7 +63,8 @@ def check_period_end(end: dt.datetime, *, now: dt.datetime) -> None:
     today = start_of_day(now)
     if end > today:
         raise PeriodNotOver(
-            f"a period ending {day(end)} is not over (today is {day(today)} UTC); "
+            f"a period whose last day is {dates.day(dates.last_day(end))} is not over (today "
+            f"is {dates.day(today)}); "
             "usage and activations later in it could never be billed"
         )
 
@@ -92,16 +89,17 @@ def invoice_period(
     if previous is None:
         return end - dt.timedelta(days=period_days), end
     start = previous.period_end
-    covered = f"{previous.number} covers {day(previous.period_start)} to {day(previous.period_end)}"
+    covered = f"{previous.number} covers {dates.period(previous.period_start, previous.period_end)}"
     if end <= start:
         raise InvoiceAlreadyIssued(
-            f"customer {customer_id} was already invoiced{shown} up to {day(start)} 00:00 UTC "
-            f"({covered}); the next invoice starts there and must end after it",
+            f"customer {customer_id} was already invoiced{shown} through "
+            f"{dates.day(dates.last_day(start))} ({covered}); the next invoice starts on "
+            f"{dates.day(start)}",
             overlap=end < start,
         )
     if scheduled and end - start < dt.timedelta(days=period_days):
         raise InvoiceNotDue(
             f"customer {customer_id}'s next {period_days}-day invoice{shown} is due on "
-            f"{day(start + dt.timedelta(days=period_days))} ({covered})"
+            f"{dates.day(start + dt.timedelta(days=period_days))} ({covered})"
         )
     return start, end

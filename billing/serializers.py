@@ -428,3 +428,15 @@ class OfflineUsageOut(serializers.Serializer):
         help_text="The licence is revoked: nothing was stored; the answer carries the status "
         "that tells the camera."
     )
+
+
+class DemoOut(serializers.Serializer):
+    created = serializers.BooleanField(
+        help_text="True when this call wrote the demo; false when it was already there."
+    )
+    customers = serializers.ListField(child=serializers.CharField(), help_text="Demo customer ids.")
+    invoices = serializers.ListField(child=serializers.CharField(), help_text="Invoice numbers.")
+    credit_notes = serializers.ListField(
+        child=serializers.CharField(), help_text="Credit note numbers."
+    )
+    seconds = serializers.FloatField(help_text="How long the call took on the server.")

@@ -13,6 +13,7 @@ urlpatterns = [
     path("admin/usage/conflicts", api.UsageConflictsApi.as_view(), name="admin-usage-conflicts"),
     path("admin/usage/<id:license_id>", api.LicenseUsageApi.as_view(), name="admin-license-usage"),
     path("admin/offline/usage", api.OfflineUsageApi.as_view(), name="admin-offline-usage"),
+    path("admin/demo", api.DemoApi.as_view(), name="admin-demo"),
     path("admin/invoice/<id:customer_id>", api.InvoiceApi.as_view(), name="admin-invoice"),
     path("admin/invoices", api.InvoicesApi.as_view(), name="admin-invoices"),
     # .pdf before the detail: an id may hold a dot.

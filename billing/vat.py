@@ -42,6 +42,7 @@ from billing.models import Invoice, InvoiceTax, VatCategory, VatRate
 from config.errors import InvalidInput, MisconfiguredService
 from customers.models import Customer
 from customers.tax_identity import EU_COUNTRIES, check_country
+from svccore import dates
 
 HUNDRED = Decimal(100)
 ZERO_RATE = Decimal("0.00")
@@ -75,7 +76,7 @@ def vat_rate(country: str, on: dt.date) -> Decimal:
     )
     if row is None:
         raise MisconfiguredService(
-            f"no VAT rate of {country} is valid on {on:%Y-%m-%d}: add one in the console "
+            f"no VAT rate of {country} is valid on {dates.day(on)}: add one in the console "
             "(Billing, VAT rates) before invoicing"
         )
     return row.rate
@@ -160,8 +161,8 @@ def _rate_detail(result: VatRate, arguments: dict[str, Any]) -> dict[str, Any]:
     return {
         "country": result.country,
         "rate": f"{result.rate:.2f}",
-        "valid_from": f"{result.valid_from:%Y-%m-%d}",
-        "valid_to": f"{result.valid_to:%Y-%m-%d}" if result.valid_to else None,
+        "valid_from": dates.iso_day(result.valid_from),
+        "valid_to": dates.iso_day(result.valid_to) if result.valid_to else None,
     }
 
 
@@ -190,8 +191,8 @@ def vat_rate_check(
     other = overlapping.order_by("valid_from").first()
     if other is not None:
         raise InvalidInput(
-            f"{country} already has {other.rate} % from {other.valid_from:%Y-%m-%d}"
-            + (f" to {other.valid_to:%Y-%m-%d}" if other.valid_to else " on")
+            f"{country} already has {other.rate} % from {dates.day(other.valid_from)}"
+            + (f" to {dates.day(other.valid_to)}" if other.valid_to else " on")
             + ": end that rate (its valid to) the day before this one starts"
         )
     return country

@@ -14,14 +14,21 @@ every call (a few microseconds, and only when the setting is set).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
 _STOPPED = "="  # the file's mark of a stopped clock: "=<Unix seconds>"
+# A moment this thread's code runs at (:func:`running_at`), for the demo history.
+_AT: contextvars.ContextVar[dt.datetime | None] = contextvars.ContextVar(
+    "svc_clock_at", default=None
+)
 
 
 def _clock_file() -> str:
@@ -45,7 +52,10 @@ def offset_seconds() -> float:
 
 def now() -> dt.datetime:
     """The current time (aware, UTC), moved by the test offset when one is set, or the
-    moment a test stopped it at."""
+    moment a test stopped it at, or the one :func:`running_at` holds."""
+    held = _AT.get()
+    if held is not None:
+        return held
     text = _clock_file()
     if not text:
         return timezone.now()
@@ -71,3 +81,18 @@ def shift_to(path: str | Path, seconds: float) -> None:
 def stop_at(path: str | Path, moment: dt.datetime) -> None:
     """Stop the clock at ``moment`` (aware): every read returns it until the file changes."""
     _write(path, f"{_STOPPED}{moment.timestamp()!r}")
+
+
+@contextlib.contextmanager
+def running_at(moment: dt.datetime) -> Iterator[None]:
+    """Run the block as if it were ``moment`` (aware): every :func:`now` in this thread
+    (and context) returns it, nothing else's clock moves. ``manage.py demo`` writes its
+    past 90 days so, through the very services real traffic calls; the block's rows
+    carry the moment as their time, as a row written then would."""
+    if moment.tzinfo is None:
+        raise ValueError("running_at needs an aware moment")
+    token = _AT.set(moment.astimezone(dt.UTC))
+    try:
+        yield
+    finally:
+        _AT.reset(token)

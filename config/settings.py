@@ -142,6 +142,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # Dates, periods and moments as svccore.dates writes them, on every page.
+            "builtins": ["config.templatetags.dates"],
         },
     },
 ]

@@ -33,6 +33,7 @@ from customers.services import customer_create, customer_update
 from licensing import selectors as licensing_selectors
 from licensing.admin.display import progress_bar
 from licensing.admin.holding import HoldMixin, hold_action
+from svccore import dates
 from svccore.timeunits import unix
 
 
@@ -123,7 +124,7 @@ def overview(customer: Customer) -> dict:
         "batches": batches,
         "batch_count": customer.batches.count(),
         "invoices": [
-            {"document": d, "total": money(d.total, d.currency), "issued": utc_time(d.issued_at)}
+            {"document": d, "total": money(d.total, d.currency), "issued": dates.day(d.issued_at)}
             for d in invoices.invoices
         ],
         "usage": sorted((sku, f"{n:,}") for sku, n in usage.items()),

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from svccore import dates
+
 BAR = "#417690"
 AXIS = "#666"
 GRID = "#ddd"
@@ -53,7 +55,7 @@ def day_columns(
                 f"{slot * 0.7:.1f}",
                 f"{h:.1f}",
                 BAR,
-                f"{day.isoformat()}: {value}",
+                f"{dates.day(day)}: {value}",
             )
         )
     bars = format_html_join(
@@ -65,7 +67,7 @@ def day_columns(
         "",
         '<text x="{}" y="{}" font-size="10" text-anchor="middle" fill="{}">{}</text>',
         (
-            (f"{left + i * slot + slot / 2:.1f}", height - 10, AXIS, day.strftime("%d %b"))
+            (f"{left + i * slot + slot / 2:.1f}", height - 10, AXIS, dates.day_month(day))
             for i, (day, _) in enumerate(points)
             if i % max(1, len(points) // 6) == 0 or i == len(points) - 1
         ),

@@ -27,13 +27,14 @@ from billing.models import Invoice, InvoiceLine
 from billing.offline import offline_file_answer
 from billing.reconciliation import Reconciliation, ledger_check_latest, ledger_check_result
 from config.admin.base import may, require
-from config.admin.display import admin_url, amount, counted, money, quantity, utc_time
+from config.admin.display import admin_url, amount, counted, money, quantity
 from config.errors import ServiceError
 from config.seller import is_demo
 from console import charts, selectors
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
 from licensing.models import NEAR_EXHAUSTION_PERCENT
+from svccore import dates
 
 DASHBOARD_DAYS = 30
 LEDGER_ROWS = 50
@@ -141,7 +142,7 @@ class InvoicePreviewForm(forms.Form):
 
 
 def _window(rated: dict) -> str:
-    return f"{utc_time(rated['period_start'])} to {utc_time(rated['period_end'])}"
+    return dates.period(rated["period_start"], rated["period_end"])
 
 
 def _lines_shown(rated: dict) -> list[dict]:
@@ -420,14 +421,14 @@ def credit_note(request: HttpRequest, number: str) -> HttpResponse:
         **_context(request, f"Credit {invoice.number}"),
         "invoice": invoice,
         "form": form,
-        "period": f"{utc_time(invoice.period_start)} to {utc_time(invoice.period_end)}",
+        "period": dates.period(invoice.period_start, invoice.period_end),
         "reversed": money(draft["total"], draft["currency"]),
         "lines": _lines_shown(draft),
         "total": money(draft["total"], draft["currency"]),
         "currency": draft["currency"],
         "caption": f"The credit note's lines (those of {invoice.number}, negated)",
         "latest": latest,
-        "invoice_start": utc_time(invoice.period_start),
+        "invoice_start": dates.day(invoice.period_start),
         "year": limits.now().year,
     }
     return TemplateResponse(request, "console/credit_note_confirm.html", context)

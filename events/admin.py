@@ -19,6 +19,7 @@ from config.admin.display import TIME_KEYS, admin_url, pretty_json, utc_time
 from events import delivery, services
 from events.display import test_result
 from events.models import DeliveryAttempt, Event, Webhook
+from svccore import dates
 
 ATTEMPTS_SHOWN = 20
 
@@ -125,7 +126,7 @@ class WebhookAdmin(NoEditAdmin):
             "<td>{}</td></tr>",
             (
                 (
-                    f"{a.at:%Y-%m-%d %H:%M:%S}",
+                    f"{dates.precise(a.at)}",
                     a.event.event_id,
                     a.attempt,
                     "ok" if a.ok else (a.status_code or "failed"),

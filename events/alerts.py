@@ -16,6 +16,7 @@ from config import clock
 from customers.models import Customer
 from events import log as event_log
 from events.models import AlertMailbox, Event
+from svccore import dates
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ DIGEST_MAX = 200  # events in one digest; the rest follow in the next
 def _when(seconds: int) -> str:
     if not seconds:
         return "never (perpetual)"
-    return f"{dt.datetime.fromtimestamp(seconds, dt.UTC):%Y-%m-%d %H:%M} UTC"
+    return dates.moment(seconds)
 
 
 def _term_of(data: dict) -> str:

@@ -18,7 +18,7 @@ from django.db.models import F, Q
 from django.db.models.lookups import GreaterThanOrEqual
 
 from config import clock
-from svccore import addons, catalogue
+from svccore import addons, catalogue, dates
 
 
 def token_digest(token: str) -> str:
@@ -539,7 +539,7 @@ class Renewal(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"renewal of {self.batch_id or self.license_id} to {self.expires_at:%Y-%m-%d}"
+        return f"renewal of {self.batch_id or self.license_id} to {dates.day(self.expires_at)}"
 
 
 class SupersededToken(models.Model):
@@ -847,7 +847,7 @@ class AddOnCharge(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.grant_id} on {self.license_id} from {self.starts_at:%Y-%m-%d}"
+        return f"{self.grant_id} on {self.license_id} from {dates.day(self.starts_at)}"
 
 
 class OfflineExchange(models.Model):

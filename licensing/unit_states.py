@@ -18,6 +18,7 @@ from config import clock
 from devices import term as devices_term
 from licensing import leases
 from licensing.models import License
+from svccore import dates
 from svccore.timeunits import term_state_at
 
 # code (the CSS class's suffix, svc-state-<code>) -> the words shown
@@ -55,7 +56,7 @@ class UnitState:
         """The trial's end in words ("" when not on trial)."""
         if self.trial_end is None:
             return ""
-        when = f"{self.trial_end:%Y-%m-%d %H:%M} UTC"
+        when = dates.moment(self.trial_end)
         return f"trial ended {when}: not bought" if self.trial_over else f"trial to {when}"
 
     @property
@@ -63,7 +64,7 @@ class UnitState:
         """The lease end in words ("" without a lease)."""
         if self.lease_end is None:
             return ""
-        when = f"{self.lease_end:%Y-%m-%d %H:%M} UTC"
+        when = dates.moment(self.lease_end)
         return f"lease ended {when}: sync needed" if self.lease_lapsed else f"lease to {when}"
 
 

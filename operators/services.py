@@ -20,6 +20,7 @@ from config.errors import Conflict, Forbidden, InvalidInput, NotFound
 from operators.models import OperatorKey
 from operators.roles import APP_LABEL, CAPABILITIES, ROLES, known_roles
 from operators.selectors import BOOTSTRAP_KEY_NAME, KEY_SCHEME, key_digest, role_capabilities
+from svccore import dates
 
 NAME = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._@-]{0,99}\Z")
 
@@ -51,7 +52,7 @@ def operator_key_create(
                 f"{', '.join(sorted(role_capabilities(beyond) - granter))}, which you lack"
             )
     if expires_at is not None and expires_at <= clock.now():
-        raise InvalidInput(f"the key would expire at {expires_at:%Y-%m-%d %H:%M} UTC, already past")
+        raise InvalidInput(f"the key would expire at {dates.moment(expires_at)}, already past")
     if not NAME.match(name):
         raise InvalidInput(
             "key name must be 1-100 characters of letters, digits, '.', '_', '@' or '-', "

@@ -19,6 +19,7 @@ from portal import services
 from portal.api import invitation_link_base
 from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
 from portal.selectors import key_owner
+from svccore import dates
 
 
 class InviteForm(forms.Form):
@@ -86,7 +87,7 @@ class InvitationAdmin(NoEditAdmin):
             self.message_user(
                 request,
                 f"Invitation sent to {invitation.email} for {data['customer'].name}; the link "
-                f"works once, until {invitation.expires_at:%Y-%m-%d %H:%M} UTC.",
+                f"works once, until {dates.moment(invitation.expires_at)}.",
                 messages.SUCCESS,
             )
             return HttpResponseRedirect(

@@ -22,6 +22,7 @@ from customers.models import Customer
 from licensing import selectors as licensing_selectors
 from licensing.models import Activation, ActivationDaily, AddOnGrant, Batch, License, Sku
 from portal.models import CustomerApiKey, CustomerUser
+from svccore import dates
 from svccore.timeunits import unix
 
 KEY_SCHEME = "svccu"
@@ -287,5 +288,5 @@ def renewable_of(customer: Customer, *, limit: int = 500) -> list[tuple[str, str
     rows = [(b.expires_at, b.pk, f"batch, {b.sku}, {b.units_purchased} units") for b in batches]
     rows += [(lic.expires_at, lic.pk, f"licence, {lic.sku}, {lic.device_id}") for lic in directs]
     return [
-        (pk, f"{what}, ends {end:%Y-%m-%d}") for end, pk, what in sorted(rows, key=lambda r: r[0])
+        (pk, f"{what}, ends {dates.day(end)}") for end, pk, what in sorted(rows, key=lambda r: r[0])
     ]

@@ -31,6 +31,7 @@ from licensing.models import Batch, License
 from licensing.services import renewals, trials
 from portal.models import CustomerApiKey, CustomerUser, Invitation, RenewalRequest
 from portal.selectors import KEY_SCHEME, customer_key_digest, invitation_digest
+from svccore import dates
 from svccore.claims import TERM_DAYS_MAX
 from svccore.ids import random_id
 
@@ -132,7 +133,7 @@ def invitation_create(
                     f"{greeting}\n\n{inviter(invited_by)} invited you to the "
                     f"licensing portal of {customer.name}: its cameras, seats, usage and "
                     "invoices.\n\nSet your password here (the link works once, until "
-                    f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC):\n{link}\n\n"
+                    f"{dates.moment(invitation.expires_at)}):\n{link}\n\n"
                     "If you did not expect this, ignore this message.\n"
                 ),
                 from_email=settings.DEFAULT_FROM_EMAIL,
@@ -228,7 +229,7 @@ def invitation_withdraw(*, invitation_id: int | str, withdrawn_by: str = "") -> 
         if invitation.accepted_at is not None:
             raise Conflict(
                 f"invitation {invitation.pk} to {invitation.email} was already accepted "
-                f"({invitation.accepted_at:%Y-%m-%d %H:%M} UTC); it cannot be withdrawn: "
+                f"({dates.moment(invitation.accepted_at)}); it cannot be withdrawn: "
                 "deactivate the portal user instead"
             )
         if invitation.withdrawn_at is None:

@@ -49,6 +49,7 @@ from licensing.unit_states import unit_state_of, unit_states
 from portal import selectors, services
 from portal.models import CustomerApiKey, RenewalRequest
 from portal.services import CUSTOMER_EVENTS
+from svccore import dates
 
 SEARCH_MAX = 100
 BATCHES_SHOWN = 500
@@ -462,8 +463,8 @@ def invoices(request: HttpRequest) -> HttpResponse:
     except ServiceError:  # a cursor this page did not give: start from the newest
         return redirect("portal-invoices")
     rows = [
-        {"document": d, "total": money(d.gross_total, d.currency), "issued": utc_time(d.issued_at),
-         "due": utc_time(documents.due_date(d)) if d.kind == "invoice" else ""}
+        {"document": d, "total": money(d.gross_total, d.currency), "issued": dates.day(d.issued_at),
+         "due": dates.day(documents.due_date(d))}
         for d in page.invoices
     ]  # fmt: skip
     context = _context(

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator
 from decimal import Decimal
 from typing import IO, Any
 
+from svccore import dates
 from svccore.money import exact
 
 COLUMNS = (
@@ -57,6 +58,10 @@ COLUMNS = (
     "vat_rate",
     "document_tax_total",
     "document_gross_total",
+    # The period as invoices are read (issue 43): its first and last day, inclusive, as
+    # ISO dates (period_end above is the exclusive 00:00 UTC after the last day).
+    "period_first_day",
+    "period_last_day",
 )
 # What a spreadsheet may read as the start of a formula, after NFKC normalisation (so
 # every compatibility form of these is covered too). U+2212 has no NFKC decomposition.
@@ -72,6 +77,18 @@ def iso(moment: dt.datetime | int) -> str:
     if isinstance(moment, int):
         moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def period_columns(start: dt.datetime | int, end: dt.datetime | int) -> dict[str, str]:
+    """The period's cells: its bounds as stored, ``[period_start, period_end)`` in ISO
+    8601 UTC, and its first and last day inclusive as ISO dates
+    (:func:`svccore.dates.last_day`)."""
+    return {
+        "period_start": iso(start),
+        "period_end": iso(end),
+        "period_first_day": dates.iso_day(start),
+        "period_last_day": dates.last_day(end).isoformat(),
+    }
 
 
 def tax_columns(breakdown: Any, tax_total: Any, gross_total: Any) -> dict[str, Any]:
@@ -111,8 +128,7 @@ def rated_rows(rated: dict[str, Any], *, customer_name: str = "") -> Iterator[di
         "issued_at": iso(rated["issued_at"]) if rated.get("issued_at") else "",
         "customer_id": rated["customer_id"],
         "customer_name": customer_name,
-        "period_start": iso(rated["period_start"]),
-        "period_end": iso(rated["period_end"]),
+        **period_columns(rated["period_start"], rated["period_end"]),
         "currency": rated["currency"],
         "document_total": exact(rated["total"], 2),
         **tax_columns(rated.get("tax_breakdown"), rated.get("tax_total"), rated.get("gross_total")),

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from devices import keys as devkeys
 from devices import token as codec
-from svccore import authority, licensefile
+from svccore import authority, dates, licensefile
 from svccore.keyfile import KeyFileError, read_private_key
 from svccore.timeunits import DAY
 from svcctl import OfflineError
@@ -124,7 +124,7 @@ def window(
 
 
 def _day(moment: int) -> str:
-    return dt.datetime.fromtimestamp(moment, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dates.moment(moment)
 
 
 @dataclass(frozen=True)

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, TextIO
 
-from svccore import csvformat, exactjson
+from svccore import csvformat, dates, exactjson
 from svccore.money import exact, minor_units
 
 
 def when(seconds: int | None, *, zero: str = "never") -> str:
-    """Unix seconds as UTC text; 0 means no expiry (perpetual)."""
-    if not seconds:
-        return zero
-    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """Unix seconds as the server's pages show a moment (:func:`svccore.dates.moment`,
+    ``27 November 2026, 14:05 UTC``); 0 means no expiry (perpetual)."""
+    return dates.moment(seconds, none=zero)
+
+
+def day(seconds: int | None, *, zero: str = "") -> str:
+    """Unix seconds as their UTC day, ``27 November 2026``."""
+    return dates.day(seconds, none=zero)
+
+
+def period(start: int, end: int) -> str:
+    """An invoice period ``[start, end)`` by its days, ``1–30 November 2026``."""
+    return dates.period(start, end)
 
 
 def amount(value: Decimal | int | str, currency: str, *, grouped: bool = False) -> str:

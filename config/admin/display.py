@@ -1,10 +1,10 @@
 """How the console and the invoice documents show things, the same on every page: a
-moment as ``2026-11-23 18:40 UTC`` (:func:`utc_time`, also for Unix seconds), money with
-its currency's decimals and thousands separators (:func:`money`: ``20,000.00 EUR``, never
-``20000.0``), quantities grouped and without trailing zeros (:func:`quantity`:
-``1,953,000``, ``12.345``), counts with their noun (:func:`counted`: ``1 licence``, ``2
-licences``), and JSON indented, wrapped and with its Unix times dated
-(:func:`pretty_json`)."""
+moment as ``23 November 2026, 18:40 UTC`` (:func:`utc_time`, also for Unix seconds, from
+:mod:`svccore.dates`, the one home of dates and periods), money with its currency's
+decimals and thousands separators (:func:`money`: ``20,000.00 EUR``, never ``20000.0``),
+quantities grouped and without trailing zeros (:func:`quantity`: ``1,953,000``,
+``12.345``), counts with their noun (:func:`counted`: ``1 licence``, ``2 licences``),
+and JSON indented, wrapped and with its Unix times dated (:func:`pretty_json`)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from svccore import dates
 from svccore.money import exact, minor_units
-
-TIME_FORMAT = "%Y-%m-%d %H:%M UTC"
-
 
 # Keys whose integer values are Unix seconds, in licence claims, audit details and events.
 TIME_KEYS = ("iat", "nbf", "exp", "period_start", "period_end", "not_before", "not_after",
@@ -31,16 +29,10 @@ _TIME_LINE = re.compile(rf'^(\s*"({"|".join(TIME_KEYS)})": )(\d+)(,?)$', re.MULT
 
 
 def utc_time(moment: dt.datetime | int | None) -> str:
-    """``moment`` (an aware datetime or Unix seconds) as ``2026-11-23 18:40 UTC``; "" for
-    none (``None``, or 0 seconds, which the claims use for "no end")."""
-    if moment is None or moment == 0:
-        return ""
-    if isinstance(moment, int):
-        try:
-            moment = dt.datetime.fromtimestamp(moment, tz=dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            return str(moment)
-    return moment.astimezone(dt.UTC).strftime(TIME_FORMAT)
+    """``moment`` (an aware datetime or Unix seconds) as ``23 November 2026, 18:40 UTC``
+    (:func:`svccore.dates.moment`, the one format); "" for none (``None``, or 0 seconds,
+    which the claims use for "no end")."""
+    return dates.moment(moment)
 
 
 def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
@@ -49,8 +41,8 @@ def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
     text = utc_time(moment)
     if not text:
         return None
-    day, _, clock = text.partition(" ")
-    return format_html('<span class="svc-time"><span>{}</span> <span>{}</span></span>', day, clock)
+    day, _, clock = text.partition(", ")
+    return format_html('<span class="svc-time"><span>{},</span> <span>{}</span></span>', day, clock)
 
 
 def amount(value: Decimal | int | float | str | None, currency: str) -> str:

@@ -32,6 +32,7 @@ from events.models import Event
 from events.services import event_emit
 from licensing.models import Activation, Batch, License, SeatRelease
 from licensing.services.licenses import license_data, license_revoke
+from svccore import dates
 from svccore.timeunits import unix
 
 # The release a transfer takes: the oldest of the batch's releases that no activation
@@ -166,7 +167,7 @@ def seat_release(
         raise Conflict(
             f"batch {batch.id} has released {count} seats in the last {policy.days} days; "
             f"its release policy allows {policy.describe(batch.units_purchased)}. The next "
-            f"release is possible at {reopens:%Y-%m-%d %H:%M} UTC ({unix(reopens)}); "
+            f"release is possible at {dates.moment(reopens)} ({unix(reopens)}); "
             "revoke the licence meanwhile if the camera must stop"
         )
     license_revoke(license_id=license_id, reason=reason)

@@ -8,6 +8,7 @@ from svcctl.commands import (
     batches,
     billing,
     customers,
+    demo,
     fleet,
     keys,
     licenses,
@@ -50,6 +51,7 @@ ORDER = (
     "catalogue",
     "webhooks",
     "events",
+    "demo",
     "mint",
     "inspect",
     "keygen",
@@ -66,6 +68,7 @@ MODULES = (
     billing,
     offline,
     webhooks,
+    demo,
     minting,
     keys,
 )

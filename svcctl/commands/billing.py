@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from svccore import dates
 from svcctl import EXIT_FAILED, EXIT_OK, files, output
 from svcctl.client import segment
 from svcctl.commands.base import (
@@ -51,7 +52,7 @@ def cmd_usage_conflicts(args) -> int:
                 output.when(c["seen_at"]),
                 c["license_id"],
                 c["device_id"],
-                f"{output.when(c['period_start'])} to {output.when(c['period_end'])}",
+                dates.span(c["period_start"], c["period_end"]),
                 f"{c['held']['inferences']:,}",
                 f"{c['sent']['inferences']:,}",
             ]
@@ -88,8 +89,8 @@ def cmd_invoice(args) -> int:
         return EXIT_OK
     currency = result["currency"]
     print(
-        f"invoice preview {result['customer_id']}: {output.when(result['period_start'])} to "
-        f"{output.when(result['period_end'])} ({currency})\n"
+        f"invoice preview {result['customer_id']}: "
+        f"{output.period(result['period_start'], result['period_end'])} ({currency})\n"
     )
     output.table(
         ["kind", "sku", "description", "quantity", "unit", "unit price", "amount"],
@@ -199,9 +200,9 @@ def cmd_invoices(args) -> int:
         (
             [
                 d["number"],
-                output.when(d["issued_at"])[:10],
+                output.day(d["issued_at"]),
                 f"{d['customer_name']} ({d['customer_id']})",
-                f"{output.when(d['period_start'])[:10]} to {output.when(d['period_end'])[:10]}",
+                output.period(d["period_start"], d["period_end"]),
                 _document_total(d),
                 d["credits"] or d["credited_by"] or "",
             ]
@@ -223,10 +224,10 @@ def _print_document(d: dict) -> None:
         [
             (title, d["number"]),
             ("customer", f"{d['customer_name']} ({d['customer_id']})"),
-            ("issued", output.when(d["issued_at"])),
-            ("period", f"{output.when(d['period_start'])} to {output.when(d['period_end'])}"),
+            ("issued", output.day(d["issued_at"])),
+            ("period", output.period(d["period_start"], d["period_end"])),
         ]
-        + ([("due", output.when(d["due_at"]))] if d.get("due_at") else [])
+        + ([("due", output.day(d["due_at"]))] if d.get("due_at") else [])
         + ([("credits", d["credits"]), ("reason", d["reason"])] if d["credits"] else [])
         + ([("credited by", d["credited_by"])] if d.get("credited_by") else [])
     )

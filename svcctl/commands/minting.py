@@ -9,6 +9,7 @@ import sys
 import time
 
 from devices import token as codec
+from svccore import dates
 from svcctl import EXIT_FAILED, EXIT_OK, OfflineError, certs, files, offline, output
 from svcctl.commands.base import (
     Command,
@@ -20,7 +21,9 @@ from svcctl.commands.base import (
 
 
 def _window(cert: dict) -> str:
-    return f"{output.when(cert['not_before'])} to {output.when(cert['not_after'], zero='no end')}"
+    if not cert["not_after"]:
+        return f"from {output.when(cert['not_before'])}, no end"
+    return dates.span(cert["not_before"], cert["not_after"])
 
 
 def cmd_mint(args) -> int:

@@ -4,9 +4,9 @@ enable, send again; list events."""
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from typing import Any
 
+from svccore import dates
 from svccore.timeunits import iso_utc
 from svcctl import EXIT_OK, output
 from svcctl.client import segment
@@ -18,7 +18,7 @@ ACTIONS = ("list", "add", "show", "delete", "rotate", "enable", "redeliver")
 def _when(seconds: int) -> str:
     if not seconds:
         return "-"
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return dates.moment(seconds)
 
 
 def _state(hook: dict[str, Any]) -> str:

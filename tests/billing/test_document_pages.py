@@ -21,8 +21,8 @@ NUMBER = "INV-2026-000042"
 def _context(lines: int) -> dict:
     return {
         "heading": "Invoice", "number": NUMBER, "credit_note": False, "credits": "",
-        "reason": "", "issued": "2026-01-31", "due": "2026-02-14", "terms_days": 14,
-        "period": "2026-01-01 to 2026-01-31", "period_days": 31, "currency": "EUR",
+        "reason": "", "issued": "31 January 2026", "due": "14 February 2026", "terms_days": 14,
+        "period": "1–31 January 2026", "period_days": 31, "currency": "EUR",
         "seller": {"name": "Vision Licensing B.V.", "address": ["Keizersgracht 1"],
                    "country": "NL", "vat_id": "NL004495445B01", "registration": "KvK 12345678",
                    "iban": "NL91 ABNA 0417 1643 00", "bic": "ABNANL2A",

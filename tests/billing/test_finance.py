@@ -18,6 +18,7 @@ from billing import exports
 from billing.models import DocumentSequence, ImmutableError, Invoice, InvoiceLine, LedgerEntry
 from billing.services import InvoiceAlreadyIssued, NothingToInvoice, invoice_issue, invoice_rate
 from config import clock
+from svccore import dates
 from tests.billing.conftest import hour, record
 from tests.factories import CustomerFactory
 
@@ -122,16 +123,17 @@ def test_todays_activity_is_skipped_saying_from_which_day_it_can_be_invoiced(
     assert "0 invoices issued, 2 customers skipped" in output
     start = today - dt.timedelta(days=30)
     assert (
-        f"skipped {customer.id}: customer {customer.id} owes nothing for {start} to {today} "
-        "UTC (0 new activations, 0 direct licences, 0 inferences); no invoice issued. Its "
-        f"1 activation, 1 direct licence, 0 usage records from {today} 00:00 UTC on fall "
-        "after this period: a period ends at 00:00 UTC of a day no later than today, so "
-        f"they can be invoiced from {today + dt.timedelta(days=1)}, in a period ending then "
-        "or later"
+        f"skipped {customer.id}: customer {customer.id} owes nothing for "
+        f"{dates.period(start, today)} (0 new activations, 0 direct licences, 0 "
+        "inferences); no invoice issued. Its 1 activation, 1 direct licence, 0 usage "
+        f"records from {dates.day(today)} on fall after this period: a period ends with a "
+        "day before today (00:00 UTC), so they can be invoiced from "
+        f"{dates.day(today + dt.timedelta(days=1))}, in a period ending then or later"
     ) in output
     assert (
-        f"skipped {idle.id}: customer {idle.id} owes nothing for {start} to {today} UTC "
-        "(0 new activations, 0 direct licences, 0 inferences); no invoice issued\n"
+        f"skipped {idle.id}: customer {idle.id} owes nothing for "
+        f"{dates.period(start, today)} (0 new activations, 0 direct licences, 0 "
+        "inferences); no invoice issued\n"
     ) in output
     assert not Invoice.objects.exists()
 

@@ -86,5 +86,5 @@ def test_a_refused_customer_is_refused_again_until_repaired(three_customers):
     ]
     again = [r for r in invoice_issue_all(period_days=28, end=MAR) if r.customer_id in ids]
     assert [r.refused for r in again] == [False, True, False]
-    assert "already invoiced up to 2026-03-01" in again[0].note
+    assert "already invoiced through 28 February 2026" in again[0].note
     assert Invoice.objects.filter(customer=three_customers[1]).count() == 1

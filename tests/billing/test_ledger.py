@@ -18,6 +18,7 @@ from billing.limits import start_of_day
 from billing.models import Invoice, InvoiceUsage, LedgerEntry, UsageDaily
 from billing.periods import InvoiceAlreadyIssued, InvoiceNotDue, PeriodNotOver
 from config.errors import InvalidInput
+from svccore import dates
 from tests.billing.conftest import hour, record
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +78,7 @@ def test_periods_are_contiguous_across_months(customer, metered, upload):
 def test_an_end_inside_an_issued_period_is_refused_naming_the_invoice(customer, metered):
     issue("--period-days", "31", "--end", "2026-02-01")
     number = Invoice.objects.get().number
-    message = f"already invoiced up to 2026-02-01 00:00 UTC ({number} covers"
+    message = f"already invoiced through 31 January 2026 ({number} covers 1–31 January 2026)"
     # The end already invoiced to: a re-run, skipped with the reason, exit 0.
     output = issue("--period-days", "30", "--end", "2026-02-01", "--customer", customer.id)
     assert "0 invoices issued" in output and message in output
@@ -95,7 +96,8 @@ def test_an_end_inside_an_issued_period_is_refused_naming_the_invoice(customer, 
 
 def test_an_end_after_today_or_not_at_midnight_is_refused(customer, metered):
     tomorrow = (start_of_day() + dt.timedelta(days=1)).date().isoformat()
-    with pytest.raises(CommandError, match=f"a period ending {tomorrow} is not over"):
+    today = dates.day(start_of_day())
+    with pytest.raises(CommandError, match=f"a period whose last day is {today} is not over"):
         issue("--period-days", "30", "--end", tomorrow)
     with pytest.raises(PeriodNotOver):
         invoice_issue(customer_id=customer.id, end=start_of_day() + dt.timedelta(days=1))
@@ -113,7 +115,7 @@ def test_a_daily_schedule_issues_once_every_period_days(customer, metered, direc
         clock[0] = FEB + dt.timedelta(days=day, hours=1)
         output = issue("--period-days", "30", "--customer", customer.id)
         if day < 30:
-            assert "0 invoices issued" in output and "is due on 2026-03-03" in output, day
+            assert "0 invoices issued" in output and "is due on 3 March 2026" in output, day
         else:
             assert "1 invoice issued" in output
     invoices = Invoice.objects.order_by("period_start")
@@ -122,7 +124,7 @@ def test_a_daily_schedule_issues_once_every_period_days(customer, metered, direc
         (FEB, FEB + dt.timedelta(days=30)),
     ]
     clock[0] = FEB + dt.timedelta(days=45)
-    with pytest.raises(InvoiceNotDue, match="due on 2026-04-02"):
+    with pytest.raises(InvoiceNotDue, match="due on 2 April 2026"):
         invoice_issue(customer_id=customer.id, period_days=30)
 
 

@@ -138,7 +138,7 @@ def test_reconcile_catches_a_planted_invoice(every_sku):
     code, output = reconcile()
     assert code == 1
     assert "INV-2026: 1 document(s) numbered beyond the last number issued (1)" in output
-    assert f"INV-2026-000099 (2026-01-22 to 2026-03-01) overlaps {every_sku.number}" in output
+    assert f"INV-2026-000099 (22 January – 28 February 2026) overlaps {every_sku.number}" in output
 
 
 def test_counters_reset_behind_the_ledger_never_bill_twice(every_sku):
@@ -182,7 +182,7 @@ def test_money_is_rounded_to_the_currencys_minor_unit():
 
 
 def test_issue_invoices_names_an_overlap_and_exits_1(every_sku):
-    with pytest.raises(CommandError, match="was already invoiced up to 2026-02-01"):
+    with pytest.raises(CommandError, match="was already invoiced through 31 January 2026"):
         call_command(
             "issue_invoices", "--period-days", "30", "--end", "2026-01-20",
             "--customer", every_sku.customer_id, stdout=io.StringIO(),

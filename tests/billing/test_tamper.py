@@ -419,7 +419,7 @@ def test_a_renewal_moved_under_the_bypass_fails_reconcile_deep(customer, direct,
             assert name in output
             if column == "renewed_at":
                 assert f"{name}: renewed at " in output and "its audit entry" in output
-                assert f"billed on {invoice.number} for 2026-01-01 to 2026-02-01" in output
+                assert f"billed on {invoice.number} for 1–31 January 2026" in output
             else:
                 assert f"{name}: ends " in output and "days from" in output
             role, operation, old, new = trail("licensing_renewal")[-1]

@@ -97,7 +97,7 @@ def test_a_credit_note_negates_its_invoices_tax(vat_documents):
 
 
 def test_overlapping_rates_and_missing_rates_are_refused(vat_documents):
-    with pytest.raises(InvalidInput, match="DE already has 19.00 % from 2024-01-01 on"):
+    with pytest.raises(InvalidInput, match="DE already has 19.00 % from 1 January 2024 on"):
         vat_rate_save(country="DE", rate=Decimal("16"), valid_from=dt.date(2026, 7, 1))
     with pytest.raises(InvalidInput, match="percentage"):
         vat_rate_save(country="CH", rate=Decimal("100"), valid_from=dt.date(2026, 1, 1))
@@ -177,7 +177,7 @@ def test_finance_edits_the_rate_table_in_the_console(admin_client):
     add = "/admin/billing/vatrate/add/"
     overlap = admin_client.post(add, {"country": "de", "rate": "16", "valid_from": "2030-07-01"})
     assert overlap.status_code == 200
-    assert "DE already has 19.00 % from 2024-01-01 on" in overlap.content.decode()
+    assert "DE already has 19.00 % from 1 January 2024 on" in overlap.content.decode()
     old = VatRate.objects.get(country="DE", valid_to__isnull=True)
     change = f"/admin/billing/vatrate/{old.pk}/change/"
     ended = admin_client.post(

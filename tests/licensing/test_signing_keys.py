@@ -431,7 +431,7 @@ def test_key_list_shows_every_key_with_its_state(with_roots, signing_key, new_ke
     for state, kid in kids.items():
         assert rows[kid][1:3] == ["offline", state]
     assert rows[kid_of(signing_key)][3] == codec.key_fingerprint(signing_key.public_key())
-    assert " ".join(rows[kid_of(signing_key)][4:]) == "any time to no end"  # dates, not seconds
+    assert " ".join(rows[kid_of(signing_key)][4:]) == "any time – no end"  # dates, not seconds
 
 
 def test_keygen_prints_the_key_id(tmp_path):

@@ -14,6 +14,7 @@ from django.urls import reverse
 from audit.models import AuditEntry
 from licensing.models import Batch, License, TrialConversion
 from licensing.services import batch_issue, trial_convert, unit_activate
+from svccore import dates
 from tests.operators.test_admin import _confirmed
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +73,7 @@ def test_the_batches_list_page_and_fleet_show_the_trial(admin_client, customer, 
     fleet = admin_client.get(reverse("admin:licensing_activation_changelist")).content.decode()
     unit = License.objects.get(batch=on_trial)
     assert '<span class="svc-state svc-state-trial">on trial</span>' in fleet
-    assert f"trial to {unit.expires_at:%Y-%m-%d %H:%M} UTC" in fleet
+    assert f"trial to {dates.moment(unit.expires_at)}" in fleet
     lic_page = admin_client.get(
         reverse("admin:licensing_license_change", args=[unit.pk])
     ).content.decode()

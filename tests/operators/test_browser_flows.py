@@ -26,6 +26,7 @@ from customers.models import Customer
 from customers.services import customer_create
 from licensing.models import Activation, Batch, License, Renewal
 from licensing.services import batch_issue, license_issue, license_revoke
+from svccore import dates
 from tests.operators.test_browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -256,7 +257,7 @@ def test_operator_finds_the_cameras_not_seen_for_days(moved_service, server_cloc
     assert all(seen[d] > activated[d] for d in devices[:4]), seen
     assert all(seen[d] == activated[d] for d in devices[4:]), seen
     silent = devices[4]
-    shown = seen[silent].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    shown = dates.moment(seen[silent])
 
     with sync_playwright() as playwright:
         browser = _browser(playwright)
@@ -289,7 +290,7 @@ def test_operator_finds_the_cameras_not_seen_for_days(moved_service, server_cloc
             # A checked-in camera's page shows its last contact to the minute.
             page.goto(f"{url}/admin/licensing/activation/")
             page.click(f"#result_list a:text('{devices[3]}')")
-            recent = seen[devices[3]].astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            recent = dates.moment(seen[devices[3]])
             assert recent in " ".join(page.inner_text("#content").split())
         finally:
             browser.close()

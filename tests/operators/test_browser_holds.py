@@ -84,7 +84,9 @@ def test_operator_suspends_and_reinstates_a_batch_and_a_customer_and_both_sides_
             # The fleet shows the unit's lease end.
             page.goto(f"{url}/admin/licensing/activation/")
             row = page.inner_text("#result_list tbody tr")
-            assert DEVICE in row and re.search(r"lease to \d{4}-\d\d-\d\d \d\d:\d\d UTC", row)
+            assert DEVICE in row and re.search(
+                r"lease to \d{1,2} [A-Z][a-z]+ \d{4}, \d\d:\d\d UTC", row
+            )
 
             # Suspend the batch: the confirmation names it, a reason is required.
             _act(page, url, "licensing/batch", "suspend_batches")

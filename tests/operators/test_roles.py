@@ -26,6 +26,8 @@ from operators.services import operator_key_create, operator_key_revoke
 
 # (route, method) -> the capability it needs. The decision lives here, once.
 MATRIX = {
+    # The demo history (issue 43), development servers only: invoices, as finance issues.
+    ("v1/admin/demo", "POST"): "manage_billing",
     ("metrics", "GET"): "view_service",
     ("v1/admin/catalogue", "GET"): "view_service",
     ("v1/admin/batches", "POST"): "issue_licences",

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from svccore import dates
 from tests.licensing.test_fleet_paging import SECOND, _at, bulk_units, expected_order
 from tests.operators.test_svcctl import _json, svcctl
 
@@ -139,7 +140,7 @@ def test_fleet_not_seen_days_lists_the_silent_units_with_their_last_seen(
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     rows = {device: [line for line in lines if device in line] for device in body_devices}
-    twenty_days = (now - dt.timedelta(days=20)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    twenty_days = dates.moment(now - dt.timedelta(days=20))
     assert twenty_days in rows["seen-00001"][0] and len(rows["seen-00001"]) == 1
     assert "never" in rows["seen-00002"][0] and len(rows["seen-00002"]) == 1
     assert "\n2 unit(s)\n" in table.stdout

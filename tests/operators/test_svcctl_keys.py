@@ -369,7 +369,7 @@ def test_inspect_root_follows_the_chain_of_a_license_file(tmp_path, root, airgap
         f"key fingerprint  {codec.key_fingerprint(airgap[1].read_text())}",
         f"root chain       ok: key {kid} certified by root {root_kid} (use offline)",
         f"certificate      key {kid}, use offline, ",
-        "to no end, root",
+        ", no end, root",
         "state            active",
         "device           cam-42",
     ):

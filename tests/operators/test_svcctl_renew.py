@@ -91,7 +91,7 @@ def test_renew_asks_naming_the_new_end_and_the_bill_and_no_renews_nothing(monkey
     assert client.posts == ["renew/quote"]
     (question,) = asked
     assert question == (
-        "renew batch B-1 of Acme (CUST-A) to 2027-11-27 11:11:39 UTC (365 days), billing "
+        "renew batch B-1 of Acme (CUST-A) to 27 November 2027, 11:11 UTC (365 days), billing "
         "48 x 90.00 EUR = 4,320.00 EUR? [y/N] "
     )
     assert "nothing renewed" in capsys.readouterr().err
@@ -111,7 +111,7 @@ def test_renew_dry_run_prints_the_new_end_and_the_bill(monkeypatch, capsys):
     monkeypatch.setattr(licenses, "connect", lambda args: client)
     assert licenses.cmd_renew(_args(dry_run=True, yes=True)) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^new end\s+2027-11-27 11:11:39 UTC$", out, re.M)
+    assert re.search(r"^new end\s+27 November 2027, 11:11 UTC$", out, re.M)
     assert re.search(r"^would bill\s+48 x 90\.00 EUR = 4,320\.00 EUR$", out, re.M)
     assert "dry run: nothing renewed, nothing billed" in out and client.posts == ["renew/quote"]
 

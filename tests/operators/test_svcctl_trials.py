@@ -52,7 +52,7 @@ def test_convert_trial_asks_naming_the_units_the_end_and_the_bill(monkeypatch, c
     (question,) = asked
     assert question == (
         f"convert trial batch {QUOTE['batch_id']} of Nordlicht Sicherheitstechnik GmbH "
-        "(CUST-NORDLICHT) to paid, ending 2027-11-27 11:11:39 UTC, billing 12 x 240.00 EUR = "
+        "(CUST-NORDLICHT) to paid, ending 27 November 2027, 11:11 UTC, billing 12 x 240.00 EUR = "
         "2,880.00 EUR? [y/N] "
     )
     assert "nothing converted" in capsys.readouterr().err

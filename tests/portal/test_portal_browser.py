@@ -23,6 +23,7 @@ from customers.services import customer_create
 from licensing.models import Activation, Batch
 from licensing.services import batch_issue, license_issue
 from portal.models import CustomerUser, Invitation
+from svccore import dates
 from tests.browser import is_favicon
 from tests.operators.test_browser import (
     CHROMIUM,
@@ -259,7 +260,7 @@ def test_the_fleet_shows_last_contact_and_finds_silent_cameras(
     assert seen[silent] < seen[devices[0]] - dt.timedelta(days=11)
 
     def shown(moment: dt.datetime) -> str:
-        return moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return dates.moment(moment)
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(

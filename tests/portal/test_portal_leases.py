@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from licensing import services
 from licensing.models import Batch, License
+from svccore import dates
 from svccore.timeunits import DAY
 
 
@@ -20,7 +21,7 @@ def test_portal_and_console_show_lease_end_and_suspension(
     Batch.objects.filter(pk=alpha.batch.pk).update(max_offline_days=7)
     unit = License.objects.get(pk=alpha.units[0])
     License.objects.filter(pk=unit.pk).update(checked_in_at=unit.issued_at)
-    lease_to = f"{unit.issued_at + dt.timedelta(days=7):%Y-%m-%d %H:%M} UTC"
+    lease_to = dates.moment(unit.issued_at + dt.timedelta(days=7))
     client = alpha.client()
     for page in (
         client.get(reverse("portal-fleet")),

@@ -9,7 +9,6 @@ and a damaged one is refused on the page with its code."""
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from billing.models import UsageRecord
 from customers.services import customer_create
 from licensing.models import Batch, OfflineExchange
 from licensing.services import batch_issue
+from svccore import dates
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
 from tests.operators.test_console_layout import LAYOUT_PROBLEMS_JS
 from tests.portal.conftest import PASSWORD, account_for
@@ -109,7 +109,7 @@ def test_the_customer_runs_the_air_gapped_round_trip_in_the_portal(
             # The page lists the unit with the date of its last exchange.
             page.click("#portal-nav a:text('Air-gapped cameras')")
             listed = page.inner_text("#offline-units")
-            day = dt.datetime.fromtimestamp(T0 + HOUR, dt.UTC).strftime("%Y-%m-%d")
+            day = dates.day(T0 + HOUR)
             assert DEVICE in listed and day in listed
             # It fits 1000 px with a real device id, as every portal page does.
             assert page.evaluate(LAYOUT_PROBLEMS_JS) == []

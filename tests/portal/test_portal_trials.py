@@ -15,6 +15,7 @@ from django.urls import reverse
 from audit.models import AuditEntry
 from licensing.models import License, TrialConversion
 from licensing.services import batch_issue, license_revoke, unit_activate
+from svccore import dates
 from tests.factories import CustomerFactory
 from tests.portal.conftest import account_for
 
@@ -43,7 +44,7 @@ def test_a_trial_batch_shows_its_trial_and_what_buying_costs(shop):
     assert "Request renewal" not in page
     unit = License.objects.filter(batch=batch).first()
     assert '<span class="svc-state svc-state-trial">on trial</span>' in page
-    assert f"trial to {unit.expires_at:%Y-%m-%d %H:%M} UTC" in page
+    assert f"trial to {dates.moment(unit.expires_at)}" in page
 
 
 def test_buying_converts_at_once_and_bills_what_was_confirmed(shop):

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing import services
 from config.errors import ServiceError
-from svccore import money
+from svccore import dates, money
 
 
 class Command(BaseCommand):
@@ -29,5 +29,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"issued {note.number}: {money.amount(note.total, note.currency)} {note.currency}, "
             f"reversing {number} "
-            f"({note.customer_id}, {note.period_start:%Y-%m-%d} to {note.period_end:%Y-%m-%d})"
+            f"({note.customer_id}, {dates.period(note.period_start, note.period_end)})"
         )

@@ -9,6 +9,7 @@ from config import clock
 from config.errors import ServiceError
 from operators.roles import ROLES, parse_roles
 from operators.services import operator_key_create, operator_key_revoke
+from svccore import dates
 
 
 class Command(BaseCommand):
@@ -60,7 +61,7 @@ class Command(BaseCommand):
             except ServiceError as exc:
                 raise CommandError(exc.detail) from None
         self.stdout.write(key)
-        until = f", expires {row.expires_at:%Y-%m-%d %H:%M} UTC" if row.expires_at else ""
+        until = f", expires {dates.moment(row.expires_at)}" if row.expires_at else ""
         self.stderr.write(
             f"operator key {row.name!r} created (prefix {row.prefix}; roles "
             f"{', '.join(row.roles)}{until}). This is the only time it is shown: store it "

@@ -6,14 +6,17 @@ from django.core.management.base import BaseCommand
 from config.admin.display import utc_time
 from signing import keyring
 from signing.selectors import signing_keys_list
+from svccore import dates
 
 
 def _window(key) -> str:
-    """The certificate's validity in UTC: ``2026-11-26 17:00 UTC to 2027-11-26 ...``."""
+    """The certificate's validity in UTC (:mod:`svccore.dates`)."""
     if not key.certificate:
         return "not certified"
+    if key.not_before and key.not_after:
+        return dates.span(key.not_before, key.not_after)
     start = utc_time(key.not_before) or "any time"
-    return f"{start} to {utc_time(key.not_after) or 'no end'}"
+    return f"{start} {dates.DASH} {utc_time(key.not_after) or 'no end'}"
 
 
 class Command(BaseCommand):
