@@ -8,4 +8,4 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         # Imported for what they register: the schema of billing's query fields, and
         # billing's part of the event scan (events.scan).
-        from billing import scan, schemas  # noqa: F401
+        from billing import reminders, scan, schemas  # noqa: F401
