@@ -154,14 +154,17 @@ def standing_from(
     return Standing(state, balance, paid, credited, due, late if balance > 0 else 0)
 
 
-def standing_of(invoice: Invoice, now: dt.datetime | None = None) -> Standing | None:
+def standing_of(
+    invoice: Invoice, now: dt.datetime | None = None, *, fresh: bool = False
+) -> Standing | None:
     """``invoice``'s state and balance; None for a credit note. Reads the annotations of
-    :func:`with_balances` when the row has them, else sums (two queries)."""
+    :func:`with_balances` when the row has them, else (or ``fresh``: a write since the
+    row was read) sums them (two queries)."""
     if invoice.kind != Invoice.Kind.INVOICE:
         return None
     now = now or clock.now()
-    credited = getattr(invoice, "credited_sum", None)
-    paid = getattr(invoice, "paid_sum", None)
+    credited = None if fresh else getattr(invoice, "credited_sum", None)
+    paid = None if fresh else getattr(invoice, "paid_sum", None)
     if credited is None or paid is None:
         credited = (
             Invoice.objects.filter(kind=Invoice.Kind.CREDIT_NOTE, credits=invoice).aggregate(

@@ -92,7 +92,7 @@ def payment_write(
 ) -> Payment:
     """Write one payment of a locked customer's invoice (the caller holds the lock and
     the transaction), and ``invoice.paid`` when it settles the balance."""
-    before = balances.standing_of(invoice, now)
+    before = balances.standing_of(invoice, now, fresh=True)
     assert before is not None
     payment = Payment.objects.create(
         invoice=invoice,
@@ -106,7 +106,7 @@ def payment_write(
         recorded_at=now or clock.now(),
         note=note[:300],
     )
-    after = balances.standing_of(invoice, now)
+    after = balances.standing_of(invoice, now, fresh=True)
     assert after is not None
     if before.balance > 0 and after.balance <= 0 and after.state == balances.State.PAID:
         paid_event(invoice, after, payment)
@@ -140,7 +140,7 @@ def payment_record(
     if value < 0 and not note:
         raise InvalidInput("a correcting (negative) entry needs a note saying why")
     if value < 0:
-        paid = balances.standing_of(invoice, now)
+        paid = balances.standing_of(invoice, now, fresh=True)
         if paid is not None and paid.paid + value < 0:
             raise Conflict(
                 f"a correction of {-value} {invoice.currency} is more than the "

@@ -99,7 +99,7 @@ def _match(entry: camt053.Entry, now: dt.datetime | None, seen: set[str]) -> dic
             "other currency left out: " + ", ".join(i.number for i in known if i not in same)
         )
     # Balances as of now, under the customers' locks.
-    standing = {invoice.number: balances.standing_of(invoice, now) for invoice in same}
+    standing = {invoice.number: balances.standing_of(invoice, now, fresh=True) for invoice in same}
     owed = [max(standing[i.number].balance, Decimal(0)) for i in same]
     if len(same) > 1 and entry.amount == sum(owed) and all(owed):
         shares = list(zip(same, owed, strict=True))
@@ -122,7 +122,7 @@ def _match(entry: camt053.Entry, now: dt.datetime | None, seen: set[str]) -> dic
             note=(f"from {entry.debtor}" if entry.debtor else ""),
             now=now,
         )
-        after = balances.standing_of(invoice, now)
+        after = balances.standing_of(invoice, now, fresh=True)
         assert after is not None
         payments.append(
             {
