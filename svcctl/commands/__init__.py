@@ -13,6 +13,7 @@ from svcctl.commands import (
     licenses,
     minting,
     offline,
+    payments,
     webhooks,
 )
 from svcctl.commands.base import Command
@@ -47,6 +48,9 @@ ORDER = (
     "invoice-show",
     "invoice-download",
     "credit-note",
+    "payment-record",
+    "payments",
+    "payment-import",
     "catalogue",
     "webhooks",
     "events",
@@ -64,6 +68,7 @@ MODULES = (
     addons,
     fleet,
     billing,
+    payments,
     offline,
     webhooks,
     minting,
