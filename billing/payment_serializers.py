@@ -90,7 +90,7 @@ class StandingOut(InCurrency):
     def get_state(self, invoice) -> str:
         return balances.standing_of(invoice).state
 
-    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=3))
+    @extend_schema_field({"type": "number"})
     def get_balance(self, invoice) -> Decimal:
         return money.amount(balances.standing_of(invoice).balance, invoice.currency)
 

@@ -172,4 +172,6 @@ def payments_of(*, number: str) -> tuple[Invoice, list[Payment]]:
     )
     if invoice is None:
         raise NotFound(f"invoice {number} does not exist")
+    if invoice.kind != Invoice.Kind.INVOICE:
+        raise InvalidInput(f"{number} is a credit note; payments are recorded against invoices")
     return invoice, list(Payment.objects.filter(invoice=invoice).order_by("paid_on", "id"))

@@ -20,7 +20,13 @@ class InvoicePaymentsApi(APIView):
         parameters=[schema.id_path("number", "The invoice."), schema.retry_after(429, 503)],
         responses={
             200: serializers.InvoicePaymentsOut,
-            **schema.errors({**schema.ADMIN_ERRORS, 404: "No such invoice."}),
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: "The number is a credit note.",
+                    404: "No such invoice.",
+                }
+            ),
         },
         operation_id="v1_admin_invoice_payments_list",
         description="An invoice's state and balance, and the payments recorded against it, "

@@ -312,7 +312,7 @@ class _DocumentOut(InCurrency):
         standing = standing_of(document)
         return standing.state if standing else None
 
-    @extend_schema_field(serializers.DecimalField(max_digits=16, decimal_places=3, allow_null=True))
+    @extend_schema_field({"type": "number", "nullable": True})
     def get_balance(self, document) -> Decimal | None:
         standing = standing_of(document)
         return money.amount(standing.balance, document.currency) if standing else None

@@ -231,6 +231,12 @@ def test_api_refuses_bad_payments_with_a_detail(customer, admin_api, body, statu
     assert words in answer.json()["detail"]
 
 
+def test_api_a_credit_note_has_no_payments_400(customer, admin_api):
+    note = credit_note(invoice(customer, "10.00"))
+    answer = admin_api.get(f"/v1/admin/invoices/{note.number}/payments")
+    assert answer.status_code == 400 and "credit note" in answer.json()["detail"]
+
+
 def test_api_unknown_invoice_is_404(admin_api, db):
     answer = admin_api.post("/v1/admin/invoices/INV-2026-000404/payments", {"amount": "1"},
                             format="json")  # fmt: skip
