@@ -14,6 +14,8 @@ import would do and rolls it back.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -137,20 +139,35 @@ def _match(entry: camt053.Entry, now: dt.datetime | None, seen: set[str]) -> dic
 
 
 def _summary(result: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    return {key: result[key] for key in ("statements", "matched", "already_imported",
-                                         "unmatched", "skipped", "dry_run")}  # fmt: skip
+    return {
+        "sha256": arguments["sha256"],
+        "bytes": arguments["size"],
+        **{key: result[key] for key in ("statements", "matched", "already_imported",
+                                        "unmatched", "skipped", "dry_run")},
+    }  # fmt: skip
 
 
-@audited("payment.import", target=lambda result, arguments: "camt053", detail=_summary)
-def statement_import(
-    *, data: bytes, dry_run: bool = False, now: dt.datetime | None = None
+@dataclass(frozen=True)
+class _Parsed:
+    """The statements read from a file; short in the audit log (never the file)."""
+
+    statements: list[camt053.Statement]
+
+    def __str__(self) -> str:
+        entries = sum(len(s.entries) for s in self.statements)
+        return f"{len(self.statements)} statement(s), {entries} booked credit(s)"
+
+
+def _statement_target(result: Any, arguments: dict[str, Any]) -> str:
+    ids = ", ".join(s.statement_id for s in arguments["parsed"].statements)
+    return ids[:128] or "camt053"
+
+
+@audited("payment.import", target=_statement_target, detail=_summary)
+def _statement_apply(
+    *, parsed: _Parsed, sha256: str, size: int, dry_run: bool, now: dt.datetime | None
 ) -> dict[str, Any]:
-    """Import CAMT.053 ``data``: the report of every booked credit entry. A malformed
-    file is a 400 (InvalidInput) naming the problem, and nothing is imported."""
-    try:
-        statements = camt053.parse(data)
-    except camt053.StatementError as problem:
-        raise InvalidInput(f"bank statement refused: {problem}") from None
+    statements = parsed.statements
     report: dict[str, Any] = {}
     try:
         with transaction.atomic():
@@ -179,3 +196,23 @@ def statement_import(
     except _DryRun:
         pass
     return report
+
+
+def statement_import(
+    *, data: bytes, dry_run: bool = False, now: dt.datetime | None = None
+) -> dict[str, Any]:
+    """Import CAMT.053 ``data``: the report of every booked credit entry. A malformed
+    file is a 400 (InvalidInput) naming the problem, and nothing is imported. The audit
+    entry (``payment.import``) names the statements, the file's SHA-256 and the counts,
+    never the file."""
+    try:
+        statements = camt053.parse(data)
+    except camt053.StatementError as problem:
+        raise InvalidInput(f"bank statement refused: {problem}") from None
+    return _statement_apply(
+        parsed=_Parsed(statements),
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        dry_run=dry_run,
+        now=now,
+    )

@@ -81,7 +81,12 @@ def test_a_statement_pays_the_invoices_it_names_once(customer):
     assert (again["matched"], again["already_imported"], again["unmatched"]) == (0, 2, 1)
     assert Payment.objects.count() == 2
     assert Event.objects.filter(type="invoice.paid").count() == 1
-    assert AuditEntry.objects.filter(action="payment.import").count() == 2
+    entries = AuditEntry.objects.filter(action="payment.import")
+    assert entries.count() == 2
+    entry = entries.first()
+    assert entry.target == "DE89370400440532013000-2026-331"
+    assert entry.detail["bytes"] == len(data) and len(entry.detail["sha256"]) == 64
+    assert "<Document" not in str(entry.detail)  # the counts, never the file
 
 
 def test_one_entry_pays_several_invoices_when_the_amount_is_their_balances(customer):
