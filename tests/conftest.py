@@ -77,6 +77,7 @@ SLOW_MODULES = frozenset(
     {
         "tests/test_fuzz_api.py",
         "tests/test_device_fuzz.py",
+        "tests/test_payments_browser.py",
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",
         "tests/test_leases_end_to_end.py",
