@@ -12,6 +12,7 @@ from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from billing import exports, vat
+from billing.balances import standing_of, with_balances
 from billing.models import (
     Invoice,
     InvoiceLine,
@@ -23,6 +24,7 @@ from billing.models import (
     UsageRecord,
     VatRate,
 )
+from billing.payment_admin import StateFilter
 from config import clock
 from config.admin.base import (
     CapabilityAdmin,
@@ -84,9 +86,9 @@ def download_csv(modeladmin, request, queryset):
 class InvoiceAdmin(ReadOnlyAdmin):
     # Narrow enough for a 1000 px window: the number says the kind (INV-/CN-), the period
     # its length; issue dates are the date hierarchy and on the invoice's page.
-    list_display = ("number", "customer_shown", "period_shown", "total_shown", "credits",
-                    "credited_by")  # fmt: skip
-    list_filter = ("kind", "year", "currency")
+    list_display = ("number", "customer_shown", "period_shown", "total_shown",
+                    "state_shown", "balance_shown", "credits", "credited_by")  # fmt: skip
+    list_filter = (StateFilter, "kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
     list_select_related = ("customer", "credits", "credit_note")
@@ -95,6 +97,20 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
     def has_export_permission(self, request) -> bool:
         return may(request, "manage_billing")
+
+    def get_queryset(self, request):
+        # Each invoice's credited and paid sums in the list's own query (issue 43).
+        return with_balances(super().get_queryset(request))
+
+    @admin.display(description="state")
+    def state_shown(self, obj: Invoice) -> str:
+        standing = standing_of(obj)
+        return standing.label if standing else ""
+
+    @admin.display(description="balance")
+    def balance_shown(self, obj: Invoice) -> str:
+        standing = standing_of(obj)
+        return money(standing.balance, obj.currency) if standing else ""
 
     @admin.display(description="total", ordering="total")
     def total_shown(self, obj: Invoice) -> str:

@@ -7,6 +7,6 @@ class BillingConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported for what they register: the schema of billing's query fields,
-        # billing's part of the event scan (events.scan) and the deployment check of the
-        # seller.
-        from billing import checks, scan, schemas  # noqa: F401
+        # billing's part of the event scan (events.scan), the reminders' part of the
+        # worker's pass and the deployment check of the seller.
+        from billing import checks, reminders, scan, schemas  # noqa: F401

@@ -607,3 +607,8 @@ class LedgerCheck(models.Model):
 
     def __str__(self) -> str:
         return f"ledger check {dates.moment(self.checked_at)}"
+
+
+# Payments and reminders (issue 43) live in their own module; imported here so Django
+# finds them as the billing app's models.
+from billing.payment_models import Payment, PaymentReminder  # noqa: E402, F401

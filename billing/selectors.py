@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
 
+from billing.balances import with_balances
 from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
@@ -380,8 +381,12 @@ class InvoicePage:
 
 
 def _documents():
-    return Invoice.objects.select_related("customer", "credits", "credit_note").prefetch_related(
-        "lines"
+    # Each invoice's credited and paid sums (its state and balance, billing.balances) in
+    # the same query as the page, never one query per row.
+    return with_balances(
+        Invoice.objects.select_related("customer", "credits", "credit_note").prefetch_related(
+            "lines", "taxes"
+        )
     )
 
 

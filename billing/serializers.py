@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from decimal import Decimal
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from billing.balances import STATES, standing_of
 from billing.documents import due_date
 from billing.limits import MAX_COUNTER, MAX_TIMESTAMP, PERIOD_DAYS_MAX
 from billing.models import Invoice, InvoiceLine, VatCategory
@@ -26,6 +28,7 @@ from config.api.fields import (
     UnixField,
 )
 from devices.documents import NONCE_MAX_CHARS
+from svccore import money
 from svccore.timeunits import DAY, unix
 
 _DIGITS = re.compile(r"\A[0-9]{1,6}\Z")
@@ -295,6 +298,24 @@ class _DocumentOut(InCurrency):
         allow_blank=True, help_text="The customer's country the VAT was decided on."
     )
     buyer_vat_id = serializers.CharField(allow_blank=True)
+    state = serializers.SerializerMethodField(
+        help_text="open, partly_paid, paid, overdue or void (fully credited); null on a "
+        "credit note (billing.balances)."
+    )
+    balance = serializers.SerializerMethodField(
+        help_text="What is left to pay: the gross total, plus credit notes (negative), minus "
+        "payments; negative: overpaid. Null on a credit note."
+    )
+
+    @extend_schema_field(serializers.ChoiceField(choices=STATES, allow_null=True))
+    def get_state(self, document) -> str | None:
+        standing = standing_of(document)
+        return standing.state if standing else None
+
+    @extend_schema_field({"type": "number", "nullable": True})
+    def get_balance(self, document) -> Decimal | None:
+        standing = standing_of(document)
+        return money.amount(standing.balance, document.currency) if standing else None
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_due_at(self, document) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from billing import api, device_urls
+from billing import api, device_urls, payments_api
 from config.api import converters  # noqa: F401 - registers <id:...>
 
 urlpatterns = [
@@ -24,5 +24,15 @@ urlpatterns = [
         "admin/invoices/<id:number>/credit-note",
         api.CreditNoteApi.as_view(),
         name="admin-credit-note",
+    ),
+    path(
+        "admin/invoices/<id:number>/payments",
+        payments_api.InvoicePaymentsApi.as_view(),
+        name="admin-invoice-payments",
+    ),
+    path(
+        "admin/payments/camt053",
+        payments_api.StatementImportApi.as_view(),
+        name="admin-payments-camt053",
     ),
 ]

@@ -23,6 +23,7 @@ from config.settings_checks import (
     number,
     path,
     read_env_file,
+    reminder_days,
     replica_database,
     root_keys,
     seat_release_policy,
@@ -333,6 +334,9 @@ SVC_WEBHOOK_SECRET_OVERLAP_HOURS = number(
 # contact, checked with python-stdnum; production start-up refuses one that is incomplete.
 globals().update(seller_settings(debug=DEBUG))
 SVC_PAYMENT_TERMS_DAYS = number("SVC_PAYMENT_TERMS_DAYS", 30, low=0, high=365)
+# Payment reminders (billing.reminders): days past due of the first, second and final
+# reminder e-mailed to the customer's contact, each once per invoice; "off": none.
+SVC_REMINDER_DAYS = reminder_days("SVC_REMINDER_DAYS", "7,21,35")
 
 # Last seen (issue 42): a unit's last_seen_at is written at most once per this many
 # minutes (per unit; at most one UPDATE per process in that time, none in between), and

@@ -283,6 +283,28 @@ def path(value: str) -> Path:
     return found if found.is_absolute() else BASE_DIR / found
 
 
+def reminder_days(name: str, default: str) -> tuple[int, ...]:
+    """``name``: days past due of the payment reminders, first to final, comma-separated
+    and increasing (``7,21,35``), at most three; ``off`` (or empty): no reminders."""
+    text = env.str(name, default=default).strip().lower()
+    if text in ("", "off", "0"):
+        return ()
+    try:
+        days = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        days = ()
+    if (
+        not 1 <= len(days) <= 3
+        or any(not 1 <= day <= 3660 for day in days)
+        or list(days) != sorted(set(days))
+    ):
+        raise ImproperlyConfigured(
+            f"{name} must be up to three increasing whole numbers of days past due from 1 to "
+            f"3660 (first, second, final reminder; e.g. 7,21,35), or off, not {text!r}"
+        )
+    return days
+
+
 def email_addresses(name: str) -> list[str]:
     """``name``: comma-separated e-mail addresses; one that is not stops start-up."""
     addresses = [a.strip() for a in os.environ.get(name, "").split(",") if a.strip()]

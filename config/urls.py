@@ -8,6 +8,7 @@ from config import views
 from config.admin.base import guard_every_admin
 from config.api import converters  # noqa: F401 - registers <id:...>
 from console import metrics, second_factor
+from console import payments as console_payments
 from console import views as console_views
 from licensing import health
 
@@ -75,6 +76,11 @@ urlpatterns = [
         "admin/documents/<id:number>/credit-note/",
         admin.site.admin_view(console_views.credit_note),
         name="console-credit-note",
+    ),
+    path(
+        "admin/payments/statement/",
+        admin.site.admin_view(console_payments.statement_upload),
+        name="console-statement",
     ),
     # Every staff user's, before any other page when SVC_REQUIRE_2FA is on.
     path(

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST, require_safe
 from billing import documents, downloads, limits
 from billing import selectors as billing_selectors
 from billing import services as billing_services
+from billing.balances import receivables_by_age
 from billing.exports import preview_csv
 from billing.models import Invoice, InvoiceLine
 from billing.offline import offline_file_answer
@@ -30,7 +31,7 @@ from config.admin.base import may, require
 from config.admin.display import admin_url, amount, counted, money, quantity
 from config.errors import ServiceError
 from config.seller import is_demo
-from console import charts, selectors
+from console import charts, payments, selectors
 from customers.models import Customer
 from licensing import selectors as licensing_selectors
 from licensing.models import NEAR_EXHAUSTION_PERCENT
@@ -103,6 +104,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "ledger_rows": [_ledger_cells(row) for row in ledger.rows[:LEDGER_ROWS]],
         "ledger_total": _ledger_cells(ledger.totals(), label="All customers"),
         "can_reconcile": may(request, "manage_billing"),
+        **payments.receivables(receivables_by_age()),
     }
     return TemplateResponse(request, "console/dashboard.html", context)
 
@@ -345,6 +347,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         and may(request, "manage_billing"),
         "usage": usage,
         "demo_seller": is_demo(settings.SVC_SELLER_NAME, settings.SVC_SELLER_IBAN),
+        **payments.invoice_payments(request, issued),
     }
     return TemplateResponse(request, "console/document.html", context)
 

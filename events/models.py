@@ -53,6 +53,8 @@ class Event(models.Model):
         USAGE_CONFLICT = "usage.conflict", "usage.conflict"
         INVOICE_ISSUED = "invoice.issued", "invoice.issued"
         CREDIT_NOTE_ISSUED = "credit_note.issued", "credit_note.issued"
+        INVOICE_PAID = "invoice.paid", "invoice.paid"
+        INVOICE_OVERDUE = "invoice.overdue", "invoice.overdue"
         SIGNING_KEY_REVOKED = "signing_key.revoked", "signing_key.revoked"
         TOKEN_COMPROMISE_SUSPECTED = "token.compromise_suspected", "token.compromise_suspected"  # noqa: S105 - a name
         WEBHOOK_DISABLED = "webhook.disabled", "webhook.disabled"

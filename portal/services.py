@@ -60,6 +60,8 @@ CUSTOMER_EVENTS = [
     Event.Type.USAGE_CONFLICT,
     Event.Type.INVOICE_ISSUED,
     Event.Type.CREDIT_NOTE_ISSUED,
+    Event.Type.INVOICE_PAID,
+    Event.Type.INVOICE_OVERDUE,
 ]
 
 

@@ -29,7 +29,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing import documents, downloads
+from billing import balances, documents, downloads
 from billing import selectors as billing_selectors
 from billing.offline import offline_file_answer
 from config import clock
@@ -462,15 +462,32 @@ def invoices(request: HttpRequest) -> HttpResponse:
         )
     except ServiceError:  # a cursor this page did not give: start from the newest
         return redirect("portal-invoices")
+    now = clock.now()
     rows = [
         {"document": d, "total": money(d.gross_total, d.currency), "issued": dates.day(d.issued_at),
-         "due": dates.day(documents.due_date(d))}
+         "due": dates.day(documents.due_date(d)) if d.kind == "invoice" else "",
+         **_standing_row(d, now)}
         for d in page.invoices
     ]  # fmt: skip
     context = _context(
         request, "Invoices and credit notes", rows=rows, next_cursor=page.next_cursor
     )
     return TemplateResponse(request, "portal/invoices.html", context)
+
+
+def _standing_row(document, now) -> dict:
+    """An invoice's state and balance as the portal shows them (issue 43): a credited
+    invoice reads void, never payable; a credit note has neither."""
+    standing = balances.standing_of(document, now)
+    if standing is None:
+        return {"state": "", "state_code": "", "balance": "", "payable": False}
+    return {
+        "state": standing.label,
+        "state_code": standing.state,
+        "balance": money(standing.balance, document.currency),
+        "payable": standing.payable,
+        "paid": money(standing.paid, document.currency),
+    }
 
 
 @customer_page
@@ -481,6 +498,7 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         f"{'Credit note' if found.credits_id else 'Invoice'} {number}",
         body=documents.document_html(found),
         document=found,
+        standing=_standing_row(found, clock.now()),
     )
     return TemplateResponse(request, "portal/document.html", context)
 

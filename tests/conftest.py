@@ -78,6 +78,7 @@ SLOW_MODULES = frozenset(
         "tests/test_fuzz_api.py",
         "tests/test_replica.py",
         "tests/test_device_fuzz.py",
+        "tests/test_payments_browser.py",
         "tests/test_revocation_scale.py",
         "tests/test_readme.py",
         "tests/test_leases_end_to_end.py",

@@ -14,6 +14,7 @@ from svcctl.commands import (
     licenses,
     minting,
     offline,
+    payments,
     webhooks,
 )
 from svcctl.commands.base import Command
@@ -48,6 +49,9 @@ ORDER = (
     "invoice-show",
     "invoice-download",
     "credit-note",
+    "payment-record",
+    "payments",
+    "payment-import",
     "catalogue",
     "webhooks",
     "events",
@@ -66,6 +70,7 @@ MODULES = (
     addons,
     fleet,
     billing,
+    payments,
     offline,
     webhooks,
     demo,

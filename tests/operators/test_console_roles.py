@@ -26,6 +26,8 @@ PAGES = {
     "console-document-xml": ("GET", "/admin/documents/INV-NOPE/xml/", "view_service"),
     "console-document-print": ("GET", "/admin/documents/INV-NOPE/print/", "view_service"),
     "console-credit-note": ("GET", "/admin/documents/INV-NOPE/credit-note/", "manage_billing"),
+    # Importing a bank statement records payments (issue 43).
+    "console-statement": ("GET", "/admin/payments/statement/", "manage_billing"),
 }
 # Add forms and the pages an admin adds to a model: path -> capability.
 FORMS = {
@@ -34,6 +36,7 @@ FORMS = {
     "/admin/licensing/license/add/": "issue_licences",
     "/admin/licensing/sku/add/": "manage_billing",
     "/admin/billing/vatrate/add/": "manage_billing",
+    "/admin/billing/payment/add/": "manage_billing",
     "/admin/events/webhook/add/": "manage_webhooks",
     "/admin/events/webhook/NOPE/rotate/": "manage_webhooks",
     "/admin/events/webhook/NOPE/enable/": "manage_webhooks",

@@ -541,6 +541,7 @@ ONLINE += ["release"]
 ONLINE += ["renew", "addon-add", "addon-remove", "addons", "convert-trial", "expiring", "fleet"]
 ONLINE += ["batch-status", "usage", "usage-conflicts", "offline-activate", "offline-usage"]
 ONLINE += ["invoice", "invoices", "invoice-show", "invoice-download", "credit-note"]
+ONLINE += ["payment-record", "payments", "payment-import"]
 ONLINE += ["catalogue", "webhooks", "events", "demo", "register"]
 OFFLINE = ["mint", "inspect", "keygen", "root-keygen", "certify"]
 
