@@ -36,13 +36,21 @@ def utc_time(moment: dt.datetime | int | None) -> str:
 
 
 def utc_time_html(moment: dt.datetime | int | None) -> SafeString | None:
-    """:func:`utc_time` for a table cell: it wraps between the day and the time only.
-    ``None`` for no moment, which the admin shows as its empty value."""
+    """:func:`utc_time` for a table cell: it wraps after the day and month, after the
+    year and before nothing else ("27 November / 2026, / 14:05 UTC"), so that two moments
+    side by side fit a narrow window. ``None`` for no moment, which the admin shows as its
+    empty value."""
     text = utc_time(moment)
     if not text:
         return None
     day, _, clock = text.partition(", ")
-    return format_html('<span class="svc-time"><span>{},</span> <span>{}</span></span>', day, clock)
+    day_month, _, year = day.rpartition(" ")
+    return format_html(
+        '<span class="svc-time"><span>{}</span> <span>{},</span> <span>{}</span></span>',
+        day_month,
+        year,
+        clock,
+    )
 
 
 def amount(value: Decimal | int | float | str | None, currency: str) -> str:

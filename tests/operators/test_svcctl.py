@@ -1079,7 +1079,7 @@ def test_finance_from_the_terminal_list_show_pdf_and_credit_note(
     shown = svcctl("invoice-show", invoice.number, "--pdf", str(pdf), env=online)
     assert shown.returncode == 0, shown.stderr
     assert re.search(rf"^invoice\s+{invoice.number}$", shown.stdout, re.M), shown.stdout
-    assert re.search(r"^due\s+\d{4}-", shown.stdout, re.M)
+    assert re.search(r"^due\s+\d{1,2} [A-Z][a-z]+ \d{4}$", shown.stdout, re.M), shown.stdout
     assert pdf.read_bytes().startswith(b"%PDF-")
     again = svcctl("invoice-show", invoice.number, "--pdf", str(pdf), env=online)
     assert again.returncode == 1 and "already exists" in again.stderr
