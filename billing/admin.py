@@ -88,7 +88,11 @@ class InvoiceAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
-    list_select_related = ("customer", "credits", "credit_note")
+    list_select_related = ("customer", "credits")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("credit_notes")
+
     inlines = [InvoiceLineInline, InvoiceUsageInline]
     actions = [download_csv]
 
@@ -113,8 +117,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="credited by")
     def credited_by(self, obj: Invoice) -> str:
-        note = getattr(obj, "credit_note", None)
-        return note.number if note else ""
+        return ", ".join(note.number for note in obj.credit_notes.all())
 
 
 @admin.register(InvoiceLine)

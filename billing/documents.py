@@ -76,6 +76,7 @@ def document_context(document: Invoice) -> dict[str, Any]:
         "number": document.number,
         "credit_note": credit_note,
         "credits": document.credits.number if document.credits_id else "",
+        "partial": document.partial,
         "reason": document.reason,
         "issued": _day(document.issued_at),
         "due": _day(due) if due else "",

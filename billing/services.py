@@ -14,7 +14,13 @@ management commands import from.
 
 from __future__ import annotations
 
-from billing.credit_notes import AlreadyCredited, credit_note_draft, credit_note_issue
+from billing.credit_notes import (
+    AlreadyCredited,
+    CreditExceedsBilled,
+    credit_note_draft,
+    credit_note_issue,
+    line_credits,
+)
 from billing.ingestion import usage_ingest
 from billing.issuing import (
     NothingToInvoice,
@@ -30,6 +36,8 @@ from billing.reconciliation import ledger_check_run
 
 __all__ = [
     "AlreadyCredited",
+    "CreditExceedsBilled",
+    "line_credits",
     "InvoiceAlreadyIssued",
     "InvoiceNotDue",
     "NothingToInvoice",

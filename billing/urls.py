@@ -24,4 +24,9 @@ urlpatterns = [
         api.CreditNoteApi.as_view(),
         name="admin-credit-note",
     ),
+    path(
+        "admin/invoices/<id:number>/credit-note/draft",
+        api.CreditNoteDraftApi.as_view(),
+        name="admin-credit-note-draft",
+    ),
 ]

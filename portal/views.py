@@ -480,6 +480,14 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         f"{'Credit note' if found.credits_id else 'Invoice'} {number}",
         body=documents.document_html(found),
         document=found,
+        credit_notes=[
+            {
+                "number": note.number,
+                "total": money(note.gross_total, note.currency),
+                "partial": note.partial,
+            }
+            for note in found.credit_notes.order_by("pk")
+        ],
     )
     return TemplateResponse(request, "portal/document.html", context)
 
