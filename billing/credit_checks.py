@@ -23,7 +23,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from billing import vat
-from billing.credit_lines import LineCredit, credit_amount, credited_position
+from billing.credit_lines import LineCredit, credit_amount, credited_position, shown
 from billing.models import Invoice, InvoiceLine, LedgerEntry
 from config.errors import ServiceError
 from svccore import money
@@ -81,8 +81,8 @@ def _note_problems(
             )
         if asked <= 0 or asked > state.remaining_quantity:
             problems.append(
-                f"{name} credits {asked} of {invoice.number} line {position}: billed "
-                f"{original.quantity}, credited {state.credited_quantity} before it"
+                f"{name} credits {shown(asked)} of {invoice.number} line {position}: billed "
+                f"{shown(original.quantity)}, credited {shown(state.credited_quantity)} before it"
             )
             continue
         expected = credit_amount(state, asked, currency)

@@ -46,6 +46,11 @@ class LineCredit:
         return self.line.amount - self.credited_amount
 
 
+def shown(quantity: Decimal) -> str:
+    """A quantity as a message prints it: ``5``, ``29.667``, never ``5.000``."""
+    return f"{quantity.normalize():f}" if quantity else "0"
+
+
 def credited_position(credit_line: InvoiceLine) -> int:
     """The position of the invoice line a credit note's line credits."""
     return credit_line.credited_line or credit_line.position

@@ -31,7 +31,13 @@ from django.db import transaction
 
 from audit.services import audited
 from billing import ledger, ledger_credits, limits, vat
-from billing.credit_lines import QUANTITY_PLACES, LineCredit, credit_amount, credited_taxes
+from billing.credit_lines import (
+    QUANTITY_PLACES,
+    LineCredit,
+    credit_amount,
+    credited_taxes,
+    shown,
+)
 from billing.credit_lines import line_credits as _line_credits
 from billing.document_writes import (
     SERIES,
@@ -107,8 +113,9 @@ def _chosen(
             line = state.line
             raise CreditExceedsBilled(
                 f"line {position} ({line.kind} {line.sku}) of {number}: billed "
-                f"{line.quantity}, already credited {state.credited_quantity}, asked "
-                f"{quantity}; at most {state.remaining_quantity} remains to credit"
+                f"{shown(line.quantity)}, already credited {shown(state.credited_quantity)}, "
+                f"asked {shown(quantity)}; at most {shown(state.remaining_quantity)} remains "
+                "to credit"
             )
         chosen.append((state, quantity))
     return sorted(chosen, key=lambda pair: pair[0].line.position)

@@ -43,7 +43,9 @@ def check_rebillable(line: InvoiceLine, quantity: Decimal) -> None:
             "without rebill (a price credit), or credit the whole invoice with rebill"
         )
     if quantity != quantity.to_integral_value():
-        raise InvalidInput(f"{name} re-bills whole units: {quantity} is not a whole number")
+        raise InvalidInput(
+            f"{name} re-bills whole units: {quantity.normalize():f} is not a whole number"
+        )
 
 
 def _entries(invoice: Invoice, line: InvoiceLine):
