@@ -36,9 +36,7 @@ def test_the_portal_shows_each_credit_note_of_an_invoice(worlds):
 
     alpha, _beta = worlds
     number = alpha.invoice.number
-    first = credit_note_issue(
-        number=number, reason="part", lines=[{"line": 1, "quantity": "0.5"}]
-    )
+    first = credit_note_issue(number=number, reason="part", lines=[{"line": 1, "quantity": "0.5"}])
     rest = credit_note_issue(number=number, reason="the rest")
     page = alpha.client().get(reverse("portal-document", args=[number])).content.decode()
     assert 'id="document-credit-notes"' in page
