@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
-from billing import downloads, selectors, serializers, services
+from billing import credit_serializers, downloads, selectors, serializers, services
 from billing.offline import usage_file_ingest
 from config import metrics
 from config.api import schema
@@ -224,7 +224,7 @@ class InvoicesApi(APIView):
 
 class CreditNoteApi(APIView):
     @extend_schema(
-        request=serializers.CreditNoteIn,
+        request=credit_serializers.CreditNoteIn,
         parameters=[
             schema.id_path("number", "The invoice to credit."),
             schema.retry_after(429, 503),
@@ -247,7 +247,7 @@ class CreditNoteApi(APIView):
     )
     @requires("manage_billing")
     def post(self, request, number: str):
-        data = validated(serializers.CreditNoteIn, request.data)
+        data = validated(credit_serializers.CreditNoteIn, request.data)
         note = services.credit_note_issue(number=number, **_credit_arguments(data))
         return Response(rendered(serializers.InvoiceOut, note), status=status.HTTP_201_CREATED)
 
@@ -263,14 +263,14 @@ def _credit_arguments(data: dict) -> dict:
 
 class CreditNoteDraftApi(APIView):
     @extend_schema(
-        request=serializers.CreditNoteIn,
+        request=credit_serializers.CreditNoteIn,
         parameters=[
             schema.id_path("number", "The invoice to credit."),
             schema.retry_after(429, 503),
         ],
         responses={
             200: OpenApiResponse(
-                serializers.CreditNoteDraftOut,
+                credit_serializers.CreditNoteDraftOut,
                 description="The credit note that would be issued (nothing is issued).",
             ),
             **schema.errors(
@@ -289,9 +289,9 @@ class CreditNoteDraftApi(APIView):
     )
     @requires("manage_billing")
     def post(self, request, number: str):
-        data = validated(serializers.CreditNoteIn, request.data)
+        data = validated(credit_serializers.CreditNoteIn, request.data)
         draft = services.credit_note_draft(number=number, **_credit_arguments(data))
-        return Response(rendered(serializers.CreditNoteDraftOut, draft))
+        return Response(rendered(credit_serializers.CreditNoteDraftOut, draft))
 
 
 class InvoiceDetailApi(APIView):

@@ -21,8 +21,6 @@ from config.api.fields import (
     InCurrency,
     MoneyField,
     QueryIntegerField,
-    StrictBooleanField,
-    StrictCharField,
     StrictIntegerField,
     UnixField,
 )
@@ -91,35 +89,6 @@ class InvoiceIssueIn(BodyIn):
             return dt.datetime.fromtimestamp(value, tz=dt.UTC)
         except (OverflowError, OSError, ValueError):
             raise serializers.ValidationError(f"{value} is not a time") from None
-
-
-class CreditLineIn(BodyIn):
-    line = StrictIntegerField(
-        min_value=1, help_text="The invoice line's position, 1-based, as printed on it."
-    )
-    quantity = serializers.DecimalField(
-        max_digits=18,
-        decimal_places=3,
-        coerce_to_string=False,
-        help_text="How much of the line to credit (above 0, at most what remains).",
-    )
-
-
-class CreditNoteIn(BodyIn):
-    reason = StrictCharField(max_length=500)
-    lines = CreditLineIn(
-        many=True,
-        required=False,
-        help_text="The lines and quantities to credit; without it, all of the invoice that "
-        "earlier credit notes left.",
-    )
-    rebill = StrictBooleanField(
-        required=False,
-        allow_null=True,
-        help_text="Return the credited events to waiting for the next invoice. Default: "
-        "true for the whole of an invoice not credited before, else false (a price "
-        "credit). In part, only unit activation and direct licence lines re-bill.",
-    )
 
 
 # --- usage (devices) ---------------------------------------------------------------------
@@ -289,24 +258,6 @@ class TaxRowOut(serializers.Serializer):
     exemption_reason = serializers.CharField(
         allow_blank=True, help_text="The legal note of AE, E and O (empty for S)."
     )
-
-
-class CreditNoteDraftOut(InCurrency):
-    """A credit note as it would be issued now (``billing.services.credit_note_draft``);
-    not stored. Amounts are negative."""
-
-    customer_id = serializers.CharField()
-    credits = serializers.CharField(help_text="The invoice it would credit.")
-    period_start = serializers.IntegerField(help_text="Unix seconds.")
-    period_end = serializers.IntegerField(help_text="Unix seconds.")
-    currency = serializers.CharField()
-    lines = InvoiceLineOut(many=True)
-    total = MoneyField(max_digits=16, decimal_places=2, help_text="Net.")
-    tax_total = MoneyField(max_digits=16, decimal_places=2)
-    gross_total = MoneyField(max_digits=16, decimal_places=2)
-    tax_breakdown = TaxRowOut(many=True)
-    partial = serializers.BooleanField()
-    rebill = serializers.BooleanField(help_text="Its events would wait again.")
 
 
 class _TaxOut(serializers.Serializer):

@@ -6,16 +6,15 @@ import argparse
 import os
 import sys
 
-from svccore.line_choice import parse_line_argument
-from svcctl import EXIT_FAILED, EXIT_OK, files, output
+from svcctl import EXIT_OK, files, output
 from svcctl.client import segment
 from svcctl.commands.base import (
     Command,
-    UsageError,
     connect,
     date_arg,
     positive,
 )
+from svcctl.commands.credit_notes import cmd_credit_note, credit_note_arguments
 
 
 def cmd_usage(args) -> int:
@@ -311,77 +310,6 @@ def cmd_invoice_download(args) -> int:
     return EXIT_OK
 
 
-def _credit_body(args) -> dict:
-    try:
-        lines = [parse_line_argument(value) for value in args.line] if args.line else None
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    body: dict = {"reason": args.reason}
-    if lines is not None:
-        body["lines"] = [{"line": i["line"], "quantity": str(i["quantity"])} for i in lines]
-    if args.rebill is not None:
-        body["rebill"] = args.rebill
-    return body
-
-
-def _print_draft(draft: dict) -> None:
-    currency = draft["currency"]
-    for line in draft["lines"]:
-        print(
-            f"  {line['quantity']} {line['unit']} x {line['unit_price']} = "
-            f"{output.money(line['amount'], currency)}  {line['description']}"
-        )
-    print(
-        f"credit note of {draft['credits']}: {_document_total(draft)} net, "
-        f"{output.money(draft['gross_total'], currency)} with VAT"
-        + ("; its events wait again" if draft["rebill"] else "; a price credit")
-    )
-
-
-def cmd_credit_note(args) -> int:
-    client = connect(args)
-    body = _credit_body(args)
-    path = f"invoices/{segment(args.number)}/credit-note"
-    if args.dry_run:
-        draft = client.post(f"{path}/draft", body)
-        if args.json:
-            output.print_json(draft)
-        else:
-            _print_draft(draft)
-            print("nothing issued (--dry-run)", file=sys.stderr)
-        return EXIT_OK
-    if not args.yes:
-        # The service drafts it: a credit note or nothing left to credit is refused here.
-        draft = client.post(f"{path}/draft", body)
-        invoice = client.get(f"invoices/{segment(args.number)}")
-        question = (
-            f"credit {invoice['number']} of {invoice['customer_name']} "
-            f"({invoice['customer_id']}) {'in part' if draft['partial'] else 'in full'}, "
-            f"{_document_total(draft)}"
-            f"{'' if draft['rebill'] else ' (price only)'}?"
-        )
-        if not sys.stdin.isatty():
-            raise UsageError(f"{question} Pass --yes to confirm (no terminal to ask on)")
-        _print_draft(draft)
-        if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
-            print("nothing issued", file=sys.stderr)
-            return EXIT_FAILED
-    note = client.post(path, body)
-    if args.json:
-        output.print_json(note)
-    else:
-        print(
-            f"issued {note['number']}: {_document_total(note)}, "
-            f"{'crediting part of' if note['partial'] else 'reversing'} {note['credits']}; "
-            + (
-                "its credited events wait for the customer's next invoice"
-                if note["rebill"]
-                else "a price credit, its events stay billed"
-            )
-        )
-    return EXIT_OK
-
-
 def _invoices_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--customer", help="only this customer's documents (CUST-...)")
     p.add_argument("--kind", choices=sorted(KINDS), help="only invoices or only credit notes")
@@ -423,31 +351,6 @@ def _invoice_download_arguments(p: argparse.ArgumentParser) -> None:
         "existing FILE is refused unless --force",
     )
     p.add_argument("--force", action="store_true", help="replace an existing file")
-
-
-def _credit_note_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("number", help="the invoice to credit, INV-...")
-    p.add_argument("--reason", required=True, help="why (printed on the credit note, audited)")
-    p.add_argument(
-        "--line",
-        action="append",
-        metavar="N=QTY",
-        help="credit QTY of invoice line N (1-based, as printed); repeatable. Without it: "
-        "all of the invoice that earlier credit notes left",
-    )
-    rebill = p.add_mutually_exclusive_group()
-    rebill.add_argument(
-        "--rebill",
-        action="store_true",
-        default=None,
-        help="the credited events wait again for the next invoice (the default only for "
-        "the whole of an invoice not credited before)",
-    )
-    rebill.add_argument(
-        "--no-rebill", dest="rebill", action="store_false", help="a price credit only"
-    )
-    p.add_argument("--dry-run", action="store_true", help="show the credit note, issue nothing")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _usage_arguments(p: argparse.ArgumentParser) -> None:
@@ -544,7 +447,7 @@ COMMANDS = [
         "it. --rebill returns the credited events to waiting for the customer's next "
         "invoice (the default for a whole invoice not credited before); otherwise a price "
         "credit.",
-        arguments=_credit_note_arguments,
+        arguments=credit_note_arguments,
     ),
     Command(
         "catalogue",
