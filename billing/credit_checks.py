@@ -86,7 +86,14 @@ def _note_problems(
             )
             continue
         expected = credit_amount(state, asked, currency)
-        if line.amount != -expected:
+        if line.amount != -expected and note.reissues:
+            problems.append(
+                f"{name}: {line.quantity} x {line.unit_price} = {_m(line.amount, currency)} "
+                f"stored, {-original.quantity} x {original.unit_price} = "
+                f"{_m(-original.amount, currency)} expected (the negation of {invoice.number} "
+                f"line {position}, {original.kind} {original.sku})"
+            )
+        elif line.amount != -expected:
             problems.append(
                 f"{name}: {line.quantity} x {line.unit_price} = {_m(line.amount, currency)} "
                 f"stored, {_m(-expected, currency)} expected (a credit of {invoice.number} line "
@@ -124,6 +131,11 @@ def credit_problems(
                 )
             mine = lines.get(note.number, [])
             problems += _note_problems(note, invoice, states, mine)
+            if note.reissues and note.total != -invoice.total:
+                problems.append(
+                    f"{note.number}: total {_m(note.total, note.currency)} stored, "
+                    f"{_m(-invoice.total, note.currency)} expected (the negation of {number})"
+                )
             final = all(state.remaining_quantity == 0 for state in states.values())
             if note.reissues and (index or not final):
                 problems.append(

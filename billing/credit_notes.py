@@ -143,7 +143,8 @@ def credit_note_issue(
     locked_customer(invoice.customer_id)
     earlier = list(Invoice.objects.filter(credits=invoice).order_by("pk"))
     states = _line_credits(invoice)
-    if not any(state.remaining_quantity > 0 for state in states):
+    # An invoice made by hand before lines were stored has none: only a whole credit.
+    if (earlier or states) and not any(state.remaining_quantity > 0 for state in states):
         raise AlreadyCredited(
             f"invoice {number} was already credited by "
             f"{', '.join(note.number for note in earlier)}; nothing of it remains to credit"
@@ -163,7 +164,7 @@ def credit_note_issue(
     credited = [
         (state, quantity, credit_amount(state, quantity, currency)) for state, quantity in chosen
     ]
-    net = sum((amount for _, _, amount in credited), Decimal(0))
+    net = sum((amount for _, _, amount in credited), Decimal(0)) if states else invoice.total
     taxes = vat.credit_tax_rows(
         list(invoice.taxes.order_by("category", "rate")),
         net=net,
