@@ -5,7 +5,7 @@ management commands import from.
 * :mod:`billing.ingestion` - usage upload (``usage_ingest``, contract §7)
 * :mod:`billing.rating` - invoice lines of a window or of a ledger period (contract §6)
 * :mod:`billing.issuing` - invoices over contiguous periods (:mod:`billing.periods`)
-* :mod:`billing.credit_notes` - credit notes reversing an invoice
+* :mod:`billing.credit_notes` - credit notes of a whole invoice or of chosen lines
 * :mod:`billing.ledger` - which issued invoice billed which event (exactly once)
 * :mod:`billing.partitions` - monthly partitions of usage records, pruning
 * :mod:`billing.reconciliation` - stored ledger checks (``ledger_check_run``)
