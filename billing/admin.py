@@ -91,7 +91,8 @@ class InvoiceAdmin(ReadOnlyAdmin):
     list_filter = (StateFilter, "kind", "year", "currency")
     search_fields = ("number", "customer__id", "customer__name")
     date_hierarchy = "issued_at"
-    list_select_related = ("customer", "credits", "credit_note")
+    list_select_related = ("customer", "credits")
+
     inlines = [InvoiceLineInline, InvoiceUsageInline]
     actions = [download_csv]
 
@@ -99,8 +100,9 @@ class InvoiceAdmin(ReadOnlyAdmin):
         return may(request, "manage_billing")
 
     def get_queryset(self, request):
-        # Each invoice's credited and paid sums in the list's own query (issue 43).
-        return with_balances(super().get_queryset(request))
+        # Each invoice's credited and paid sums in the list's own query (issue 43), and
+        # its credit notes (credited_by) in one more.
+        return with_balances(super().get_queryset(request)).prefetch_related("credit_notes")
 
     @admin.display(description="state")
     def state_shown(self, obj: Invoice) -> str:
@@ -134,8 +136,7 @@ class InvoiceAdmin(ReadOnlyAdmin):
 
     @admin.display(description="credited by")
     def credited_by(self, obj: Invoice) -> str:
-        note = getattr(obj, "credit_note", None)
-        return note.number if note else ""
+        return ", ".join(note.number for note in obj.credit_notes.all())
 
 
 @admin.register(InvoiceLine)

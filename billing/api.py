@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.refusals import device_of, note_device
-from billing import demo, downloads, selectors, serializers, services
+from billing import credit_serializers, demo, downloads, selectors, serializers, services
 from billing.offline import usage_file_ingest
 from config import metrics
 from config.api import schema
@@ -225,7 +225,7 @@ class InvoicesApi(APIView):
 
 class CreditNoteApi(APIView):
     @extend_schema(
-        request=serializers.CreditNoteIn,
+        request=credit_serializers.CreditNoteIn,
         parameters=[
             schema.id_path("number", "The invoice to credit."),
             schema.retry_after(429, 503),
@@ -242,12 +242,14 @@ class CreditNoteApi(APIView):
                 }
             ),
         },
-        description="Credit an issued invoice in full.",
+        description="Credit an issued invoice, whole (without ``lines``) or chosen lines "
+        "and quantities (``lines``, each at most what remains of it across its credit "
+        "notes); ``rebill`` returns the credited events to waiting.",
     )
     @requires("manage_billing")
     def post(self, request, number: str):
-        data = validated(serializers.CreditNoteIn, request.data)
-        note = services.credit_note_issue(number=number, reason=data["reason"])
+        data = validated(credit_serializers.CreditNoteIn, request.data)
+        note = services.credit_note_issue(number=number, **_credit_arguments(data))
         return Response(rendered(serializers.InvoiceOut, note), status=status.HTTP_201_CREATED)
 
 
@@ -277,6 +279,48 @@ class DemoApi(APIView):
         result = demo.demo_create()
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(rendered(serializers.DemoOut, result.as_dict()), status=code)
+
+
+def _credit_arguments(data: dict) -> dict:
+    lines = data.get("lines")
+    return {
+        "reason": data["reason"],
+        "lines": None if lines is None else [dict(item) for item in lines],
+        "rebill": data.get("rebill"),
+    }
+
+
+class CreditNoteDraftApi(APIView):
+    @extend_schema(
+        request=credit_serializers.CreditNoteIn,
+        parameters=[
+            schema.id_path("number", "The invoice to credit."),
+            schema.retry_after(429, 503),
+        ],
+        responses={
+            200: OpenApiResponse(
+                credit_serializers.CreditNoteDraftOut,
+                description="The credit note that would be issued (nothing is issued).",
+            ),
+            **schema.errors(
+                {
+                    **schema.BODY_ERRORS,
+                    **schema.ADMIN_ERRORS,
+                    400: f"{schema.BODY_ERRORS[400]} Or the number is a credit note.",
+                    404: "No such invoice.",
+                    409: "Nothing remains to credit, or a line would be credited beyond "
+                    "what it billed.",
+                }
+            ),
+        },
+        description="Preview a credit note: what POST .../credit-note with the same body "
+        "would issue now, issued and rolled back.",
+    )
+    @requires("manage_billing")
+    def post(self, request, number: str):
+        data = validated(credit_serializers.CreditNoteIn, request.data)
+        draft = services.credit_note_draft(number=number, **_credit_arguments(data))
+        return Response(rendered(credit_serializers.CreditNoteDraftOut, draft))
 
 
 class InvoiceDetailApi(APIView):

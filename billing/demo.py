@@ -26,6 +26,7 @@ import datetime as dt
 import random
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -48,7 +49,7 @@ PERIOD_DAYS = 30
 DAY = dt.timedelta(days=1)
 CREDIT_REASON = (
     "Demo: two cameras of the Hamburg line were activated twice after a site move; the "
-    "invoice is reversed and its events billed again on the next one"
+    "two activations are credited"
 )
 
 # Catalogue entries the demo adds for the currencies the seeded catalogue (all EUR) does
@@ -262,11 +263,16 @@ def _upload(units: list[_Unit], begin: dt.datetime, end: dt.datetime, rng: rando
 
 
 def demo_credit_note(*, number: str, at: dt.datetime) -> Invoice:
-    """The demo's one credit note, on invoice ``number``. Whole-invoice for now
-    (``credit_note_issue(number=, reason=)``); the one place to switch to a partial
-    credit (``lines=[{"line": 1, "quantity": Decimal(...)}]``, ``rebill=False``)."""
+    """The demo's one credit note, on invoice ``number``: a partial credit of two units
+    of its first line (a batch's activations), as a price credit (the activations stay
+    billed: nothing is billed again)."""
     with clock.running_at(at):
-        return credit_notes.credit_note_issue(number=number, reason=CREDIT_REASON)
+        return credit_notes.credit_note_issue(
+            number=number,
+            reason=CREDIT_REASON,
+            lines=[{"line": 1, "quantity": Decimal(2)}],
+            rebill=False,
+        )
 
 
 def demo_create(*, progress: Progress = _quiet, seed: int = 43) -> DemoResult:

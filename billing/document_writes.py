@@ -54,6 +54,7 @@ def store_lines(invoice: Invoice, lines: list[dict[str, Any]]) -> None:
             unit=line["unit"],
             unit_price=line["unit_price"],
             amount=line["amount"],
+            credited_line=line.get("credited_line"),
         )
         for position, line in enumerate(lines, start=1)
     )

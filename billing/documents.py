@@ -86,6 +86,7 @@ def document_context(document: Invoice) -> dict[str, Any]:
         "number": document.number,
         "credit_note": credit_note,
         "credits": document.credits.number if document.credits_id else "",
+        "partial": document.partial,
         "reason": document.reason,
         "issued": dates.day(document.issued_at),
         "due": dates.day(due),

@@ -43,9 +43,11 @@ Taking (:func:`take`, one issue)
     and direct licences dated before the period end whose entries sum to zero are
     taken the same way, and so are renewals.
 
-Reversing (:func:`reverse`, a credit note)
+Reversing (:func:`reverse`, a credit note of a whole invoice with re-billing)
     Writes the negation of every entry of the credited invoice and subtracts it from the
-    counters: the events are "waiting" again, for the next invoice.
+    counters: the events are "waiting" again, for the next invoice. A partial credit note
+    that re-bills reverses single activations and direct licences
+    (:mod:`billing.ledger_credits`); a price credit reverses nothing.
 
 Entries reference their document by number (a deferred foreign key), so they can be
 written before the immutable invoice row they belong to, once its total is known.

@@ -251,13 +251,29 @@ class Invoice(_Immutable):
     # To the currency's minor unit: three decimals hold KWD's fils (contract §6).
     total = models.DecimalField(max_digits=18, decimal_places=3)
     issued_at = models.DateTimeField(db_index=True)
-    credits = models.OneToOneField(
+    # Several credit notes may credit one invoice (issue 43 item 4, partial credits):
+    # ``invoice.credit_notes`` are they, in the order they were issued.
+    credits = models.ForeignKey(
         "self",
         on_delete=models.PROTECT,
         null=True,
         blank=True,
-        related_name="credit_note",
-        help_text="The invoice a credit note reverses.",
+        related_name="credit_notes",
+        help_text="The invoice a credit note credits.",
+    )
+    # On a credit note (billing.credit_notes); False on invoices and on every credit
+    # note issued before partial credits (each reversed its whole invoice, events too).
+    partial = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A credit note of chosen lines or quantities, or of what earlier credit "
+        "notes left: the credited invoice's period stands.",
+    )
+    price_only = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A credit note of price only: the events its lines billed stay billed "
+        "(no re-billing).",
     )
     revision = models.PositiveIntegerField(
         default=0,
@@ -302,6 +318,12 @@ class Invoice(_Immutable):
     def gross_total(self):
         """What the customer pays (or is credited): net total plus tax."""
         return self.total + self.tax_total
+
+    @property
+    def reissues(self) -> bool:
+        """A credit note that reversed its whole invoice, events included: the invoice's
+        period is issued again (``revision`` + 1) when it was the latest."""
+        return self.kind == self.Kind.CREDIT_NOTE and not (self.partial or self.price_only)
 
 
 class VatCategory(models.TextChoices):
@@ -413,6 +435,13 @@ class InvoiceLine(_Immutable):
     unit = models.CharField(max_length=32)
     unit_price = models.DecimalField(max_digits=14, decimal_places=4)
     amount = models.DecimalField(max_digits=18, decimal_places=3)
+    credited_line = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="On a credit note: the position of the credited invoice's line (empty on "
+        "credit notes issued before partial credits, whose lines match the invoice's "
+        "position by position).",
+    )
 
     class Meta:
         ordering = ["invoice", "position"]

@@ -43,11 +43,21 @@ def in_currency(currency: str | None) -> str:
     return f" in {currency}" if currency else ""
 
 
+def reissued():
+    """The ids of invoices a credit note reversed whole, events included (neither partial
+    nor price only): their periods are issued again. A partly or price-only credited
+    invoice stands, and the next period starts where it ends."""
+    return Invoice.objects.filter(
+        kind=Invoice.Kind.CREDIT_NOTE, partial=False, price_only=False
+    ).values("credits_id")
+
+
 def open_invoice(*, customer_id: str, currency: str | None = None) -> Invoice | None:
     """The customer's latest invoice (in ``currency``, when given) that no credit note
-    reverses: the next period in that currency starts where it ends."""
-    invoices = Invoice.objects.filter(
-        customer_id=customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
+    reverses whole (:func:`reissued`): the next period in that currency starts where it
+    ends."""
+    invoices = Invoice.objects.filter(customer_id=customer_id, kind=Invoice.Kind.INVOICE).exclude(
+        pk__in=reissued()
     )
     if currency:
         invoices = invoices.filter(currency=currency)

@@ -19,6 +19,7 @@ from billing.balances import with_balances
 from billing.limits import DAY, midnight, month_start
 from billing.limits import date_of as _date
 from billing.models import Invoice, PrunedUsageMonth, UsageConflict, UsageDaily, UsageRecord
+from billing.periods import reissued
 from config import clock
 from config.api.paging import id_page
 from config.errors import NotFound
@@ -384,8 +385,8 @@ def _documents():
     # Each invoice's credited and paid sums (its state and balance, billing.balances) in
     # the same query as the page, never one query per row.
     return with_balances(
-        Invoice.objects.select_related("customer", "credits", "credit_note").prefetch_related(
-            "lines", "taxes"
+        Invoice.objects.select_related("customer", "credits").prefetch_related(
+            "lines", "taxes", "credit_notes"
         )
     )
 
@@ -452,11 +453,44 @@ def invoice_is_latest(invoice: Invoice) -> bool:
     """Whether ``invoice`` is its customer's latest invoice no credit note reverses (a
     credit note of it makes the next invoice start where it started)."""
     latest = (
-        Invoice.objects.filter(
-            customer_id=invoice.customer_id, kind=Invoice.Kind.INVOICE, credit_note__isnull=True
-        )
+        Invoice.objects.filter(customer_id=invoice.customer_id, kind=Invoice.Kind.INVOICE)
+        .exclude(pk__in=reissued())
         .order_by("-period_end", "-issued_at")
         .values_list("pk", flat=True)
         .first()
     )
     return latest == invoice.pk
+
+
+@dataclass(frozen=True)
+class Credited:
+    """What credit notes credited of an invoice: ``net``, ``tax`` and ``gross`` as the
+    credit notes carry them (0 or negative), and what remains creditable (the invoice's
+    own amounts plus those)."""
+
+    net: Decimal
+    tax: Decimal
+    gross: Decimal
+    remaining_net: Decimal
+    remaining_gross: Decimal
+
+    @property
+    def fully_credited(self) -> bool:
+        return self.remaining_gross == 0 and self.remaining_net == 0
+
+
+def credited(invoice: Invoice) -> Credited:
+    """The sums of ``Invoice.objects.filter(kind="credit_note", credits=invoice)``: the
+    gross credited is their total + tax_total (negative), and the invoice is fully
+    credited when nothing remains (payments build on this)."""
+    sums = Invoice.objects.filter(kind=Invoice.Kind.CREDIT_NOTE, credits=invoice).aggregate(
+        net=Sum("total"), tax=Sum("tax_total")
+    )
+    net, tax = sums["net"] or Decimal(0), sums["tax"] or Decimal(0)
+    return Credited(
+        net=net,
+        tax=tax,
+        gross=net + tax,
+        remaining_net=invoice.total + net,
+        remaining_gross=invoice.gross_total + net + tax,
+    )

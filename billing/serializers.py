@@ -23,7 +23,6 @@ from config.api.fields import (
     InCurrency,
     MoneyField,
     QueryIntegerField,
-    StrictCharField,
     StrictIntegerField,
     UnixField,
 )
@@ -93,10 +92,6 @@ class InvoiceIssueIn(BodyIn):
             return dt.datetime.fromtimestamp(value, tz=dt.UTC)
         except (OverflowError, OSError, ValueError):
             raise serializers.ValidationError(f"{value} is not a time") from None
-
-
-class CreditNoteIn(BodyIn):
-    reason = StrictCharField(max_length=500)
 
 
 # --- usage (devices) ---------------------------------------------------------------------
@@ -216,9 +211,24 @@ class InvoiceLineOut(serializers.Serializer):
     license_id = serializers.CharField(
         required=False, help_text="On a direct licence's renewal line."
     )
+    position = serializers.IntegerField(
+        required=False,
+        help_text="On an issued document: the line's number as printed (1-based); a "
+        "partial credit note names the invoice's lines by it.",
+    )
+    credited_line = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="On a credit note: the position of the invoice line it credits.",
+    )
 
     def to_representation(self, instance):
         answer = super().to_representation(instance)
+        if answer.get("credited_line", 0) is None:
+            if getattr(instance, "invoice_id", None) and instance.invoice.credits_id:
+                answer["credited_line"] = instance.position  # before partial credits
+            else:
+                del answer["credited_line"]
         for name in ("batch_id", "license_id"):
             if not answer.get(name, True):
                 del answer[name]
@@ -265,9 +275,14 @@ class _TaxOut(serializers.Serializer):
     )
 
 
+def _credit_notes(document) -> list[str]:
+    """The credit notes of an invoice, oldest first (several when credited in part)."""
+    return [note.number for note in sorted(document.credit_notes.all(), key=lambda n: n.pk)]
+
+
 def _credited_by(document) -> str | None:
-    note = getattr(document, "credit_note", None)  # the reverse one-to-one, if any
-    return note.number if note else None
+    notes = _credit_notes(document)
+    return notes[-1] if notes else None
 
 
 class _DocumentOut(InCurrency):
@@ -290,7 +305,19 @@ class _DocumentOut(InCurrency):
         help_text="The invoice a credit note credits; null on an invoice.",
     )
     credited_by = serializers.SerializerMethodField(
-        help_text="The credit note that reverses this invoice; null if none."
+        help_text="The latest credit note of this invoice; null if none."
+    )
+    credit_notes = serializers.SerializerMethodField(
+        help_text="Every credit note of this invoice, oldest first (several when it is "
+        "credited in part); empty on a credit note."
+    )
+    partial = serializers.BooleanField(
+        help_text="A credit note of chosen lines or quantities, or of what earlier credit "
+        "notes left (the invoice's period stands); false on an invoice."
+    )
+    rebill = serializers.SerializerMethodField(
+        help_text="A credit note whose credited events wait again for the next invoice; "
+        "null on an invoice."
     )
     reason = serializers.CharField(allow_blank=True, help_text="A credit note's reason.")
     currency = serializers.CharField()
@@ -325,6 +352,14 @@ class _DocumentOut(InCurrency):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_credited_by(self, document) -> str | None:
         return _credited_by(document)
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_credit_notes(self, document) -> list[str]:
+        return _credit_notes(document)
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_rebill(self, document) -> bool | None:
+        return None if document.kind == Invoice.Kind.INVOICE else not document.price_only
 
 
 class InvoiceSummaryOut(_DocumentOut, _TaxOut):

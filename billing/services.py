@@ -5,7 +5,7 @@ management commands import from.
 * :mod:`billing.ingestion` - usage upload (``usage_ingest``, contract §7)
 * :mod:`billing.rating` - invoice lines of a window or of a ledger period (contract §6)
 * :mod:`billing.issuing` - invoices over contiguous periods (:mod:`billing.periods`)
-* :mod:`billing.credit_notes` - credit notes reversing an invoice
+* :mod:`billing.credit_notes` - credit notes of a whole invoice or of chosen lines
 * :mod:`billing.ledger` - which issued invoice billed which event (exactly once)
 * :mod:`billing.partitions` - monthly partitions of usage records, pruning
 * :mod:`billing.reconciliation` - stored ledger checks (``ledger_check_run``)
@@ -14,7 +14,13 @@ management commands import from.
 
 from __future__ import annotations
 
-from billing.credit_notes import AlreadyCredited, credit_note_draft, credit_note_issue
+from billing.credit_notes import (
+    AlreadyCredited,
+    CreditExceedsBilled,
+    credit_note_draft,
+    credit_note_issue,
+    line_credits,
+)
 from billing.documents import SellerNotSet
 from billing.ingestion import usage_ingest
 from billing.issuing import (
@@ -31,6 +37,8 @@ from billing.reconciliation import ledger_check_run
 
 __all__ = [
     "AlreadyCredited",
+    "CreditExceedsBilled",
+    "line_credits",
     "InvoiceAlreadyIssued",
     "InvoiceNotDue",
     "NothingToInvoice",

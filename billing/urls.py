@@ -35,4 +35,9 @@ urlpatterns = [
         payments_api.StatementImportApi.as_view(),
         name="admin-payments-camt053",
     ),
+    path(
+        "admin/invoices/<id:number>/credit-note/draft",
+        api.CreditNoteDraftApi.as_view(),
+        name="admin-credit-note-draft",
+    ),
 ]

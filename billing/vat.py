@@ -142,19 +142,47 @@ def invoice_tax_apply(
     return rows, fields
 
 
-def credit_tax_rows(invoice: Invoice) -> list[dict[str, Any]]:
-    """A credit note's breakdown: its invoice's, negated (category and rate kept)."""
-    return [
-        {
-            "category": row.category,
-            "rate": row.rate,
-            "taxable_amount": -row.taxable_amount,
-            "tax_amount": -row.tax_amount,
-            "exemption_code": row.exemption_code,
-            "exemption_reason": row.exemption_reason,
-        }
-        for row in invoice.taxes.order_by("category", "rate")
-    ]
+def credit_tax_rows(
+    rows: list[InvoiceTax],
+    *,
+    net: Decimal,
+    final: bool,
+    credited: dict[tuple, list[Decimal]],
+    currency: str,
+) -> list[dict[str, Any]]:
+    """A credit note's VAT breakdown (negated), at the category and rate its invoice
+    was issued with (``rows``; never re-rated), for a credited net of ``net``.
+
+    ``credited`` holds what earlier credit notes credited per (category, rate), as
+    [taxable, tax]. The credit note that leaves nothing of the invoice to credit
+    (``final``) takes exactly what remains of every row, so the credit notes' tax sums to
+    the invoice's; any other taxes ``net`` at the invoice's rate, rounded half-up once
+    to the currency's minor unit and never beyond what remains. An invoice taxed at
+    several rates names no rate per line: it can only be credited whole."""
+    out = []
+    if not final and len(rows) > 1:
+        raise InvalidInput(
+            "the invoice is taxed at several VAT rates and its lines do not say which: "
+            "credit it whole, not in part"
+        )
+    for row in rows:
+        taxable_done, tax_done = credited.get((row.category, row.rate), [Decimal(0)] * 2)
+        if final:
+            taxable, tax = row.taxable_amount - taxable_done, row.tax_amount - tax_done
+        else:
+            taxable = net
+            tax = min(pricing.money(net * row.rate / HUNDRED, currency), row.tax_amount - tax_done)
+        out.append(
+            {
+                "category": row.category,
+                "rate": row.rate,
+                "taxable_amount": -taxable,
+                "tax_amount": -tax,
+                "exemption_code": row.exemption_code,
+                "exemption_reason": row.exemption_reason,
+            }
+        )
+    return out
 
 
 def _rate_detail(result: VatRate, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from django.urls import include, path, re_path
 from config import views
 from config.admin.base import guard_every_admin
 from config.api import converters  # noqa: F401 - registers <id:...>
+from console import credit_notes as console_credit_notes
 from console import metrics, second_factor
 from console import payments as console_payments
 from console import views as console_views
@@ -74,7 +75,7 @@ urlpatterns = [
     ),
     path(
         "admin/documents/<id:number>/credit-note/",
-        admin.site.admin_view(console_views.credit_note),
+        admin.site.admin_view(console_credit_notes.credit_note),
         name="console-credit-note",
     ),
     path(

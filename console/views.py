@@ -317,10 +317,11 @@ def _require_view(request: HttpRequest) -> None:
 
 def document(request: HttpRequest, number: str) -> HttpResponse:
     """An issued invoice or credit note as the customer gets it, with its PDF, its
-    printable page and (an invoice not yet credited) the credit-note action."""
+    printable page and (an invoice with something left to credit) the credit-note action."""
     _require_view(request)
     issued = _document(number)
-    credited_by = getattr(issued, "credit_note", None)
+    credited_by = [note.number for note in issued.credit_notes.order_by("pk")]
+    left = billing_selectors.credited(issued) if issued.kind == Invoice.Kind.INVOICE else None
     usage = [
         {
             "sku": row.sku,
@@ -341,9 +342,13 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
     context = {
         **documents.document_context(issued),
         **_context(request, f"{'Credit note' if issued.credits_id else 'Invoice'} {number}"),
-        "credited_by": credited_by.number if credited_by else "",
-        "can_credit": issued.kind == Invoice.Kind.INVOICE
-        and credited_by is None
+        "credited_by": credited_by,
+        "remaining": money(left.remaining_gross, issued.currency)
+        if left is not None and credited_by and not left.fully_credited
+        else "",
+        "can_credit": left is not None
+        and not left.fully_credited
+        and not any(note.reissues for note in issued.credit_notes.all())
         and may(request, "manage_billing"),
         "usage": usage,
         "demo_seller": is_demo(settings.SVC_SELLER_NAME, settings.SVC_SELLER_IBAN),
@@ -373,68 +378,6 @@ def document_xml(request: HttpRequest, number: str) -> HttpResponse:
 def document_print(request: HttpRequest, number: str) -> HttpResponse:
     _require_view(request)
     return HttpResponse(documents.document_html(_document(number)))
-
-
-class CreditNoteForm(forms.Form):
-    reason = forms.CharField(
-        max_length=500,
-        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
-        help_text="Printed on the credit note and kept in the audit log.",
-    )
-
-
-def credit_note(request: HttpRequest, number: str) -> HttpResponse:
-    """Confirm a credit note showing what it reverses (every line, the total, what goes
-    back to waiting), then issue it and show it."""
-    require(request, "manage_billing")
-    invoice = _document(number)
-    credited_by = getattr(invoice, "credit_note", None)
-    if invoice.kind != Invoice.Kind.INVOICE or credited_by is not None:
-        why = (
-            f"{number} is a credit note; only invoices can be credited"
-            if credited_by is None
-            else f"invoice {number} was already credited by {credited_by.number}"
-        )
-        messages.error(request, why)
-        return HttpResponseRedirect(reverse("console-document", args=[number]))
-    form = CreditNoteForm(request.POST if request.method == "POST" else None)
-    if form.is_bound and form.is_valid():
-        try:
-            note = billing_services.credit_note_issue(
-                number=number, reason=form.cleaned_data["reason"]
-            )
-        except ServiceError as exc:
-            form.add_error(None, exc.detail)
-        else:
-            messages.success(
-                request,
-                f"Credit note {note.number} issued: {money(note.total, note.currency)}, "
-                f"reversing {invoice.number}.",
-            )
-            return HttpResponseRedirect(reverse("console-document", args=[note.number]))
-    # The real service, rolled back: the lines shown are the lines issued ("Credit of
-    # INV-...", batch and licence ids), never a second negation written here.
-    try:
-        draft = billing_services.credit_note_draft(number=number)
-    except ServiceError as exc:
-        messages.error(request, exc.detail)
-        return HttpResponseRedirect(reverse("console-document", args=[number]))
-    latest = billing_selectors.invoice_is_latest(invoice)
-    context = {
-        **_context(request, f"Credit {invoice.number}"),
-        "invoice": invoice,
-        "form": form,
-        "period": dates.period(invoice.period_start, invoice.period_end),
-        "reversed": money(draft["total"], draft["currency"]),
-        "lines": _lines_shown(draft),
-        "total": money(draft["total"], draft["currency"]),
-        "currency": draft["currency"],
-        "caption": f"The credit note's lines (those of {invoice.number}, negated)",
-        "latest": latest,
-        "invoice_start": dates.day(invoice.period_start),
-        "year": limits.now().year,
-    }
-    return TemplateResponse(request, "console/credit_note_confirm.html", context)
 
 
 # --- air-gapped cameras' files (issue 44) --------------------------------------------------

@@ -499,6 +499,14 @@ def document(request: HttpRequest, number: str) -> HttpResponse:
         body=documents.document_html(found),
         document=found,
         standing=_standing_row(found, clock.now()),
+        credit_notes=[
+            {
+                "number": note.number,
+                "total": money(note.gross_total, note.currency),
+                "partial": note.partial,
+            }
+            for note in found.credit_notes.order_by("pk")
+        ],
     )
     return TemplateResponse(request, "portal/document.html", context)
 

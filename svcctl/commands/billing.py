@@ -7,15 +7,15 @@ import os
 import sys
 
 from svccore import dates
-from svcctl import EXIT_FAILED, EXIT_OK, files, output
+from svcctl import EXIT_OK, files, output
 from svcctl.client import segment
 from svcctl.commands.base import (
     Command,
-    UsageError,
     connect,
     date_arg,
     positive,
 )
+from svcctl.commands.credit_notes import cmd_credit_note, credit_note_arguments
 
 
 def cmd_usage(args) -> int:
@@ -311,31 +311,6 @@ def cmd_invoice_download(args) -> int:
     return EXIT_OK
 
 
-def cmd_credit_note(args) -> int:
-    client = connect(args)
-    invoice = client.get(f"invoices/{segment(args.number)}")
-    # A credit note cannot be credited: the service says so, no question asked first.
-    if not args.yes and invoice["kind"] == "invoice":
-        question = (
-            f"credit {invoice['number']} of {invoice['customer_name']} "
-            f"({invoice['customer_id']}) in full, {_document_total(invoice)}?"
-        )
-        if not sys.stdin.isatty():
-            raise UsageError(f"{question} Pass --yes to confirm (no terminal to ask on)")
-        if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
-            print("nothing issued", file=sys.stderr)
-            return EXIT_FAILED
-    note = client.post(f"invoices/{segment(args.number)}/credit-note", {"reason": args.reason})
-    if args.json:
-        output.print_json(note)
-    else:
-        print(
-            f"issued {note['number']}: {_document_total(note)}, reversing {note['credits']}; "
-            "its events wait for the customer's next invoice"
-        )
-    return EXIT_OK
-
-
 def _invoices_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--customer", help="only this customer's documents (CUST-...)")
     p.add_argument("--kind", choices=sorted(KINDS), help="only invoices or only credit notes")
@@ -377,12 +352,6 @@ def _invoice_download_arguments(p: argparse.ArgumentParser) -> None:
         "existing FILE is refused unless --force",
     )
     p.add_argument("--force", action="store_true", help="replace an existing file")
-
-
-def _credit_note_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("number", help="the invoice to credit, INV-...")
-    p.add_argument("--reason", required=True, help="why (printed on the credit note, audited)")
-    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _usage_arguments(p: argparse.ArgumentParser) -> None:
@@ -471,12 +440,15 @@ COMMANDS = [
     Command(
         "credit-note",
         online=True,
-        summary="credit an issued invoice in full (asks first; --yes does not)",
+        summary="credit an issued invoice, whole or --line N=QTY (asks first; --yes does not)",
         handler=cmd_credit_note,
-        description="Issue a credit note reversing invoice NUMBER in full. Shows the "
-        "invoice's total and asks first, unless --yes. Its events wait for the customer's "
-        "next invoice.",
-        arguments=_credit_note_arguments,
+        description="Issue a credit note of invoice NUMBER: whole (what earlier credit "
+        "notes left), or the lines and quantities of --line N=QTY. Shows the credit note "
+        "as the service would issue it and asks first, unless --yes; --dry-run only shows "
+        "it. --rebill returns the credited events to waiting for the customer's next "
+        "invoice (the default for a whole invoice not credited before); otherwise a price "
+        "credit.",
+        arguments=credit_note_arguments,
     ),
     Command(
         "catalogue",

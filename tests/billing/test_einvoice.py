@@ -173,3 +173,29 @@ def test_characters_xml_cannot_hold_are_left_out(vat_documents):
         _valid(xml, syntax)
     pdf = downloads.facturx_pdf(invoice)
     assert facturx.get_facturx_xml_from_pdf(io.BytesIO(pdf))[0] == "factur-x.xml"
+
+
+@pytest.mark.parametrize(
+    ("prices", "case"),
+    [("EUR", "S"), ("EUR", "AE"), ("JPY", "S"), ("JPY", "AE"), ("KWD-10", "AE"),
+     ("KWD-10", "O")],
+)  # fmt: skip
+def test_partial_credit_notes_validate_in_each_currency_and_category(vat_documents, prices, case):
+    """Issue 43 item 4: credit notes of part of a line, then of the rest, are EN 16931
+    credit notes too (zero fatal assertions), each referencing its invoice."""
+    invoice = vat_documents(case, prices)
+    overage = invoice.lines.get(kind="metered_overage")
+    first = credit_note_issue(
+        number=invoice.number,
+        reason="part of the overage",
+        lines=[{"line": overage.position, "quantity": "12.345"}],
+    )
+    rest = credit_note_issue(number=invoice.number, reason="the rest")
+    for note in (first, rest):
+        for syntax in ("cii", "ubl"):
+            xml = downloads.einvoice_xml(note, syntax)
+            _valid(xml, syntax)
+            assert invoice.number in xml.decode() and note.number in xml.decode()
+    assert "part of invoice" in pypdf.PdfReader(io.BytesIO(downloads.facturx_pdf(first))).pages[
+        0
+    ].extract_text().replace("\n", " ")

@@ -69,6 +69,7 @@ MATRIX = {
     ("v1/admin/invoices/<id:number>/payments", "GET"): "view_service",
     ("v1/admin/invoices/<id:number>/payments", "POST"): "manage_billing",
     ("v1/admin/payments/camt053", "POST"): "manage_billing",
+    ("v1/admin/invoices/<id:number>/credit-note/draft", "POST"): "manage_billing",
     ("v1/admin/webhooks", "GET"): "view_service",
     ("v1/admin/webhooks", "POST"): "manage_webhooks",
     ("v1/admin/webhooks/<id:webhook_id>", "GET"): "view_service",

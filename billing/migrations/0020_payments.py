@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing', '0017_line_kinds_of_trials_and_addons'),
+        ('billing', '0019_credit_note_guard_for_partial_credits'),
     ]
 
     operations = [
