@@ -270,7 +270,7 @@ class RevocationStatusApi(DeviceApi):
                 OpenApiTypes.STR,
                 OpenApiParameter.HEADER,
                 description="public, max-age=N: N at most SVC_STATUS_MAX_AGE and never past "
-                "the document's window (no-cache when it ends now).",
+                "the document's window; no-cache when SVC_STATUS_MAX_AGE is 0.",
                 response=[200, 304],
             ),
             schema.retry_after(503),
