@@ -108,12 +108,11 @@ def status_current(*, license_id: str, device_id: str) -> StoredStatus:
     head, revoked_at, terms = revocations.status_inputs(license_id)
     basis = _basis(head, revoked_at, terms.days, terms.suspended)
     at = int(now().timestamp())
-    rows = (
+    row = (
         StatusDocument.objects.filter(license_id=license_id, device_id=device_id)
-        .order_by()  # one row by its unique index: no order to pay for
-        .values_list(*_FIELDS)[:1]
+        .values_list(*_FIELDS)
+        .first()  # one row by its unique index (the ORDER BY pk sorts that one row)
     )
-    row = next(iter(rows), None)
     if row is not None:
         held = StoredStatus(license_id, device_id, *row)
         if held.basis == basis and held.issued_at <= at < held.valid_until:
