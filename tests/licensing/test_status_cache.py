@@ -72,6 +72,9 @@ def document(response) -> str:
 
 
 def test_unchanged_status_300_gets_one_signature_two_queries_each(client, unit, at):
+    # The list's head row exists, as migrations leave it (a database a live test flushed
+    # has none until the first revocation: the lease and hold are then a query apart).
+    RevocationHead.objects.get_or_create(id=1)
     at(0)
     before = revocations.SIGNATURES
     first = document(get(client, unit.id))
