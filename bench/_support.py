@@ -95,11 +95,12 @@ def start_gunicorn(
     threads: int,
     timeout: int,
     worker_class: str = "gthread",
+    app: str = "config.wsgi",
 ) -> subprocess.Popen:
     """gunicorn on 127.0.0.1:``port`` with ``env``; returns once /healthz answers 200,
     or exits with the end of its log."""
     command = [
-        sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+        sys.executable, "-m", "gunicorn", app, "--bind", f"127.0.0.1:{port}",
         "--workers", str(workers), "--threads", str(threads), "--worker-class", worker_class,
         "--keep-alive", "30", "--timeout", str(timeout),
     ]  # fmt: skip

@@ -344,6 +344,13 @@ SVC_REMINDER_DAYS = reminder_days("SVC_REMINDER_DAYS", "7,21,35")
 SVC_LAST_SEEN_MINUTES = number("SVC_LAST_SEEN_MINUTES", 15, low=1, high=1440)
 SVC_SILENT_DAYS = number("SVC_SILENT_DAYS", 7, low=1, high=3660)
 
+# Signed licence statuses (issue 46): each is made once per window (or per change of
+# what it says) and served with Cache-Control: public, max-age of at most
+# SVC_STATUS_MAX_AGE seconds (never beyond the window's end), so nginx or a CDN answers
+# the rest; a revocation reaches a device through a cache within that many seconds.
+SVC_STATUS_WINDOW_SECONDS = number("SVC_STATUS_WINDOW_SECONDS", 3600, low=60, high=86400)
+SVC_STATUS_MAX_AGE = number("SVC_STATUS_MAX_AGE", 300, low=0, high=86400)
+
 SVC_LIST_HEAD_SECONDS = number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:
     raise ImproperlyConfigured(

@@ -337,16 +337,21 @@ def fetch_status(
     *,
     license_id: str,
     device_id: str,
+    if_none_match: str = "",
     timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """``GET /v1/revocations/status?license_id=...&device_id=...``: ``(200, {status,
     license_id, revoked, seq, as_of, certificates})``; ``status`` is the signed document
-    (``devices.documents``, SVCS1). Never conditional: a device always gets a document."""
+    (``devices.documents``, SVCS1). ``if_none_match``: the ETag of the status held
+    (:func:`devices.documents.status_etag`); ``(304, {})`` when it is still the current
+    one, from the service or a cache in front of it."""
     query = urllib.parse.urlencode({"license_id": license_id, "device_id": device_id})
+    headers = {"If-None-Match": if_none_match} if if_none_match else {}
     status, payload, _ = call(
         "GET",
         endpoint(base_url, f"/v1/revocations/status?{query}", allow_http=allow_http),
+        headers=headers,
         timeout=timeout,
     )
     return status, payload

@@ -60,6 +60,7 @@ never one that does not say revoked a status that does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,13 @@ STATUS_TYPE = "svc-license-status"
 LIST_PAGE_ENTRIES = 10_000
 MAX_DOCUMENT_CHARS = 1 << 20
 NONCE_MAX_CHARS = 64
+
+
+def status_etag(text: str) -> str:
+    """The HTTP entity tag of a signed status ``text``: a hash of its bytes, so a device
+    that holds a status names it in ``If-None-Match`` without having stored the header,
+    and every cache between it and the authority keys the same document the same way."""
+    return '"' + hashlib.sha256(text.encode()).hexdigest()[:32] + '"'
 
 
 def canonical_json(value: Any) -> bytes:

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import status as statuses
 from .bounds import MAX_RECORDS_PER_UPLOAD
-from .documents import LicenseStatus, UsageReceipt, parse_receipt
+from .documents import LicenseStatus, UsageReceipt, parse_receipt, status_etag
 from .errors import (
     BadSignature,
     Code,
@@ -299,15 +299,27 @@ class Syncing:
 
     def _refresh_status(self, client: Any, base: str, license_id: str, timeout: Any) -> bool:
         """Fetch and keep the signed status of the licence in the token file and of the
-        licence running, when they differ (``GET /v1/revocations/status``). True when an
+        licence running, when they differ (``GET /v1/revocations/status``, conditional
+        on the status held: a 304 keeps it as it is). True when an
         answer was no newer than the status held (a replay, or a node that read the
         list a moment earlier): it is kept as it was, and nothing else changes."""
         stale = False
         wanted = [license_id] if self._lic in (None, license_id) else [license_id, self._lic]
         for lic in wanted:
+            held = self._statuses.get(lic)
             code, payload = client.fetch_status(
-                base, license_id=lic, device_id=self.device_id, timeout=timeout, allow_http=True
+                base,
+                license_id=lic,
+                device_id=self.device_id,
+                if_none_match=status_etag(held.text) if held is not None else "",
+                timeout=timeout,
+                allow_http=True,
             )
+            if code == 304 and held is not None:
+                # The status held is the current one (issue 46): it stays as it is, and
+                # so does everything it says (its signing time, its lease end). Nothing
+                # about a 304 is evidence, so it moves no floor and no clock mark.
+                continue
             if code != 200:
                 raise LicenseError(
                     f"licence status of {lic} unavailable: {client.detail(code, payload)}; the "

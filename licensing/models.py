@@ -632,6 +632,39 @@ class RevocationHead(models.Model):
         return f"revocation list at {self.seq}"
 
 
+class StatusDocument(models.Model):
+    """The signed status (SVCS1) of one licence for one device, made once and served
+    until its window ends or what it says changes (issue 46, :mod:`licensing.status_store`).
+
+    ``basis`` names every input the document was made from besides the time (the signing
+    key, the list's epoch and keys version, the licence's revocation, lease days and
+    hold): a request whose inputs read differently re-signs it, so no writer has to
+    remember to invalidate it. ``etag`` is the hash of ``document``
+    (:func:`devices.documents.status_etag`)."""
+
+    license_id = models.CharField(max_length=64, verbose_name="licence id")
+    device_id = models.CharField(max_length=128)
+    basis = models.CharField(max_length=200)
+    document = models.TextField()
+    etag = models.CharField(max_length=72)
+    seq = models.BigIntegerField()
+    issued_at = models.BigIntegerField(help_text="Unix seconds it was signed.")
+    valid_until = models.BigIntegerField(help_text="Unix seconds its window ends.")
+    revoked_at = models.BigIntegerField(default=0)
+    lease_end = models.BigIntegerField(default=0)
+    suspended = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["license_id", "device_id"], name="status_document_per_unit"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"status of {self.license_id} for {self.device_id}"
+
+
 class Suspension(models.Model):
     """An operator's reversible hold (issue 42): a licence, a batch key (all its units)
     or a customer (all its licences). A row exists while the hold lasts; reinstating

@@ -18,8 +18,9 @@ signed page names the revoked signing keys (``keys_revoked``).
 
 A device module asks instead for the signed status of the one licence it holds
 (:func:`license_status`, ``GET /v1/revocations/status``): a few hundred bytes whatever
-the list holds, signed for each request (its signing time is the device's proof of
-freshness), never conditional.
+the list holds, signed once per window or change of what it says and stored
+(:mod:`licensing.status_store`, issue 46), served with an ETag and a max-age a cache
+honours.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ HEAD_SQL = "SELECT seq, epoch, keys_version FROM licensing_revocationhead WHERE 
 HELD_ANSWERS = 32  # answers each process keeps in memory, besides the shared cache
 # Answers built by this process: a test asserts that a repeated request builds nothing.
 BUILDS = 0
+SIGNATURES = 0  # licence statuses signed by this process (tests, bench)
 _held: OrderedDict[str, Answer] = OrderedDict()
 _head_held: list[tuple[float, Head]] = []  # (time.monotonic() read at, head)
 _head_document: list[tuple[Answer, str]] = []  # the head page and its document
@@ -336,6 +338,14 @@ def _head_and_revocation(license_id: str) -> tuple[Head, Any, leases.LeaseAndHol
     return head, revoked_at, terms
 
 
+def status_inputs(license_id: str) -> tuple[Head, int, leases.LeaseAndHold]:
+    """What a status of ``license_id`` says besides the time, read now in one query:
+    the list's head, the licence's revocation time as of it (Unix seconds, 0: not
+    revoked) and its lease and hold (:func:`_head_and_revocation`)."""
+    head, row, terms = _head_and_revocation(license_id)
+    return head, (max(unix(row), 1) if row is not None else 0), terms
+
+
 def license_status(
     *,
     license_id: str,
@@ -362,9 +372,9 @@ def license_status(
     the caller read them already). ``check_in``
     (a device's sync) records the hand-out as the unit's last check-in when a lease
     applies and the status is for the licence's own device."""
-    row = None
+    revoked_at = 0  # 0 means "not revoked"
     if head is None:
-        head, row, found = _head_and_revocation(license_id)
+        head, revoked_at, found = status_inputs(license_id)
         terms = terms or found
     elif not unrevoked:
         row = (
@@ -372,12 +382,34 @@ def license_status(
             .values_list("revoked_at", flat=True)
             .first()
         )
-    revoked_at = max(unix(row), 1) if row is not None else 0  # 0 means "not revoked"
+        revoked_at = max(unix(row), 1) if row is not None else 0
+    if terms is None:
+        terms = leases.lease_and_hold(license_id=license_id, batch_id=batch_id)
+    return status_signed(
+        license_id=license_id,
+        device_id=device_id,
+        head=head,
+        revoked_at=revoked_at,
+        terms=terms,
+        check_in=check_in,
+    )
+
+
+def status_signed(
+    *,
+    license_id: str,
+    device_id: str,
+    head: Head,
+    revoked_at: int,
+    terms: leases.LeaseAndHold,
+    check_in: bool = False,
+) -> dict[str, Any]:
+    """Sign the status of ``license_id`` for ``device_id`` from inputs already read
+    (:func:`license_status`, :mod:`licensing.status_store`): the answer's fields."""
+    global SIGNATURES
     certificates, keys_revoked = _keys_published(head)
     moment = now()
     issued_at = int(moment.timestamp())
-    if terms is None:
-        terms = leases.lease_and_hold(license_id=license_id, batch_id=batch_id)
     lease_end = terms.lease_end(issued_at)
     if check_in and lease_end:
         License.objects.filter(pk=license_id, device_id=device_id).update(checked_in_at=moment)
@@ -392,6 +424,7 @@ def license_status(
         lease_end=lease_end,
         suspended=terms.suspended,
     )
+    SIGNATURES += 1
     return {
         "status": keyring.sign_document(STATUS_PREFIX, payload),
         "lease_end": lease_end,

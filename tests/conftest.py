@@ -92,6 +92,7 @@ SLOW_MODULES = frozenset(
         "tests/test_sync_crash.py",
         "tests/test_cache_outage.py",
         "tests/test_edge.py",
+        "tests/test_edge_status_cache.py",
         "tests/test_hsm_signer.py",
         "tests/test_tampering_proxy.py",
         "tests/test_end_to_end.py",

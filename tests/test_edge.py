@@ -265,7 +265,7 @@ def _start_nginx(
 ) -> tuple[subprocess.Popen, Edge]:
     """nginx in front of ``nodes`` (the device pool); ``full`` are the nodes of the full
     application (default: all of them)."""
-    for sub in ("conf", "logs", "temp"):
+    for sub in ("conf", "logs", "temp", "cache"):
         (directory / sub).mkdir()
     cert, key = _certificate(directory / "conf")
     # The files operators edit: the two pools' nodes, and the provisioning lines.
@@ -274,6 +274,8 @@ def _start_nginx(
         _servers(nodes, "device-upstream.conf")
     )
     (directory / "conf" / "activation-allowlist.conf").write_text(f"{PROVISIONING_LINE}/32 1;\n")
+    for shipped in ("status-cache.conf", "list-cache.conf"):  # copied as they are
+        shutil.copy(REPO / "deploy" / "nginx" / shipped, directory / "conf" / shipped)
     https_port, http_port = _free_port(), _free_port()
     template = (REPO / "deploy" / "nginx" / "licensing.conf.template").read_text()
     site = _render(
@@ -286,6 +288,7 @@ def _start_nginx(
             "EDGE_TLS_KEY": str(key),
             "EDGE_CONF_DIR": str(directory / "conf"),
             "EDGE_LOG_DIR": str(directory / "logs"),
+            "EDGE_CACHE_DIR": str(directory / "cache"),
         },
     )
     (directory / "conf" / "licensing.conf").write_text(site)

@@ -21,8 +21,9 @@ from config.api import schema
 from config.api.fields import rendered, validated
 from config.api.views import DeviceApi
 from config.clientip import client_ip
+from config.clock import now
 from config.errors import InvalidInput, RateLimited, ServiceError
-from licensing import revocations, serializers, services
+from licensing import revocations, serializers, services, status_store
 from licensing.throttling import ActivationRateThrottle
 from signing import keyring
 from signing.selectors import signed_key_name
@@ -233,17 +234,56 @@ class RevocationListApi(DeviceApi):
         return _list_headers(response, answer.etag)
 
 
+def _status_headers(response: HttpResponse, status: status_store.StoredStatus) -> HttpResponse:
+    """What lets nginx, a CDN and the device keep the answer: its ETag (the document's
+    hash) and a max-age that never reaches past the document's window."""
+    response["ETag"] = status.etag
+    max_age = status.max_age(int(now().timestamp()))
+    response["Cache-Control"] = f"public, max-age={max_age}" if max_age else "no-cache"
+    return response
+
+
 class RevocationStatusApi(DeviceApi):
     """``GET /v1/revocations/status?license_id=...&device_id=...``: the list's signed word
-    on one licence, what the device module fetches at every sync."""
+    on one licence, what the device module fetches at every sync; made once per window
+    or change (:mod:`licensing.status_store`), cacheable, 304 for the status held."""
 
     @extend_schema(
-        parameters=[serializers.LicenseStatusQuery, schema.retry_after(503)],
+        parameters=[
+            serializers.LicenseStatusQuery,
+            OpenApiParameter(
+                "If-None-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="The ETag of the status the device holds (the hash of its "
+                "document, devices.documents.status_etag): 304 when it is the current one.",
+            ),
+            OpenApiParameter(
+                "ETag",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="The hash of the signed document; send it back in If-None-Match.",
+                response=[200, 304],
+            ),
+            OpenApiParameter(
+                "Cache-Control",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="public, max-age=N: N at most SVC_STATUS_MAX_AGE and never past "
+                "the document's window; no-cache when SVC_STATUS_MAX_AGE is 0.",
+                response=[200, 304],
+            ),
+            schema.retry_after(503),
+        ],
         responses={
             200: OpenApiResponse(
                 serializers.LicenseStatusOut,
-                description="Signed for this request (never cached, never 304): a few "
-                "hundred bytes whatever the list holds.",
+                description="Signed once per window (SVC_STATUS_WINDOW_SECONDS) or change of "
+                "what it says, and stored: a few hundred bytes whatever the list holds.",
+            ),
+            304: OpenApiResponse(
+                description="Not modified: If-None-Match names the current status. The "
+                "device keeps the status it holds, and what that status says."
             ),
             **schema.errors(
                 {
@@ -257,20 +297,20 @@ class RevocationStatusApi(DeviceApi):
         description="Whether the licence is revoked as of the list's head (pruned entries "
         "included), with the signing keys revoked by then: a document signed by the "
         "authority (SVCS1, devices/documents.py) naming the licence, the device, the "
-        "list's sequence number and the signing time. Public like the list.",
+        "list's sequence number and the signing time. Public like the list, and cacheable "
+        "by any shared cache (the URL names the licence and device, no secret).",
     )
     def get(self, request):
         query = validated(serializers.LicenseStatusQuery, request.query_params.dict())
-        response = Response(
-            rendered(
-                serializers.LicenseStatusOut, revocations.license_status(**query, check_in=True)
-            )
-        )
+        status = status_store.status_current(**query)
         # The unit was seen (issue 42): only its own licence and device move its time
-        # (the request is public); no query when this process wrote it recently.
+        # (the request is public); no query when this process wrote it recently. An
+        # answer a cache gives never gets here: last seen is as fine as max-age.
         services.unit_seen(license_id=query["license_id"], device_id=query["device_id"])
-        response["Cache-Control"] = "no-store"
-        return response
+        if _matches(request.headers.get("If-None-Match"), status.etag):
+            return _status_headers(HttpResponseNotModified(), status)
+        response = Response(rendered(serializers.LicenseStatusOut, status.answer()))
+        return _status_headers(response, status)
 
 
 class LicenseRefreshApi(DeviceApi):

@@ -1,6 +1,7 @@
 """GET /v1/revocations/status: the list's signed word on one licence (devices.documents
 SVCS1), what the device module decides from (issue 21): O(1) whatever the list holds,
-bound to the list's sequence number, never a 304."""
+bound to the list's sequence number; stored and cacheable since issue 46
+(tests/licensing/test_status_cache.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from devices.documents import parse_status
+from devices.documents import parse_status, status_etag
 from licensing import revocations
 from licensing.models import Revocation, RevocationHead
 from licensing.services import license_issue, license_revoke
@@ -49,7 +50,8 @@ def test_a_license_not_on_the_list_is_signed_not_revoked_at_the_head(
     )
     assert status.seq == revocations.head_get().seq == 1
     assert body["revoked"] is False and body["seq"] == 1 and body["as_of"] == status.issued_at
-    assert response["Cache-Control"] == "no-store" and not response.has_header("ETag")
+    assert response["Cache-Control"] == "public, max-age=300"
+    assert response["ETag"] == status_etag(body["status"])
 
 
 def test_a_revoked_license_is_signed_revoked_with_its_time(client, direct_license):
@@ -83,12 +85,13 @@ def test_a_revocation_after_the_head_read_is_not_claimed(client, direct_license)
     assert answer["revoked"] is False and answer["seq"] == head.seq
 
 
-def test_never_conditional(client, direct_license):
-    _, _, first = status_of(client, direct_license.id)
-    again = client.get(
-        URL, {"license_id": direct_license.id, "device_id": "cam-0001"}, HTTP_IF_NONE_MATCH="*"
-    )
-    assert again.status_code == 200 and again.json()["status"].startswith("SVCS1.")
+def test_conditional_on_the_status_held(client, direct_license):
+    body, _, first = status_of(client, direct_license.id)
+    query = {"license_id": direct_license.id, "device_id": "cam-0001"}
+    again = client.get(URL, query, HTTP_IF_NONE_MATCH=status_etag(body["status"]))
+    assert again.status_code == 304 and again["ETag"] == first["ETag"]
+    other = client.get(URL, query, HTTP_IF_NONE_MATCH='"0123456789abcdef0123456789abcdef"')
+    assert other.status_code == 200 and other.json()["status"] == body["status"]
 
 
 def test_an_unknown_license_id_is_not_revoked(client):
@@ -127,14 +130,18 @@ def test_one_query_whatever_the_list_holds(client, direct_license):
     RevocationHead.objects.update_or_create(id=1, defaults={"seq": 5000})
     revocations.answers_forget()
     status_of(client, direct_license.id)  # the head and the keys are read once per change
-    # The first fetch of a unit in SVC_LAST_SEEN_MINUTES also records it as seen, after
-    # the status is built: one conditional UPDATE (licensing.services.seen).
+    # The first fetch signs and stores the status, and (the first of the unit in
+    # SVC_LAST_SEEN_MINUTES) records it as seen: one conditional UPDATE
+    # (licensing.services.seen).
     with CaptureQueriesContext(connection) as queries:
         status_of(client, "LIC-FILL0000004321")
-    assert len(queries) == 2 and queries[1]["sql"].lstrip().startswith("UPDATE")
+    sql = [query["sql"].lstrip() for query in queries]
+    assert any(q.startswith('INSERT INTO "licensing_statusdocument"') for q in sql)
+    assert sql[-1].startswith("UPDATE")
     with CaptureQueriesContext(connection) as queries:
         body, status, response = status_of(client, "LIC-FILL0000004321")
-    assert len(queries) == 1  # the licence's own revocation, by its unique index
+    # The head with the licence's revocation, lease and hold; the stored status.
+    assert len(queries) == 2
     assert status.revoked and status.seq == 5000
     assert len(response.content) < 1000
 
