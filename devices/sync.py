@@ -123,6 +123,14 @@ class Syncing:
             "stale": False,
         }  # fmt: skip
         errors: list[LicenseError] = []
+        if decode_unverified(token)["dev"] != self.device_id:
+            # A repaired camera whose device id changed (issue 45): its licence is
+            # rebound first, so the upload and status below speak for the new id.
+            try:
+                if self._refresh_license(client, base, token, timeout) == "renewed":
+                    token = split_license_file(self._read_token_file())[0]
+            except LicenseError as exc:
+                errors.append(exc)
         try:
             self._upload(client, base, token, license_id, summary, timeout)
         except LicenseError as exc:
@@ -350,7 +358,12 @@ class Syncing:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.
         ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
         status, payload = client.fetch_license(
-            base, token=token, device_id=self.device_id, timeout=timeout, allow_http=True
+            base,
+            token=token,
+            device_id=self.device_id,
+            timeout=timeout,
+            allow_http=True,
+            components=getattr(self, "components", None),
         )
         if status == 304:
             return "current"

@@ -213,6 +213,14 @@ class ActivateIn(serializers.Serializer):
     )
     weak_binding = StrictBooleanField(required=False, default=False)
     sdk_version = ReportedTextField(required=False, default="", allow_blank=True, max_length=64)
+    components = serializers.DictField(
+        child=StrictCharField(max_length=64),
+        required=False,
+        allow_null=True,
+        help_text="Issue 45 (a contract addition, optional): the device's identity components, "
+        '{name: lowercase SHA-256 hex}, e.g. {"soc_serial": "...", "emmc_cid": "..."}; at most '
+        "16. The licence binds to the set under its batch's matching policy.",
+    )
 
 
 class BatchIn(BodyIn):
