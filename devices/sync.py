@@ -123,12 +123,13 @@ class Syncing:
             "stale": False,
         }  # fmt: skip
         errors: list[LicenseError] = []
+        rebound = False
         if decode_unverified(token)["dev"] != self.device_id:
             # A repaired camera whose device id changed (issue 45): its licence is
             # rebound first, so the upload and status below speak for the new id.
             try:
                 if self._refresh_license(client, base, token, timeout) == "renewed":
-                    token = split_license_file(self._read_token_file())[0]
+                    token, rebound = split_license_file(self._read_token_file())[0], True
             except LicenseError as exc:
                 errors.append(exc)
         try:
@@ -145,6 +146,8 @@ class Syncing:
         if held is None or not held.revoked:
             try:
                 summary["license"] = self._refresh_license(client, base, token, timeout)
+                if rebound and summary["license"] == "current":
+                    summary["license"] = "renewed"  # re-signed to this device, above
             except LicenseError as exc:
                 errors.append(exc)
         with self._lock:

@@ -134,7 +134,13 @@ class Rebound:
 def _changes_within_bound(activation_id: int, now: dt.datetime) -> int:
     since = now - dt.timedelta(days=settings.SVC_REBIND_DAYS)
     rebound = Rebinding.objects.filter(activation_id=activation_id, rebound_at__gte=since)
-    return sum(len(changed) for changed in rebound.values_list("changed", flat=True))
+    return sum(_strong(changed) for changed in rebound.values_list("changed", flat=True))
+
+
+def _strong(names: Any) -> int:
+    # A weak component changes with a strong one (a new eMMC brings a new machine-id):
+    # only strong ones count toward the bound.
+    return sum(1 for name in names if not rules.is_weak(name))
 
 
 def _resign(lic: License, *, device_id: str, components: dict[str, str], policy: str, now):
@@ -217,6 +223,11 @@ def unit_rebind(
     policy = policy_of(activation.batch_id)
     stored = activation.components or {}
     same_device = device_id == activation.device_id
+    if (
+        not same_device
+        and Activation.objects.filter(batch_id=activation.batch_id, device_id=device_id).exists()
+    ):
+        return None  # that id is a unit of its own on the batch
     if not stored:
         if not same_device:
             return None  # nothing to match a new device id against
@@ -231,13 +242,13 @@ def unit_rebind(
                           client_ip=client_ip, reason="components below the policy")  # fmt: skip
         return None
     used = _changes_within_bound(activation.pk, now)
-    if changed and used + len(changed) > settings.SVC_REBIND_MAX_CHANGES:
+    if changed and used + _strong(changed) > settings.SVC_REBIND_MAX_CHANGES:
         if not same_device:
             return None  # past the bound: another device, which takes a seat
         clone_suspect(activation=activation, components=components, match=match,
                       client_ip=client_ip, reason="past the rebinding bound")  # fmt: skip
         raise Forbidden(
-            f"licence {lic.id}: {len(changed)} identity component(s) changed "
+            f"licence {lic.id}: {_strong(changed)} strong identity component(s) changed "
             f"({', '.join(changed)}), and {used} already in the last "
             f"{settings.SVC_REBIND_DAYS} days; at most {settings.SVC_REBIND_MAX_CHANGES} may "
             "change in that time: ask the seller to release the seat"
@@ -362,6 +373,27 @@ def predecessor_rebind(
         components=components,
         client_ip=client_ip,
         via="activation",
+    )
+
+
+def sync_rebind(
+    *, license_id: str, device_id: str, components: dict[str, str], client_ip: str | None
+) -> Rebound | None:
+    """A sync's reported set (``GET /v1/license``): None when it is the set on file (one
+    indexed read) or the licence is not a unit's; else :func:`unit_rebind`."""
+    row = (
+        Activation.objects.filter(license_id=license_id)
+        .values_list("id", "components_sha256")
+        .first()
+    )
+    if row is None or row[1] == set_digest(components):
+        return None
+    return unit_rebind(
+        activation_id=row[0],
+        device_id=device_id,
+        components=components,
+        client_ip=client_ip,
+        via="sync",
     )
 
 

@@ -81,6 +81,7 @@ SLOW_MODULES = frozenset(
         "tests/test_readme.py",
         "tests/test_leases_end_to_end.py",
         "tests/test_addons_end_to_end.py",
+        "tests/test_identity_end_to_end.py",
         "tests/test_offline_end_to_end.py",
         "tests/portal/test_portal_offline_browser.py",
         "tests/test_trials_end_to_end.py",

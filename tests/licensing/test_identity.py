@@ -184,3 +184,28 @@ def test_malformed_components_are_400(device_api, make_batch, components):
     batch = make_batch(units=3)
     response = activate(device_api, batch.license.token, "cam-1", components)
     assert response.status_code == 400 and "detail" in response.json()
+
+
+def refresh(client, token, device_id, components=None):
+    query = {"device_id": device_id}
+    if isinstance(components, str):
+        query["components"] = components
+    elif components is not None:
+        query["components"] = ",".join(f"{n}={d}" for n, d in sorted(components.items()))
+    return client.get("/v1/license", query, HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def test_sync_rebinds_a_repaired_unit_to_its_new_id(device_api, make_batch, signing_key):
+    batch = make_batch(units=3)
+    first = activate(device_api, batch.license.token, "cam-1", parts(**CAMERA)).json()
+    assert refresh(device_api, first["unit_token"], "cam-1", parts(**CAMERA)).status_code == 304
+    repaired = parts(**{**CAMERA, "emmc_cid": "cid-NEW"})
+    answer = refresh(device_api, first["unit_token"], "cam-1b", repaired)
+    assert answer.status_code == 200, answer.content
+    claims = verify_token(answer.json()["token"], signing_key.public_key())
+    assert claims["dev"] == "cam-1b" and claims["idn"]["cmp"] == repaired
+    assert Rebinding.objects.get().via == "sync"
+    # Another id with other hardware: refused as before.
+    other = parts(soc_serial="x", emmc_cid="y", board_serial="z")
+    assert refresh(device_api, answer.json()["token"], "cam-9", other).status_code == 403
+    assert refresh(device_api, first["unit_token"], "cam-1", "bad").status_code == 400
