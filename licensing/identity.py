@@ -420,3 +420,34 @@ def rebind_history(activation_id: int) -> list[Rebinding]:
 
 def clone_count() -> int:
     return CloneSuspicion.objects.filter(copy_revoked_at__isnull=True).count()
+
+
+def clone_rows(*, customer_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+    """Suspected clones, newest first, with their evidence and the original unit (its
+    first activation) they copy: for the admin API, the console and the portal."""
+    rows = CloneSuspicion.objects.select_related("activation", "activation__license")
+    if customer_id is not None:
+        rows = rows.filter(activation__license__customer_id=customer_id)
+    return [clone_row(suspicion) for suspicion in rows[:limit]]
+
+
+def clone_row(suspicion: CloneSuspicion) -> dict[str, Any]:
+    unit = suspicion.activation
+    return {
+        "suspicion_id": suspicion.pk,
+        "license_id": unit.license_id,
+        "customer_id": unit.license.customer_id,
+        "batch_id": unit.batch_id,
+        "device_id": suspicion.device_id,
+        "detected_at": unix(suspicion.detected_at),
+        "client_ip": suspicion.client_ip,
+        "components": suspicion.components,
+        "evidence": suspicion.evidence,
+        "original": {
+            "device_id": unit.device_id,
+            "activated_at": unix(unit.activated_at),
+            "client_ip": unit.client_ip,
+            "components": unit.components or {},
+        },
+        "copy_revoked_at": unix(suspicion.copy_revoked_at) if suspicion.copy_revoked_at else None,
+    }

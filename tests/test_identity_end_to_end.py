@@ -160,6 +160,7 @@ def test_a_state_copy_sharing_the_id_is_flagged_as_a_clone(
     with pytest.raises(devices.WrongDevice):
         copy.start()
     copy.sync(live.url, allow_http=True)  # answered as before: the unit keeps its binding
+    copy.close()
     first.sync(live.url, allow_http=True)
     first.require("detect")
     suspicion = CloneSuspicion.objects.get()
