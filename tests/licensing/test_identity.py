@@ -209,3 +209,37 @@ def test_sync_rebinds_a_repaired_unit_to_its_new_id(device_api, make_batch, sign
     other = parts(soc_serial="x", emmc_cid="y", board_serial="z")
     assert refresh(device_api, answer.json()["token"], "cam-9", other).status_code == 403
     assert refresh(device_api, first["unit_token"], "cam-1", "bad").status_code == 400
+
+
+def test_console_shows_components_rebindings_and_clones(admin_client, device_api, make_batch):
+    from django.urls import reverse
+
+    batch = make_batch(units=3)
+    first = activate(device_api, batch.license.token, "cam-1", parts(**CAMERA)).json()
+    activate(device_api, batch.license.token, "cam-1b", parts(**{**CAMERA, "emmc_cid": "n"}))
+    clone = parts(soc_serial="c", emmc_cid="c", board_serial="c", mac="aa:bb")
+    activate(device_api, batch.license.token, "cam-1b", clone)
+    unit = Activation.objects.get(license_id=first["license_id"])
+    page = admin_client.get(reverse("admin:licensing_activation_change", args=[unit.pk]))
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert "Identity components (hashed)" in body and "soc_serial" in body
+    assert parts(**CAMERA)["soc_serial"][:16] in body and "mac " in body and "(weak)" in body
+    assert "emmc_cid (device cam-1 → cam-1b)" in body
+    listing = admin_client.get(reverse("admin:licensing_clonesuspicion_changelist"))
+    text = listing.content.decode()
+    assert listing.status_code == 200 and first["license_id"] in text
+    assert "changed board_serial, emmc_cid, soc_serial; matched mac" in text
+    suspicion = CloneSuspicion.objects.get()
+    detail = admin_client.get(reverse("admin:licensing_clonesuspicion_change", args=[suspicion.pk]))
+    assert detail.status_code == 200 and "Copy&#x27;s components" in detail.content.decode()
+    done = admin_client.post(
+        reverse("admin:licensing_clonesuspicion_changelist"),
+        {"action": "revoke_copies", "_selected_action": [suspicion.pk]},
+        follow=True,
+    )
+    assert "Revoked 1 copy" in done.content.decode()
+    suspicion.refresh_from_db()
+    assert suspicion.copy_revoked_at is not None
+    rebound = admin_client.get(reverse("admin:licensing_rebinding_changelist"))
+    assert rebound.status_code == 200 and "cam-1b" in rebound.content.decode()
