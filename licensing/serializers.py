@@ -227,6 +227,13 @@ class BatchIn(BodyIn):
     customer_id = IdField()
     sku = IdField()
     units = StrictIntegerField(min_value=1, max_value=UNITS_MAX)
+    identity_policy = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=40,
+        help_text="Issue 45 (optional): how its units' identity components must match: all, "
+        "most, most:N or one:NAME (empty: the SKU's, else most:2).",
+    )
     term_days = StrictIntegerField(
         min_value=0, max_value=TERM_DAYS_MAX, required=False, allow_null=True
     )

@@ -243,3 +243,32 @@ def test_console_shows_components_rebindings_and_clones(admin_client, device_api
     assert suspicion.copy_revoked_at is not None
     rebound = admin_client.get(reverse("admin:licensing_rebinding_changelist"))
     assert rebound.status_code == 200 and "cam-1b" in rebound.content.decode()
+
+
+def test_a_batch_policy_of_one_named_component(admin_api, customer, device_api, signing_key):
+    made = admin_api.post(
+        "/v1/admin/batches",
+        {
+            "customer_id": customer.id,
+            "sku": "VISION-PRO",
+            "units": 3,
+            "identity_policy": "one:soc_serial",
+        },
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    token = made.json()["batch_token"]
+    first = activate(device_api, token, "cam-1", parts(**CAMERA)).json()
+    claims = verify_token(first["unit_token"], signing_key.public_key())
+    assert claims["idn"]["pol"] == "one:soc_serial"
+    # Board and eMMC swapped, the SoC kept: the same camera under one:soc_serial.
+    kept = parts(**{**CAMERA, "emmc_cid": "n", "board_serial": "n"})
+    with override_settings(SVC_REBIND_MAX_CHANGES=2):
+        again = activate(device_api, token, "cam-1c", kept).json()
+    assert again["license_id"] == first["license_id"]
+    weak = admin_api.post(
+        "/v1/admin/batches",
+        {"customer_id": customer.id, "sku": "VISION-PRO", "units": 3, "identity_policy": "one:mac"},
+        format="json",
+    )
+    assert weak.status_code == 400 and "weak" in weak.json()["detail"]
