@@ -5,9 +5,8 @@ production, where BEGIN and COMMIT are not queries, does not have.)"""
 
 from __future__ import annotations
 
-import hashlib
-
 import datetime as dt
+import hashlib
 
 import pytest
 from django.db import connection
