@@ -183,12 +183,16 @@ def _rebind_detail(result: Rebound | None, arguments: dict[str, Any]) -> dict[st
     }
 
 
+@dataclass(frozen=True)
+class PastBound:
+    message: str
+
+
 @audited(
     "license.rebind",
     target=lambda result, arguments: result.license_id if result else "",
     detail=_rebind_detail,
 )
-@transaction.atomic
 def unit_rebind(
     *,
     activation_id: int,
@@ -204,7 +208,28 @@ def unit_rebind(
     reported. None when the set does not meet the policy (then, for the unit's own
     device id, a suspected clone is recorded: :func:`clone_suspect`); Forbidden for a
     set an operator revoked as a copy, or a repair past the rebinding bound on the
-    unit's own device id."""
+    unit's own device id (the suspicion recorded all the same)."""
+    result = _rebind(
+        activation_id=activation_id,
+        device_id=device_id,
+        components=components,
+        client_ip=client_ip,
+        via=via,
+    )
+    if isinstance(result, PastBound):
+        raise Forbidden(result.message)
+    return result
+
+
+@transaction.atomic
+def _rebind(
+    *,
+    activation_id: int,
+    device_id: str,
+    components: dict[str, str],
+    client_ip: str | None,
+    via: str,
+) -> Rebound | PastBound | None:
     activation = (
         Activation.objects.select_for_update().select_related("license").get(pk=activation_id)
     )
@@ -247,7 +272,8 @@ def unit_rebind(
             return None  # past the bound: another device, which takes a seat
         clone_suspect(activation=activation, components=components, match=match,
                       client_ip=client_ip, reason="past the rebinding bound")  # fmt: skip
-        raise Forbidden(
+        # Answered 403 once this transaction (and the suspicion) has committed.
+        return PastBound(
             f"licence {lic.id}: {_strong(changed)} strong identity component(s) changed "
             f"({', '.join(changed)}), and {used} already in the last "
             f"{settings.SVC_REBIND_DAYS} days; at most {settings.SVC_REBIND_MAX_CHANGES} may "
@@ -376,6 +402,32 @@ def predecessor_rebind(
     )
 
 
+def activation_rebind(
+    *,
+    batch_id: str,
+    activation_id: int | None,
+    stored_sha256: str,
+    device_id: str,
+    components: dict[str, str],
+    client_ip: str | None,
+) -> Rebound | None:
+    """An activation's reported set: for the unit on file (``activation_id``) nothing
+    when it is the stored set (its hash came with the activation's one lookup), else
+    :func:`unit_rebind`; for a new device id, :func:`predecessor_rebind`."""
+    if activation_id is None:
+        return predecessor_rebind(
+            batch_id=batch_id, device_id=device_id, components=components, client_ip=client_ip
+        )
+    if set_digest(components) == stored_sha256:
+        return None
+    return unit_rebind(
+        activation_id=activation_id,
+        device_id=device_id,
+        components=components,
+        client_ip=client_ip,
+    )
+
+
 def sync_rebind(
     *, license_id: str, device_id: str, components: dict[str, str], client_ip: str | None
 ) -> Rebound | None:
@@ -416,10 +468,6 @@ def clone_copy_revoke(*, suspicion_id: int) -> CloneSuspicion:
 
 def rebind_history(activation_id: int) -> list[Rebinding]:
     return list(Rebinding.objects.filter(activation_id=activation_id)[:50])
-
-
-def clone_count() -> int:
-    return CloneSuspicion.objects.filter(copy_revoked_at__isnull=True).count()
 
 
 def clone_rows(*, customer_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:

@@ -658,23 +658,16 @@ def _identity_change(
     components: dict[str, str],
     reported: dict[str, Any],
 ) -> ActivationResult | None:
-    """The licence rebound to a reported component set (:mod:`licensing.identity`),
-    or None: the set on file unchanged (no query), or not met (the answer is as it would
-    have been without components)."""
-    client_ip = reported.get("client_ip")
-    if found.existing is not None:
-        if identity.set_digest(components) == found.components_sha256:
-            return None
-        rebound = identity.unit_rebind(
-            activation_id=found.activation_id,
-            device_id=device_id,
-            components=components,
-            client_ip=client_ip,
-        )
-    else:
-        rebound = identity.predecessor_rebind(
-            batch_id=key.batch_id, device_id=device_id, components=components, client_ip=client_ip
-        )
+    """The licence rebound to a reported component set (:mod:`licensing.identity`), or
+    None: the set on file unchanged (no query), or not met (answered as without one)."""
+    rebound = identity.activation_rebind(
+        batch_id=key.batch_id,
+        activation_id=found.activation_id if found.existing is not None else None,
+        stored_sha256=found.components_sha256,
+        device_id=device_id,
+        components=components,
+        client_ip=reported.get("client_ip"),
+    )
     if rebound is None:
         return None
     return ActivationResult(rebound.license_id, rebound.token, reactivated=True)

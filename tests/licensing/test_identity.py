@@ -41,7 +41,7 @@ def test_components_are_stored_and_signed_into_the_token(device_api, make_batch,
     assert UnitComponent.objects.filter(license_id=body["license_id"]).count() == 4
 
 
-def test_repair_of_one_of_three_keeps_the_licence_without_a_seat(
+def test_repair_of_one_of_three_keeps_the_license_without_a_seat(
     device_api, make_batch, signing_key
 ):
     batch = make_batch(units=3)
@@ -115,6 +115,9 @@ def test_rebinding_is_bounded_per_unit(device_api, make_batch, freeze_clock=None
     step2 = parts(**{**CAMERA, "emmc_cid": "cid-2", "board_serial": "brd-2"})
     refused = activate(device_api, batch.license.token, "cam-1", step2)
     assert refused.status_code == 403 and "at most 1" in refused.json()["detail"]
+    past = CloneSuspicion.objects.get()  # recorded, though the answer was a refusal
+    assert past.evidence["reason"] == "past the rebinding bound"
+    assert Event.objects.filter(type="license.clone_suspected").count() == 1
     moved = activate(device_api, batch.license.token, "cam-9", step2).json()
     assert moved["license_id"] != first["license_id"]
     assert Rebinding.objects.count() == 1
