@@ -35,6 +35,7 @@ from django.db import transaction
 from audit.services import audited
 from config import clock
 from config.errors import Forbidden, InvalidInput, NotFound
+from customers.services import customer_get
 from devices import identity as rules
 from events.models import Event
 from events.services import event_emit
@@ -475,6 +476,7 @@ def clone_rows(*, customer_id: str | None = None, limit: int = 500) -> list[dict
     first activation) they copy: for the admin API, the console and the portal."""
     rows = CloneSuspicion.objects.select_related("activation", "activation__license")
     if customer_id is not None:
+        customer_id = customer_get(customer_id=customer_id).pk  # 404 naming it
         rows = rows.filter(activation__license__customer_id=customer_id)
     return [clone_row(suspicion) for suspicion in rows[:limit]]
 

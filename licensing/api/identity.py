@@ -19,7 +19,13 @@ class ClonesApi(APIView):
         parameters=[identity_serializers.ClonesQuery, schema.retry_after(429, 503)],
         responses={
             200: identity_serializers.ClonesOut,
-            **schema.errors({**schema.ADMIN_ERRORS, 400: schema.QUERY_ERRORS[400]}),
+            **schema.errors(
+                {
+                    **schema.ADMIN_ERRORS,
+                    400: schema.QUERY_ERRORS[400],
+                    404: "customer_id names no customer.",
+                }
+            ),
         },
         description="Suspected clones, newest first (at most 500): a unit's licence "
         "presented with identity components below its policy, with the evidence and the "
