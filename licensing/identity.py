@@ -88,14 +88,22 @@ def set_digest(components: dict[str, str] | None) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def policy_effective(batch_policy: str | None, sku_policy: str | None) -> str:
+    """The batch's policy, else the SKU's, else the default; one that does not parse (a
+    row edited by hand) counts as the default, never signed into a token a device would
+    refuse."""
+    policy = batch_policy or sku_policy or rules.DEFAULT_POLICY
+    return rules.DEFAULT_POLICY if rules.policy_problem(policy) else policy
+
+
 def policy_of(batch_id: str) -> str:
     """The matching policy of a batch's units: the batch's, else its SKU's, else the
     default (``most:2``)."""
     batch_policy, sku = Batch.objects.values_list("identity_policy", "sku").get(pk=batch_id)
     if batch_policy:
-        return batch_policy
+        return policy_effective(batch_policy, None)
     sku_policy = Sku.objects.filter(pk=sku).values_list("identity_policy", flat=True).first()
-    return sku_policy or rules.DEFAULT_POLICY
+    return policy_effective(None, sku_policy)
 
 
 def policy_checked(policy: Any) -> str:

@@ -310,7 +310,7 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
          trial_days, unit_trial, version, unit_version, activation_id, components_sha256,
          batch_policy, sku_policy) = cursor.fetchone()  # fmt: skip
     version = version or 0
-    policy = batch_policy or sku_policy or identity_rules.DEFAULT_POLICY
+    policy = identity.policy_effective(batch_policy, sku_policy)
     terms = leases.from_values(days, None, None, held)
     if key_revoked:
         raise _key_revoked(key)
