@@ -350,6 +350,11 @@ SVC_SILENT_DAYS = number("SVC_SILENT_DAYS", 7, low=1, high=3660)
 # the rest; a revocation reaches a device through a cache within that many seconds.
 SVC_STATUS_WINDOW_SECONDS = number("SVC_STATUS_WINDOW_SECONDS", 3600, low=60, high=86400)
 SVC_STATUS_MAX_AGE = number("SVC_STATUS_MAX_AGE", 300, low=0, high=86400)
+# Rebinding after a repair (issue 45, licensing.identity): a unit's licence follows at
+# most SVC_REBIND_MAX_CHANGES changed identity components per SVC_REBIND_DAYS days, so a
+# slow walk through parts cannot move a licence to another camera.
+SVC_REBIND_MAX_CHANGES = number("SVC_REBIND_MAX_CHANGES", 1, low=0, high=16)
+SVC_REBIND_DAYS = number("SVC_REBIND_DAYS", 30, low=1, high=3660)
 
 SVC_LIST_HEAD_SECONDS = number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from ._version import __version__
 from .bounds import path_argument, shown
 from .errors import BadSignature, Code, InvalidArgument, LicenseError
 from .hardware import EXPLICIT, MAX_DEVICE_ID, fingerprint
+from .identity import components_problem, read_components
 from .state import (
     KEYS_FILE,
     STATE_FILE,
@@ -191,6 +193,7 @@ def activate(
     device_id: str | None = None,
     timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
+    components: Mapping[str, str] | None = None,
 ) -> str:
     """Exchange a batch key for this device's unit token (``POST /v1/activate``), store it
     in ``state_dir/license.token`` and return it.
@@ -207,6 +210,10 @@ def activate(
     device already had its trial of the batch's SKU (on another trial batch),
     ``ACTIVATION_FAILED`` on any other status, ``NETWORK_ERROR`` when no complete answer
     arrives in time.
+
+    ``components`` (issue 45, a contract addition): the hashed identity components
+    (:func:`devices.identity.read_components`) sent with the request; default: read
+    when ``device_id`` is read, none with an explicit ``device_id``.
     """
     deadline = Deadline.after(timeout)
     if not isinstance(batch_token, str):
@@ -227,18 +234,28 @@ def activate(
         )
     else:
         source, weak = EXPLICIT, False
+    if components is None and source != EXPLICIT:
+        components = read_components()
+    if isinstance(components, Mapping):
+        components = dict(components)
+    problem = "" if components is None else components_problem(components)
+    if problem:
+        raise InvalidArgument(f"components {problem}")
     url = endpoint(base_url, "/v1/activate", allow_http=allow_http)
     _check_writable(directory)
+    body: dict[str, Any] = {
+        "batch_token": batch_token.strip(),
+        "device_id": device_id,
+        "fingerprint_source": source,
+        "weak_binding": weak,
+        "sdk_version": __version__,
+    }
+    if components is not None:
+        body["components"] = dict(components)
     status, payload, _ = call(
         "POST",
         url,
-        body={
-            "batch_token": batch_token.strip(),
-            "device_id": device_id,
-            "fingerprint_source": source,
-            "weak_binding": weak,
-            "sdk_version": __version__,
-        },
+        body=body,
         timeout=deadline,
     )
     if status == 402:
@@ -385,11 +402,16 @@ def fetch_license(
     device_id: str,
     timeout: float | Deadline = DEFAULT_TIMEOUT,
     allow_http: bool = False,
+    components: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """``GET /v1/license?device_id=...`` authenticated by the licence held: ``(200,
     {license_id, token, expires_at, certificates})`` when the service has a newer token
-    for it (a renewal), ``(304, {})`` when the held one is current."""
-    query = urllib.parse.urlencode({"device_id": device_id})
+    for it (a renewal, or a rebinding to the ``components`` reported: issue 45),
+    ``(304, {})`` when the held one is current."""
+    fields = {"device_id": device_id}
+    if components:
+        fields["components"] = ",".join(f"{n}={d}" for n, d in sorted(components.items()))
+    query = urllib.parse.urlencode(fields)
     status, payload, _ = call(
         "GET",
         endpoint(base_url, f"/v1/license?{query}", allow_http=allow_http),

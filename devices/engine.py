@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ from .errors import (
 )
 from .exchange import Exchanging
 from .hardware import MAX_DEVICE_ID
+from .identity import components_problem, offline_check, read_components
 from .journal import usage_line
 from .keys import split_license_file, trust_anchors
 from .persistence import StateFiles
@@ -128,8 +129,26 @@ class Engine(StateFiles, Syncing, Exchanging):
         air_gapped: bool = False,
         clock_leeway: float = CLOCK_LEEWAY_SECONDS,
         root_keys: Any = None,
+        components: Mapping[str, str] | None = None,
     ) -> None:
         directory = path_argument(state_dir, "state_dir")
+        problem = (
+            ""
+            if components is None
+            else components_problem(dict(components))
+            if isinstance(components, Mapping)
+            else "must be a mapping or None"
+        )
+        if problem:
+            raise InvalidArgument(f"components {problem}")
+        # The identity components (devices.identity) the token's bound set is checked
+        # against: given, or read when the device id is read too (an explicit id alone
+        # is checked as before).
+        self.components = (
+            dict(components)
+            if components is not None
+            else (read_components() if device_id is None else None)
+        )
         check_engine_arguments(
             device_id=device_id,
             device_id_max=MAX_DEVICE_ID,
@@ -183,9 +202,11 @@ class Engine(StateFiles, Syncing, Exchanging):
             raise ActivationRequired(
                 f"licence {lic} is a batch key; exchange it with activate() for a unit token"
             )
-        if claims["dev"] != self.device_id:
+        refusal = offline_check(claims, self.device_id, self.components)
+        if refusal:
             raise WrongDevice(
-                f"licence {lic} is bound to device {claims['dev']!r}, this is {self.device_id!r}"
+                f"licence {lic} is {refusal}: it names device {claims['dev']!r}, this is "
+                f"{self.device_id!r}"
             )
         with self._lock:
             now = self._now()

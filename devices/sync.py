@@ -123,6 +123,15 @@ class Syncing:
             "stale": False,
         }  # fmt: skip
         errors: list[LicenseError] = []
+        rebound = False
+        if decode_unverified(token)["dev"] != self.device_id:
+            # A repaired camera whose device id changed (issue 45): its licence is
+            # rebound first, so the upload and status below speak for the new id.
+            try:
+                if self._refresh_license(client, base, token, timeout) == "renewed":
+                    token, rebound = split_license_file(self._read_token_file())[0], True
+            except LicenseError as exc:
+                errors.append(exc)
         try:
             self._upload(client, base, token, license_id, summary, timeout)
         except LicenseError as exc:
@@ -137,6 +146,8 @@ class Syncing:
         if held is None or not held.revoked:
             try:
                 summary["license"] = self._refresh_license(client, base, token, timeout)
+                if rebound and summary["license"] == "current":
+                    summary["license"] = "renewed"  # re-signed to this device, above
             except LicenseError as exc:
                 errors.append(exc)
         with self._lock:
@@ -362,7 +373,12 @@ class Syncing:
         """Fetch the held licence again (``GET /v1/license``); install a renewed one.
         ``"current"`` (304), ``"renewed"``, or raises with the licence held kept."""
         status, payload = client.fetch_license(
-            base, token=token, device_id=self.device_id, timeout=timeout, allow_http=True
+            base,
+            token=token,
+            device_id=self.device_id,
+            timeout=timeout,
+            allow_http=True,
+            components=getattr(self, "components", None),
         )
         if status == 304:
             return "current"

@@ -47,6 +47,8 @@ class Event(models.Model):
         LICENSE_ADDON_REMOVED = "license.addon_removed", "license.addon_removed"
         LICENSE_TRIAL_EXPIRING = "license.trial_expiring", "license.trial_expiring"
         LICENSE_TRIAL_CONVERTED = "license.trial_converted", "license.trial_converted"
+        LICENSE_REBOUND = "license.rebound", "license.rebound"
+        LICENSE_CLONE_SUSPECTED = "license.clone_suspected", "license.clone_suspected"
         BATCH_THRESHOLD = "batch.threshold", "batch.threshold"
         SEAT_RELEASED = "seat.released", "seat.released"
         USAGE_QUOTA_THRESHOLD = "usage.quota_threshold", "usage.quota_threshold"

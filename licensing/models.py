@@ -53,6 +53,15 @@ class Sku(models.Model):
         help_text="Check-in lease: days a camera may run analytics without a sync (empty: "
         "no lease). The default of the SKU's batches and licences.",
     )
+    identity_policy = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name="identity policy",
+        help_text="How a unit's identity components must match (issue 45): all, most, "
+        "most:N or one:NAME (empty: most:2).",
+    )
     trial_days = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -163,6 +172,15 @@ class Batch(models.Model):
         help_text="A trial batch (licensing.trials): each camera's licence runs this many days "
         "from its first activation and its activation is not billed. Emptied when the batch "
         "is converted to paid (its TrialConversion keeps the days); empty: a paid batch.",
+    )
+    identity_policy = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        db_default="",
+        verbose_name="identity policy",
+        help_text="How its units' identity components must match, overriding the SKU's "
+        "(empty: the SKU's).",
     )
 
     class Meta:
@@ -376,6 +394,13 @@ class Activation(models.Model):
         help_text="Activated from a trial batch: never billed as an activation (its batch's "
         "conversion bills the trial units in service, once). Written once, like the rest "
         "of what billing reads.",
+    )
+    # The identity components the unit is bound to (issue 45; licensing.identity):
+    # {name: SHA-256 hex}, and the hash of that set, which the activation's one lookup
+    # reads to tell an unchanged set from a changed one at no extra query.
+    components = models.JSONField(null=True, blank=True)  # NULL: none reported
+    components_sha256 = models.CharField(
+        max_length=64, blank=True, default="", db_default="", verbose_name="components SHA-256"
     )
 
     class Meta:
@@ -1004,3 +1029,7 @@ class TrialConversion(models.Model):
     @property
     def amount(self) -> Decimal:
         return self.units * self.unit_price
+
+
+# The identity binding's rows (issue 45) live in their own module, models of this app.
+from licensing.identity_models import CloneSuspicion, Rebinding, UnitComponent  # noqa: E402, F401

@@ -213,12 +213,27 @@ class ActivateIn(serializers.Serializer):
     )
     weak_binding = StrictBooleanField(required=False, default=False)
     sdk_version = ReportedTextField(required=False, default="", allow_blank=True, max_length=64)
+    components = serializers.DictField(
+        child=StrictCharField(max_length=64),
+        required=False,
+        allow_null=True,
+        help_text="Issue 45 (a contract addition, optional): the device's identity components, "
+        '{name: lowercase SHA-256 hex}, e.g. {"soc_serial": "...", "emmc_cid": "..."}; at most '
+        "16. The licence binds to the set under its batch's matching policy.",
+    )
 
 
 class BatchIn(BodyIn):
     customer_id = IdField()
     sku = IdField()
     units = StrictIntegerField(min_value=1, max_value=UNITS_MAX)
+    identity_policy = StrictCharField(
+        required=False,
+        allow_blank=True,
+        max_length=40,
+        help_text="Issue 45 (optional): how its units' identity components must match: all, "
+        "most, most:N or one:NAME (empty: the SKU's, else most:2).",
+    )
     term_days = StrictIntegerField(
         min_value=0, max_value=TERM_DAYS_MAX, required=False, allow_null=True
     )

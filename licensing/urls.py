@@ -6,7 +6,7 @@ from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
 from licensing import device_urls
-from licensing.api import addons, fleet, licenses, offline, renewals, trials
+from licensing.api import addons, fleet, identity, licenses, offline, renewals, trials
 
 urlpatterns = [
     *device_urls.urlpatterns,  # what cameras call; the device application serves them alone
@@ -64,5 +64,11 @@ urlpatterns = [
     path("admin/renew/quote", renewals.RenewQuoteApi.as_view(), name="admin-renew-quote"),
     path("admin/expiring", fleet.ExpiringApi.as_view(), name="admin-expiring"),
     path("admin/fleet", fleet.FleetApi.as_view(), name="admin-fleet"),
+    path("admin/clones", identity.ClonesApi.as_view(), name="admin-clones"),
+    path(
+        "admin/clones/<id:suspicion_id>/revoke-copy",
+        identity.CloneRevokeCopyApi.as_view(),
+        name="admin-clone-revoke-copy",
+    ),
     path("admin/fleet.csv", fleet.FleetCsvApi.as_view(), name="admin-fleet-csv"),
 ]

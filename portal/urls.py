@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from config.api import converters  # noqa: F401 - registers <id:...>
-from portal import views
+from portal import identity_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="portal-dashboard"),
@@ -25,6 +25,7 @@ urlpatterns = [
     path("invoices/<id:number>/pdf/", views.document_pdf, name="portal-document-pdf"),
     path("invoices/<id:number>/xml/", views.document_xml, name="portal-document-xml"),
     path("renewals/", views.renewals, name="portal-renewals"),
+    path("clones/", identity_views.clones, name="portal-clones"),
     path("offline/", views.offline, name="portal-offline"),
     path("api-keys/", views.api_keys, name="portal-api-keys"),
     path("api-keys/<str:prefix>/revoke/", views.api_key_revoke, name="portal-api-key-revoke"),

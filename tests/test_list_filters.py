@@ -23,6 +23,7 @@ UNKNOWN = {
 }
 # Every list endpoint with such a filter: the table says which, the schema must agree.
 FILTERED_LISTS = {
+    "/v1/admin/clones": {"customer_id"},
     "/v1/admin/customer-keys": {"customer_id"},
     "/v1/admin/events": {"customer_id"},
     "/v1/admin/fleet": {"customer_id", "batch_id"},

@@ -6,6 +6,7 @@ production, where BEGIN and COMMIT are not queries, does not have.)"""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 
 import pytest
 from django.db import connection
@@ -60,6 +61,25 @@ def test_reactivation_is_one_query(device_api, warm_batch, django_assert_num_que
     with django_assert_num_queries(1):
         response = activate(device_api, warm_batch.license.token, "warm-up")
     assert response.status_code == 200 and response.json()["reactivated"] is True
+
+
+COMPONENTS = {
+    name: hashlib.sha256(name.encode()).hexdigest() for name in ("soc_serial", "emmc_cid", "mac")
+}
+
+
+def test_reactivation_with_unchanged_components_is_still_one_query(
+    device_api, warm_batch, django_assert_num_queries
+):
+    """Issue 45: the lookup reads the stored set's hash beside the licence, so an unchanged
+    set costs no query more; a new unit with components writes their rows in the same
+    statement (PostgreSQL) or transaction."""
+    body = {"batch_token": warm_batch.license.token, "device_id": "cam-parts"}
+    body["components"] = COMPONENTS
+    assert device_api.post("/v1/activate", body, format="json").status_code == 200
+    with django_assert_num_queries(1):
+        again = device_api.post("/v1/activate", body, format="json")
+    assert again.status_code == 200 and again.json()["reactivated"] is True
 
 
 def test_reactivation_records_last_seen_with_one_update_per_interval(

@@ -14,6 +14,7 @@ from licensing.admin import (  # noqa: F401 - registers
     batches,
     catalogue,
     fleet,
+    identity,
     keys,
     licenses,
     trials,

@@ -19,6 +19,7 @@ from licensing.admin.display import (
     unit_state_badge,
 )
 from licensing.admin.holding import LeaseStateMixin
+from licensing.admin.identity import components_html, rebinding_history_html
 from licensing.admin.revoking import LicenseRevokeMixin, revoke_with_reason
 from licensing.admin.search import AnyPartSearchMixin
 from licensing.fleet_serializers import NOT_SEEN_DAYS_MAX
@@ -150,15 +151,34 @@ class ActivationAdmin(LeaseStateMixin, AnyPartSearchMixin, LicenseRevokeMixin, R
     def get_fields(self, request, obj=None):
         # The activation's page says the binding in words too, not the boolean's icon.
         fields = super().get_fields(request, obj)
-        return ["binding" if name == "weak_binding" else name for name in fields]
+        # Issue 45: the hashed components and the rebinding history, not raw JSON.
+        shown = {
+            "weak_binding": "binding",
+            "components": "identity_components",
+            "components_sha256": "rebinding_history",
+        }
+        return [shown.get(name, name) if isinstance(name, str) else name for name in fields]
+
+    @admin.display(description="identity components (hashed)")
+    def identity_components(self, record: Activation):
+        return components_html(record.components)
+
+    @admin.display(description="rebinding history")
+    def rebinding_history(self, record: Activation):
+        return rebinding_history_html(record.pk)
 
     @admin.display(description="binding", ordering="weak_binding")
     def binding(self, record: Activation):
-        # Words, not the boolean icon: a green tick beside "weak" read as good (issue 45).
+        # Words beside the mark: a green tick beside "weak" read as good (issue 45).
+        # Strong: a tick; weak: a red cross and the source that makes it weak.
         if not record.weak_binding:
-            return "hardware-bound"
+            parts = len(record.components or {})
+            return format_html(
+                '<span class="svc-nowrap">✓ hardware-bound{}</span>',
+                f" ({parts} components)" if parts else "",
+            )
         return format_html(
-            '<span class="svc-red svc-nowrap">weak: {}</span>',
+            '<span class="svc-red svc-nowrap">✗ weak: {}</span>',
             record.fingerprint_source or "source not reported",
         )
 

@@ -325,6 +325,15 @@ class LicenseRefreshApi(DeviceApi):
                 required=True,
                 description="The device the presented licence is bound to.",
             ),
+            OpenApiParameter(
+                "components",
+                str,
+                required=False,
+                description="Issue 45 (optional): the device's identity components as "
+                "name=sha256hex pairs separated by commas. A set that changed but meets the "
+                "licence's policy rebinds it (to a new device_id too): answered 200 with "
+                "the re-signed token.",
+            ),
             schema.retry_after(503),
         ],
         responses={
@@ -361,6 +370,8 @@ class LicenseRefreshApi(DeviceApi):
         result = services.license_refresh(
             token=token.strip() if scheme.lower() == "bearer" else None,
             device_id=request.query_params.get("device_id"),
+            components=request.query_params.get("components"),
+            client_ip=client_ip(request) or None,
         )
         if not result.changed:
             return HttpResponseNotModified()

@@ -57,10 +57,11 @@ from audit.services import audit_refusal
 from config import clock
 from config.errors import Forbidden, InvalidInput, MisconfiguredService, PaymentRequired
 from config.rows import insert_rows, insert_rows_after
+from devices import identity as identity_rules
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_row
-from licensing import addons, leases, trials
+from licensing import addons, identity, leases, trials
 from licensing.exact_tokens import TokenNotIssued, issued_check, not_issued
 from licensing.models import (
     Activation,
@@ -86,7 +87,8 @@ from svccore.timeunits import unix
 LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
     u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}, b.trial_days,
-    u.trial, b.addons_version, u.addons_version
+    u.trial, b.addons_version, u.addons_version, a.id, a.components_sha256, b.identity_policy,
+    s.identity_policy
 FROM licensing_license k
 JOIN licensing_batch b ON b.license_id = k.id
 LEFT JOIN licensing_sku s ON s.code = b.sku
@@ -284,6 +286,11 @@ class Found:
     existing: ActivationResult | None
     terms: leases.LeaseAndHold
     addons_version: int = 0  # the batch's (licensing.addons)
+    # Issue 45 (licensing.identity): the unit's activation record and the hash of the
+    # component set it is bound to, and the batch's matching policy.
+    activation_id: int | None = None
+    components_sha256: str = ""
+    policy: str = identity_rules.DEFAULT_POLICY
 
 
 class _TrialStateChanged(Exception):
@@ -300,8 +307,10 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
     with connection.cursor() as cursor:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
         (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
-         trial_days, unit_trial, version, unit_version) = cursor.fetchone()  # fmt: skip
+         trial_days, unit_trial, version, unit_version, activation_id, components_sha256,
+         batch_policy, sku_policy) = cursor.fetchone()  # fmt: skip
     version = version or 0
+    policy = identity.policy_effective(batch_policy, sku_policy)
     terms = leases.from_values(days, None, None, held)
     if key_revoked:
         raise _key_revoked(key)
@@ -311,7 +320,7 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
             f"batch key {key.license_id} of batch {key.batch_id} expired at {unix(ends)}"
         )
     if license_id is None:
-        return Found(ends, trial_days, None, terms, version)
+        return Found(ends, trial_days, None, terms, version, policy=policy)
     if unit_revoked:
         raise _unit_revoked(key, device_id, license_id)
     unit_ends = _aware(unit_ends)
@@ -333,7 +342,9 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
             addons_stale=addons_stale,
         )
     existing = ActivationResult(license_id, token, reactivated=True)
-    return Found(ends, trial_days, existing, terms, version)
+    return Found(
+        ends, trial_days, existing, terms, version, activation_id, components_sha256 or "", policy
+    )
 
 
 def _held(key: BatchKey, device_id: str) -> Forbidden:
@@ -380,6 +391,8 @@ def _unit_sign(
     expires_at: dt.datetime | None,
     trial_days: int | None,
     grants: list[AddOnGrant],
+    components: dict[str, str] | None = None,
+    policy: str = identity_rules.DEFAULT_POLICY,
 ) -> tuple[dt.datetime, str, dict[str, Any]]:
     """Sign the unit licence for ``device_id``: (issue time, token, claims). The unit
     carries the batch key's entitlements, caps and grace, whatever the catalogue says
@@ -412,7 +425,8 @@ def _unit_sign(
         grace_days=trials.TRIAL_GRACE_DAYS if trial else key.claims["grace_days"],
         trial=trial,
     )
-    token, signed = keyring.sign_claims(claims)
+    # The reported component set and policy, for the device's offline check (issue 45).
+    token, signed = keyring.sign_claims(identity.bound_claims(claims, components, policy))
     return now, token, signed
 
 
@@ -430,6 +444,7 @@ def _unit_rows(
     leased: bool = False,
     addons_version: int = 0,
     grants: tuple[AddOnGrant, ...] = (),
+    components: dict[str, str] | None = None,
 ) -> list[tuple[type, dict[str, Any]]]:
     """The rows of a new unit: its signed licence, its activation record, a trial's
     use of its SKU by the device (:class:`~licensing.models.TrialUse`), its event (the
@@ -475,6 +490,8 @@ def _unit_rows(
         # Seen by its activation: a column of the row written anyway, no statement more.
         last_seen_at=now,
         trial=trial,
+        components=components or None,
+        components_sha256=identity.set_digest(components),
     )
     event = event_row(
         Event.Type.LICENSE_ACTIVATED,
@@ -491,7 +508,13 @@ def _unit_rows(
             "trial": trial,
         },
     )
-    rows = [(License, license_row), (Activation, activation_row)]
+    rows = [
+        (License, license_row),
+        (Activation, activation_row),
+        *identity.component_rows(
+            license_id=signed["lic"], batch_id=key.batch_id, components=components
+        ),
+    ]
     if trial:
         use = dict(
             sku=key.sku,
@@ -558,6 +581,7 @@ def unit_activate(
     sdk_version: str = "",
     client_ip: str | None = None,
     positioned: bool = False,
+    components: Any = None,
 ) -> ActivationResult:
     """Exchange a batch key for a licence bound to ``device_id``; a device already on
     file gets its licence again (``reactivated``), at no charge.
@@ -577,6 +601,7 @@ def unit_activate(
     problem = device_id_problem(device_id)
     if problem:
         raise InvalidInput(f"device_id {problem}")
+    components = identity.components_checked(components)
     try:
         key = _verified(batch_token)
     except TokenNotIssued as refusal:
@@ -591,6 +616,7 @@ def unit_activate(
         weak_binding=weak_binding,
         sdk_version=sdk_version,
         client_ip=client_ip,
+        components=components,
     )
     try:
         return _activate(key, now, positioned=positioned, **unit)
@@ -625,11 +651,40 @@ def _second_trial(key: BatchKey, device_id: str, used_on: str) -> trials.TrialUs
     return refusal
 
 
+def _identity_change(
+    key: BatchKey,
+    found: Found,
+    device_id: str,
+    components: dict[str, str],
+    reported: dict[str, Any],
+) -> ActivationResult | None:
+    """The licence rebound to a reported component set (:mod:`licensing.identity`), or
+    None: the set on file unchanged (no query), or not met (answered as without one)."""
+    rebound = identity.activation_rebind(
+        batch_id=key.batch_id,
+        activation_id=found.activation_id if found.existing is not None else None,
+        stored_sha256=found.components_sha256,
+        device_id=device_id,
+        components=components,
+        client_ip=reported.get("client_ip"),
+    )
+    if rebound is None:
+        return None
+    return ActivationResult(rebound.license_id, rebound.token, reactivated=True)
+
+
 def _activate(
     key: BatchKey, now: dt.datetime, *, positioned: bool, device_id: str, **reported: Any
 ) -> ActivationResult:
     found = _lookup(key, device_id, now)
     existing, terms = found.existing, found.terms
+    components = reported.get("components")
+    if components is not None:
+        # Issue 45: a changed set on file is rebound (or a clone flagged); a new device id
+        # whose set meets a unit's policy is that unit repaired (licensing.identity).
+        rebound = _identity_change(key, found, device_id, components, reported)
+        if rebound is not None:
+            existing = rebound
     if existing is not None:
         result = _positioned(existing, device_id, terms) if positioned else existing
         # After the answer is built: no query when this process recorded the unit as
@@ -658,7 +713,9 @@ def _activate(
             raise _second_trial(key, device_id, used_on)
     # The batch's add-ons (one query, only for a batch that ever had one).
     grants = addons.active_grants(license_id=key.license_id) if found.addons_version else []
-    signed_unit = _unit_sign(key, device_id, found.ends, found.trial_days, grants)
+    signed_unit = _unit_sign(
+        key, device_id, found.ends, found.trial_days, grants, components, found.policy
+    )
     position = None
     if positioned:
         position = list_position(license_id=signed_unit[2]["lic"], device_id=device_id, terms=terms)

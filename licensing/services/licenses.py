@@ -26,7 +26,7 @@ from devices import token as codec
 from devices.errors import BadSignature
 from events.models import Event
 from events.services import event_emit
-from licensing import revocations
+from licensing import identity, revocations
 from licensing.models import (
     AddOn,
     Batch,
@@ -134,13 +134,17 @@ def batch_issue(
     term_days: int | None = None,
     max_offline_days: int | None = None,
     trial_days: int | None = None,
+    identity_policy: str = "",
 ) -> Batch:
     """Sell ``units`` seats of ``sku``: a batch row plus its batch key (``dev`` = ``*``,
     ``act`` = ``required``). The unit price is fixed now from the volume tier.
     ``max_offline_days`` sets the units' check-in lease (None: the SKU's;
     :mod:`licensing.leases`). ``trial_days`` makes it a trial batch (:mod:`licensing.trials`:
     each unit's licence runs that many days from its activation, unbilled, until the batch
-    is converted); None: the SKU's trial days (a trial SKU), 0: sold, not a trial."""
+    is converted); None: the SKU's trial days (a trial SKU), 0: sold, not a trial.
+    ``identity_policy`` is how its units' identity components must match (issue 45,
+    :mod:`licensing.identity`; empty: the SKU's)."""
+    identity_policy = identity.policy_checked(identity_policy)
     customer = customer_get(customer_id=customer_id)
     entry = sku_get(code=sku)
     _check_bounds(
@@ -186,6 +190,7 @@ def batch_issue(
         license=key,
         max_offline_days=max_offline_days,
         trial_days=trial,
+        identity_policy=identity_policy,
     )
 
 

@@ -45,7 +45,7 @@ from devices.errors import BadSignature
 from devices.term import ACTIVE, GRACE
 from events.models import Event
 from events.services import event_emit
-from licensing import addons, trials
+from licensing import addons, identity, trials
 from licensing.held import license_held
 from licensing.models import (
     Activation,
@@ -435,7 +435,9 @@ class RefreshResult:
     expires_at: dt.datetime | None
 
 
-def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
+def license_refresh(
+    *, token: str | None, device_id: Any, components: Any = None, client_ip: str | None = None
+) -> RefreshResult:
     """The current token of the licence a device holds, authenticated by the token it
     holds (``GET /v1/license``): ``changed`` False when that is the current one.
 
@@ -453,7 +455,27 @@ def license_refresh(*, token: str | None, device_id: Any) -> RefreshResult:
             claims = keyring.verify_under_revoked_key(token)
         except BadSignature:
             raise Unauthorized(f"licence rejected: {exc}") from None
+    reported = identity.components_parsed(components)
+    if reported is not None and isinstance(device_id, str) and device_id != claims.get("dev"):
+        # A repaired camera whose device id changed (issue 45): the token authenticates
+        # for the device it names; the licence then follows the reported set if it
+        # meets the policy (licensing.identity), else the refusal is as before.
+        license_held(claims=claims, token=token, device_id=claims["dev"])
+        rebound = identity.sync_rebind(
+            license_id=claims["lic"], device_id=device_id, components=reported, client_ip=client_ip
+        )
+        if rebound is not None:
+            lic = License.objects.only("expires_at").get(pk=rebound.license_id)
+            return RefreshResult(rebound.license_id, rebound.token, True, lic.expires_at)
     held = license_held(claims=claims, token=token, device_id=device_id)
+    if reported is not None:
+        rebound = identity.sync_rebind(
+            license_id=held.license_id, device_id=device_id, components=reported,
+            client_ip=client_ip,
+        )  # fmt: skip
+        if rebound is not None:
+            changed = token_digest(rebound.token) != token_digest(token)
+            return RefreshResult(held.license_id, rebound.token, changed, held.expires_at)
     license_id, kind, current = held.license_id, held.kind, held.token
     expires_at, batch_end, stored_sha256 = held.expires_at, held.batch_expires_at, held.token_sha256
     presented = token_digest(token)

@@ -100,9 +100,9 @@ def test_the_fleet_says_the_binding_in_words_and_filters_every_reported_source(a
         if device and binding:
             cells[device[1]] = " ".join(re.sub(r"<[^>]+>", " ", binding[1]).split())
     assert cells == {
-        "cam-strong": "hardware-bound",
-        "aa:bb:cc:dd:ee:ff": "weak: mac",
-        "cam-given": "hardware-bound",
+        "cam-strong": "✓ hardware-bound",
+        "aa:bb:cc:dd:ee:ff": "✗ weak: mac",
+        "cam-given": "✓ hardware-bound",
     }
     assert "icon-yes.svg" not in body and "icon-no.svg" not in body
     for source in ("env", "devicetree", "dmi", "machine-id", "macos", "mac", "explicit"):

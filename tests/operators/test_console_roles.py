@@ -63,6 +63,7 @@ ACTIONS = {
     ("batch", "convert_trial_batches"): "issue_licences",
     ("activation", "revoke_units"): "revoke_licences",
     ("activation", "release_seats"): "release_seats",
+    ("clonesuspicion", "revoke_copies"): "revoke_licences",
     ("signingkey", "retire_keys"): "manage_signing_keys",
     ("signingkey", "revoke_keys"): "manage_signing_keys",
     ("operatorkey", "revoke_keys"): "manage_operator_access",

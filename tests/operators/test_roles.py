@@ -54,6 +54,8 @@ MATRIX = {
     ("v1/admin/expiring", "GET"): "view_service",
     ("v1/admin/fleet", "GET"): "view_service",
     ("v1/admin/fleet.csv", "GET"): "view_service",
+    ("v1/admin/clones", "GET"): "view_service",
+    ("v1/admin/clones/<id:suspicion_id>/revoke-copy", "POST"): "revoke_licences",
     ("v1/admin/customers", "POST"): "manage_customers",
     ("v1/admin/customers/<id:customer_id>", "GET"): "view_service",
     ("v1/admin/customers/<id:customer_id>", "PATCH"): "manage_customers",

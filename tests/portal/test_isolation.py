@@ -46,7 +46,7 @@ WITHOUT_IDS = {
     "portal-dashboard", "portal-login", "portal-logout", "portal-second-factor",
     "portal-invitation-base", "portal-invitation", "portal-batches", "portal-fleet",
     "portal-fleet-csv", "portal-invoices", "portal-renewals", "portal-api-keys",
-    "portal-webhooks", "portal-offline",
+    "portal-webhooks", "portal-offline", "portal-clones",
 }  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('licensing', '0019_trials'),
+        ('licensing', '0020_identity_components'),
     ]
 
     operations = [

@@ -1,0 +1,40 @@
+"""Shapes of the identity endpoints (issue 45): suspected clones and their evidence."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from config.api.fields import IdField
+
+
+class ClonesQuery(serializers.Serializer):
+    customer_id = IdField(required=False)
+
+
+class OriginalOut(serializers.Serializer):
+    device_id = serializers.CharField()
+    activated_at = serializers.IntegerField(help_text="Its first activation: the original.")
+    client_ip = serializers.CharField(allow_null=True)
+    components = serializers.DictField(child=serializers.CharField())
+
+
+class CloneOut(serializers.Serializer):
+    suspicion_id = serializers.IntegerField()
+    license_id = serializers.CharField()
+    customer_id = serializers.CharField()
+    batch_id = serializers.CharField()
+    device_id = serializers.CharField(help_text="The device id the copy reported.")
+    detected_at = serializers.IntegerField()
+    client_ip = serializers.CharField(allow_null=True)
+    components = serializers.DictField(
+        child=serializers.CharField(), help_text="The copy's hashed components."
+    )
+    evidence = serializers.DictField(
+        help_text="reason, and the component names matched, changed, missing and added."
+    )
+    original = OriginalOut()
+    copy_revoked_at = serializers.IntegerField(allow_null=True)
+
+
+class ClonesOut(serializers.Serializer):
+    clones = CloneOut(many=True)
