@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.db import models
 
 from config import clock
+from svccore import dates
 
 
 class UnitComponent(models.Model):
@@ -52,7 +53,7 @@ class Rebinding(models.Model):
         indexes = [models.Index(fields=["activation", "-rebound_at"], name="rebinding_unit_recent")]
 
     def __str__(self) -> str:
-        return f"rebinding of {self.activation_id} at {self.rebound_at:%Y-%m-%d}"
+        return f"rebinding of {self.activation_id} at {dates.day(self.rebound_at)}"
 
 
 class CloneSuspicion(models.Model):
@@ -84,4 +85,4 @@ class CloneSuspicion(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"clone of {self.activation_id} at {self.detected_at:%Y-%m-%d %H:%M}"
+        return f"clone of {self.activation_id} at {dates.moment(self.detected_at)}"

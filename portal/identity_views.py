@@ -3,17 +3,16 @@ were presented by other hardware, with the evidence, and that an operator decide
 
 from __future__ import annotations
 
-import datetime as dt
-
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from licensing import identity
 from portal.views import _context, customer_page
+from svccore import dates
 
 
 def _utc(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    return dates.moment(seconds)
 
 
 @customer_page

@@ -12,6 +12,7 @@ from config.errors import ServiceError
 from licensing import identity
 from licensing.admin.display import admin_link
 from licensing.models import CloneSuspicion, Rebinding
+from svccore import dates
 
 
 def components_html(components: dict[str, str] | None):
@@ -83,7 +84,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
         return format_html(
             "{} since {}<br>{}",
             admin_link(unit, unit.device_id),
-            unit.activated_at.strftime("%Y-%m-%d %H:%M UTC"),
+            dates.moment(unit.activated_at),
             unit.client_ip or "address not recorded",
         )
 
@@ -99,7 +100,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
     def copy_state(self, record: CloneSuspicion):
         if record.copy_revoked_at is None:
             return format_html('<span class="svc-red">{}</span>', "suspected")
-        return f"revoked {record.copy_revoked_at:%Y-%m-%d %H:%M} UTC"
+        return f"revoked {dates.moment(record.copy_revoked_at)}"
 
     def has_revoke_permission(self, request) -> bool:
         return may(request, "revoke_licences")
@@ -132,7 +133,7 @@ def rebinding_history_html(activation_id: int):
         "<div>{} via {}: {} (device {} → {})</div>",
         (
             (
-                r.rebound_at.strftime("%Y-%m-%d %H:%M UTC"),
+                dates.moment(r.rebound_at),
                 r.via,
                 ", ".join(r.changed) or "no component changed",
                 r.old_device_id,

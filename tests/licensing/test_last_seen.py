@@ -17,9 +17,9 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from config import clock
+from config.admin.display import utc_time_html
 from licensing.models import Activation, License
 from licensing.services import seen, unit_activate
-from svccore import dates
 from tests.licensing.test_fleet_paging import SECOND, _at, bulk_units
 from tests.portal.conftest import make_world
 
@@ -238,7 +238,7 @@ def test_the_console_fleet_shows_last_seen_and_filters(admin_client, silent_flee
     url = reverse("admin:licensing_activation_changelist")
     body = admin_client.get(url).content.decode()
     assert "Last seen" in body and "never" in body
-    assert dates.day(seen_at(recent)) in body
+    assert utc_time_html(seen_at(recent)) in body
     body = admin_client.get(url + "?not_seen_days=7").content.decode()
     assert "cam-QUIET-0002" in body and "cam-NEVER-00000" in body
     assert "cam-RECENT-0001" not in body
@@ -287,7 +287,7 @@ def test_the_portal_fleet_shows_last_seen_and_filters(device_api, server_clock, 
     client = world.client()
     body = client.get(reverse("portal-fleet")).content.decode()
     assert "Last seen (UTC)" in body
-    assert dates.day(seen_at(first.license_id)) in body
+    assert utc_time_html(seen_at(first.license_id)) in body
     body = client.get(reverse("portal-fleet") + "?not_seen_days=7").content.decode()
     assert "Seen-cam-001" not in body and "HYPERLINK" in body
     assert 'value="7" selected' in body and "not_seen_days=7" in body  # the export keeps it
