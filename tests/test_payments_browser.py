@@ -12,6 +12,7 @@ from customers.services import customer_create
 from tests.billing.payment_support import credit_note, invoice
 from tests.billing.test_camt053 import v08
 from tests.operators.test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD, _browser_or_skip
+from tests.operators.test_console_layout import _screenshot_dir
 from tests.portal.conftest import PASSWORD as ACCOUNT_PASSWORD
 from tests.portal.conftest import account_for
 
@@ -87,6 +88,10 @@ def test_payment_by_hand_and_by_statement_read_paid_in_the_portal(
                 row = _row(portal, number)
                 assert "paid" in row and "0.00 EUR" in row, row
                 assert "partly" not in row
+            portal.screenshot(
+                path=str(_screenshot_dir(tmp_path, 1280) / "portal-invoices-paid.png"),
+                full_page=True,
+            )
             void = _row(portal, credited.number)
             assert "void (credited)" in void and "2026-" not in void.split("void")[0][-12:]
             portal.click(f"a:text('{by_bank.number}')")
