@@ -191,6 +191,11 @@ class SkuOut(InCurrency):
         help_text="A trial SKU: its batches are trials of this many days per camera by "
         "default (issue 42); null: not a trial SKU.",
     )
+    identity_policy = serializers.CharField(
+        allow_blank=True,
+        help_text="How a unit's identity components must match for its batches (issue 45): "
+        "all, most, most:N or one:NAME; empty: most:2. A batch may override it.",
+    )
 
 
 class CatalogueOut(serializers.Serializer):

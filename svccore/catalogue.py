@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from devices import identity
 from svccore import money
 
 SEED_FILE = Path(__file__).with_name("catalogue.json")
@@ -33,6 +34,8 @@ ENTRY_FIELDS = (
 OPTIONAL_FIELDS: dict[str, Any] = {
     "max_offline_days": None,  # check-in lease in days (issue 42); None: no lease
     "trial_days": None,  # a trial SKU's days per camera (issue 42); None: not a trial SKU
+    # How a unit's identity components must match (issue 45, devices.identity); "": most:2.
+    "identity_policy": "",
 }
 
 
@@ -104,6 +107,12 @@ def normalise_entry(entry: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"catalogue entry {entry['sku']!r}: trial_days {trial_days!r} is not a number of "
             "days (1 or more; null: not a trial SKU)"
+        )
+    policy = out["identity_policy"]
+    if policy != "" and identity.policy_problem(policy):
+        raise ValueError(
+            f"catalogue entry {entry['sku']!r}: identity_policy {policy!r} "
+            f"{identity.policy_problem(policy)} (or empty: most:2)"
         )
     currency = entry["currency"]
     if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):

@@ -275,3 +275,28 @@ def test_a_batch_policy_of_one_named_component(admin_api, customer, device_api, 
         format="json",
     )
     assert weak.status_code == 400 and "weak" in weak.json()["detail"]
+
+
+def test_a_sku_s_policy_is_in_the_catalogue_and_its_batches_follow_it(
+    admin_api, customer, device_api, signing_key
+):
+    from licensing.models import Sku
+    from svccore import catalogue
+
+    Sku.objects.filter(pk="VISION-PRO").update(identity_policy="all")
+    skus = {entry["sku"]: entry for entry in admin_api.get("/v1/admin/catalogue").json()["skus"]}
+    assert skus["VISION-PRO"]["identity_policy"] == "all"
+    assert skus["DETECT-STD"]["identity_policy"] == ""  # the default, most:2
+    made = admin_api.post(
+        "/v1/admin/batches",
+        {"customer_id": customer.id, "sku": "VISION-PRO", "units": 3},
+        format="json",
+    )
+    token = made.json()["batch_token"]
+    first = activate(device_api, token, "cam-1", parts(**CAMERA)).json()
+    assert verify_token(first["unit_token"], signing_key.public_key())["idn"]["pol"] == "all"
+    # A catalogue file naming a weak component alone, or nonsense, is refused by name.
+    entry = Sku.objects.get(pk="VISION-PRO").entry()
+    for policy, says in (("one:mac", "weak component"), ("some", "must be all, most")):
+        with pytest.raises(ValueError, match=f"identity_policy '{policy}' .*{says}"):
+            catalogue.normalise_entry({**entry, "identity_policy": policy})
