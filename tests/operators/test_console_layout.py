@@ -148,8 +148,11 @@ LAYOUT_PROBLEMS_JS = r"""
 MONEY = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?) (EUR|USD|GBP|CHF)\b")
 # Unix seconds of 2001-2033 shown raw instead of as a date (JSON keeps them, each with
 # its date after it).
-UNIX_SECONDS = re.compile(r"(?<![\w.-])1[0-9]{9}(?![\w.])(?!,?\s*// 20\d\d-\d\d-\d\d )")
-DATE = re.compile(r"\b20\d\d-\d\d-\d\d \d\d:\d\d UTC\b")
+# A moment as svccore.dates writes it: "28 November 2026, 23:19 UTC"; claims show their
+# Unix seconds with it as a comment ("1795907954,  // 28 November 2026, 23:19 UTC").
+_MOMENT = r"\d{1,2} [A-Z][a-z]+ 20\d\d, \d\d:\d\d UTC"
+UNIX_SECONDS = re.compile(rf"(?<![\w.-])1[0-9]{{9}}(?![\w.])(?!,?\s*// {_MOMENT})")
+DATE = re.compile(rf"\b{_MOMENT}\b")
 
 
 def _screenshot_dir(tmp_path: Path, width: int) -> Path:
