@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,7 +93,7 @@ _ADDON = r"SKU \S+ of (batch|licence) \S+ has no add-on |add-on \S+ of SKU \S+ i
 _ADDON_LICENSE = r"licence \S+ (is a unit licence|was minted offline)"
 _FILE = r"BAD_REQUEST: "  # a damaged or truncated air-gapped file (issue 44)
 CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
-    "POST /v1/admin/batches": (_SKU,),
+    "POST /v1/admin/batches": (_SKU, r"identity_policy "),
     "POST /v1/admin/licenses": (_SKU,),
     # A token is a signed document: its form, signature, key and claims are its content;
     # only DRF's field errors ("token: ...") and unknown fields are its shape.
@@ -136,6 +137,18 @@ CONTENT_REFUSALS: dict[str, tuple[str, ...]] = {
     "DELETE /v1/admin/licenses/{license_id}/addons/{addon}": (_ADDON_LICENSE,),
     # DNS and the address it gives (and http:// where SVC_WEBHOOK_ALLOW_HTTP is off).
     "POST /v1/admin/webhooks": (r"the host ", r"url must be https:// \(set"),
+    # Issue 45 and 43, merged this stop: rules their schemas do not state yet (the
+    # component names and digests, the identity policy's grammar, a credit line's and a
+    # payment's amount and digits); each is a 400 naming the field, and the fuzz still
+    # checks these operations for everything else (no 5xx, shapes, credentials). Stating
+    # them in the schema is open work.
+    "POST /v1/activate": (r"components ",),
+    "GET /v1/license": (r"components ",),
+    "POST /v1/admin/invoices/{number}/credit-note": (r"lines", r"line \d+"),
+    "POST /v1/admin/invoices/{number}/credit-note/draft": (r"lines", r"line \d+"),
+    "POST /v1/admin/invoices/{number}/payments": (r"amount", r"paid_on ", r"a correcting "),
+    # A bank statement is a document: its XML is its content.
+    "POST /v1/admin/payments/camt053": (r"bank statement refused: ",),
     # An air-gapped camera's file is a sealed document: its seal and fields are content.
     "POST /v1/admin/offline/activations": (_FILE,),
     "POST /v1/admin/offline/usage": (_FILE,),
@@ -150,6 +163,18 @@ NEVER_SUCCEEDS = {"POST /v1/admin/licenses/register"}
 # seat is then refused (403 naming the hold, as POST /v1/activate does); 400 is fuzzed,
 # and tests/test_offline_exchange.py answers it 200.
 NEVER_SUCCEEDS |= {"POST /v1/customer/offline/activations"}
+# The demo writes only on a development server (SVC_DEBUG): 404 here, by design. A clone
+# suspicion and a bank statement that matches are not seeded (tests/licensing/
+# test_identity.py and tests/billing/test_camt053.py answer them 200).
+# The seeded invoice's preview of a credit note may come after the fuzzed credit note that
+# credits it in full (the same half, one invoice): 409, nothing remains
+# (tests/billing/test_partial_credit_notes.py answers previews 200).
+NEVER_SUCCEEDS |= {
+    "POST /v1/admin/invoices/{number}/credit-note/draft",
+    "POST /v1/admin/demo",
+    "POST /v1/admin/clones/{suspicion_id}/revoke-copy",
+    "POST /v1/admin/payments/camt053",
+}
 # gunicorn's defaults (limit_request_line, limit_request_field_size), in bytes.
 GUNICORN_REQUEST_LINE = 4094
 GUNICORN_FIELD_SIZE = 8190
@@ -309,6 +334,16 @@ def _seed() -> tuple[dict[str, dict[str, dict[str, Any]]], str, str]:
         "POST /v1/admin/invoices/{number}/credit-note": {
             "path_parameters": {"number": invoice.number}
         },
+        # Issue 43: previews of a credit note, and the invoice's payments.
+        "POST /v1/admin/invoices/{number}/credit-note/draft": {
+            "path_parameters": {"number": invoice.number},
+            "body": {"reason": "fuzz preview", "lines": ABSENT, "rebill": ABSENT},
+        },
+        "GET /v1/admin/invoices/{number}/payments": {"path_parameters": {"number": invoice.number}},
+        "POST /v1/admin/invoices/{number}/payments": {
+            "path_parameters": {"number": invoice.number},
+            "body": {"amount": "1.00", "paid_on": ABSENT, "note": ABSENT},
+        },
         "GET /v1/admin/invoices/{number}": {"path_parameters": {"number": invoice.number}},
         "GET /v1/admin/invoices/{number}.pdf": {"path_parameters": {"number": invoice.number}},
         "GET /v1/admin/invoices/{number}.xml": {"path_parameters": {"number": invoice.number}},
@@ -410,10 +445,16 @@ schemathesis.openapi.format(
 )
 
 
+def _half(label: str) -> int:
+    """Which of the two tests fuzzes an operation: a stable hash of its label, so that
+    two workers fuzz the API side by side, each against its own server and seed."""
+    return zlib.crc32(label.encode()) % 2
+
+
 def _api_schema(seeded: Seeded, half: int):
-    """The schema of the live server, its operations split in two halves by label (every
-    other one in sorted order) so that two workers fuzz the API side by side, each
-    against its own server and seed; ``half`` is 0 or 1."""
+    """The schema of the live server; ``half`` (0 or 1) names the operations this test
+    fuzzes (:func:`_half`; the filter itself is the lazy schema's include below, as
+    schemathesis's pytest plugin replaces a fixture schema's own filters)."""
     config = schemathesis.Config.from_dict(
         {
             **({"seed": int(SEED)} if SEED else {}),
@@ -435,9 +476,11 @@ def _api_schema(seeded: Seeded, half: int):
         }
     )
     schema = schemathesis.openapi.from_url(f"{seeded.service.url}/openapi.json", config=config)
-    labels = sorted(result.ok().label for result in schema.get_all_operations())
-    mine = labels[half::2]
-    seeded.operations = set(mine)
+    seeded.operations = {
+        label
+        for label in (result.ok().label for result in schema.get_all_operations())
+        if _half(label) == half
+    }
 
     validators: dict[tuple[str, str | None], Any] = {}
 
@@ -487,7 +530,7 @@ def _api_schema(seeded: Seeded, half: int):
         some = st.lists(st.booleans(), min_size=len(names), max_size=len(names))
         return st.one_of(st.just(every), some).map(substitute_if_valid)
 
-    return schema.include(name=mine)
+    return schema
 
 
 @pytest.fixture
@@ -532,18 +575,26 @@ FUZZ_SETTINGS = settings(
 
 
 @pytest.mark.django_db(transaction=True)
-@schemathesis.pytest.from_fixture("api_schema_even").parametrize()
+@(
+    schemathesis.pytest.from_fixture("api_schema_even")
+    .include(lambda context: _half(context.operation.label) == 0)
+    .parametrize()
+)
 @FUZZ_SETTINGS
 def test_api_answers_as_its_schema_says(case, seeded):
-    """The even half of the operations (sorted by label)."""
+    """Half of the operations (:func:`_half` 0)."""
     _answers_as_its_schema_says(case, seeded)
 
 
 @pytest.mark.django_db(transaction=True)
-@schemathesis.pytest.from_fixture("api_schema_odd").parametrize()
+@(
+    schemathesis.pytest.from_fixture("api_schema_odd")
+    .include(lambda context: _half(context.operation.label) == 1)
+    .parametrize()
+)
 @FUZZ_SETTINGS
 def test_api_answers_as_its_schema_says_odd(case, seeded):
-    """The odd half of the operations (sorted by label)."""
+    """The other half (:func:`_half` 1)."""
     _answers_as_its_schema_says(case, seeded)
 
 
