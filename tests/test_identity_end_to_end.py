@@ -40,10 +40,9 @@ def hardware(root: Path, *, soc: str, emmc: str, board: str, machine_id: str) ->
     return root
 
 
-def test_repair_rebinds_on_sync_and_a_state_copy_is_flagged(
-    moved_service, server_clock, customer, signing_key, tmp_path
-):
-    live = moved_service
+def _camera_on_a_batch(live, server_clock, customer, signing_key, tmp_path):
+    """A shared clock, the authority's public key, a batch of 3 and one camera's hardware
+    (SoC, eMMC, board, machine-id) in ``tmp_path/hw-a``."""
     clock = SharedClock(T0 + 10, server_clock)
     public_key = devices.token.public_key_b64url(signing_key.public_key())
     batch = live.admin(
@@ -53,6 +52,16 @@ def test_repair_rebinds_on_sync_and_a_state_copy_is_flagged(
         tmp_path / "hw-a", soc="00000000a1b2c3d4", emmc="150100303136473332", board="BRD-7781",
         machine_id="5f2b1c0e9d8a4b7c9e1f2a3b4c5d6e7f",
     )  # fmt: skip
+    return clock, public_key, batch, board
+
+
+def test_repair_rebinds_on_sync_and_a_state_copy_is_flagged(
+    moved_service, server_clock, customer, signing_key, tmp_path
+):
+    live = moved_service
+    clock, public_key, batch, board = _camera_on_a_batch(
+        live, server_clock, customer, signing_key, tmp_path
+    )
     device_id = devices.fingerprint(environ={}, root=board).value
     assert device_id == "5f2b1c0e9d8a4b7c9e1f2a3b4c5d6e7f"  # the machine-id
     components = read_components(board)
@@ -128,15 +137,9 @@ def test_a_state_copy_sharing_the_id_is_flagged_as_a_clone(
     moved_service, server_clock, customer, signing_key, tmp_path
 ):
     live = moved_service
-    clock = SharedClock(T0 + 10, server_clock)
-    public_key = devices.token.public_key_b64url(signing_key.public_key())
-    batch = live.admin(
-        "POST", "/v1/admin/batches", {"customer_id": customer.id, "sku": "VISION-PRO", "units": 3}
+    clock, public_key, batch, original = _camera_on_a_batch(
+        live, server_clock, customer, signing_key, tmp_path
     )
-    original = hardware(
-        tmp_path / "hw-a", soc="00000000a1b2c3d4", emmc="150100303136473332", board="BRD-7781",
-        machine_id="5f2b1c0e9d8a4b7c9e1f2a3b4c5d6e7f",
-    )  # fmt: skip
     mac_id = "02:11:22:33:44:55"  # a MAC-derived id every clone shares
     state = tmp_path / "camera"
     devices.activate(
