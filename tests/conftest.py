@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from rest_framework.test import APIClient
 
 from billing.vat import vat_rates_seed
@@ -158,6 +159,20 @@ ONE_DATABASE_MODULES = frozenset(
 )
 
 
+# Slow modules that CI runs on both databases though they are no browser: the journeys
+# of the embedded default (`make run` serves SQLite), a camera's first boot to its
+# invoice and the README's commands. Every other slow test that touches the database runs
+# on PostgreSQL alone in CI (SVC_TEST_SLOW_ON_POSTGRESQL, .ci/run): concurrency, the
+# edge, ingestion and billing under real servers are production's, and PostgreSQL is
+# production's database.
+BOTH_DATABASES_MODULES = frozenset(
+    {
+        "tests/test_end_to_end.py",
+        "tests/test_readme.py",
+    }
+)
+
+
 def is_slow(item: pytest.Item) -> bool:
     module = item.nodeid.split("::", 1)[0]
     return (
@@ -177,6 +192,11 @@ def _run_order(item: pytest.Item) -> tuple[bool, int]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test in :data:`SLOW_MODULES` or on a real server is marked ``slow``.
 
+    ``SVC_TEST_SLOW_ON_POSTGRESQL=1`` (CI, whose ``make test-pg`` follows ``make test``):
+    the SQLite pass leaves the slow database tests to the PostgreSQL pass, but the
+    browser's and the embedded default's (:func:`_slow_on_postgresql`), so that each runs
+    once.
+
     ``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
     tests that touch the database run, but the slow ones of :data:`ONE_DATABASE_MODULES`.
     The rest (the device module, svcctl offline, the README against its own SQLite
@@ -190,17 +210,38 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
     items.sort(key=_run_order)  # stable: within a rank, as collected
+    if os.environ.get("SVC_TEST_SLOW_ON_POSTGRESQL") == "1" and connection.vendor == "sqlite":
+        _deselect(config, items, lambda item: not _slow_on_postgresql(item))
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
-    needed = {
-        item: uses_database(item)
-        and not (is_slow(item) and item.nodeid.split("::", 1)[0] in ONE_DATABASE_MODULES)
-        for item in items
-    }
-    keep = [item for item in items if needed[item]]
-    dropped = [item for item in items if not needed[item]]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
+    _deselect(
+        config,
+        items,
+        lambda item: (
+            uses_database(item)
+            and not (is_slow(item) and item.nodeid.split("::", 1)[0] in ONE_DATABASE_MODULES)
+        ),
+    )
+
+
+def _slow_on_postgresql(item: pytest.Item) -> bool:
+    """A slow test that the PostgreSQL pass runs too (:data:`ONE_DATABASE_MODULES` aside),
+    and that the SQLite pass therefore leaves to it under ``SVC_TEST_SLOW_ON_POSTGRESQL``:
+    the servers, concurrency and ingestion tests, on production's database. The SQLite
+    pass keeps :data:`BOTH_DATABASES_MODULES`, the embedded default's own journeys."""
+    module = item.nodeid.split("::", 1)[0]
+    return (
+        is_slow(item)
+        and uses_database(item)
+        and module not in ONE_DATABASE_MODULES
+        and module not in BOTH_DATABASES_MODULES
+    )
+
+
+def _deselect(config: pytest.Config, items: list[pytest.Item], wanted) -> None:
+    keep = [item for item in items if wanted(item)]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not wanted(item)])
         items[:] = keep
 
 
@@ -386,12 +427,19 @@ class LiveService:
 
 
 def start_gunicorn(
-    log_dir: Path, *, healthy: bool = True, app: str = "config.wsgi", **environment: str
+    log_dir: Path,
+    *,
+    healthy: bool = True,
+    app: str = "config.wsgi",
+    preload: bool = True,
+    **environment: str,
 ) -> LiveService:
     """gunicorn (3 workers x 4 threads) serving ``app`` (the full application, or
     ``config.device_wsgi``) on the test database, with ``environment`` on top of the
     test settings; stop it with :func:`stop_gunicorn`. It is up once /healthz answers 200
-    (or, with ``healthy=False``, 503)."""
+    (or, with ``healthy=False``, 503). ``preload``: the master imports the application
+    once and forks it (tests/gunicorn_test.conf.py); off, each worker imports it, as
+    production's nodes do."""
     port = _free_port()
     log = log_dir / f"server-{port}.log"
     env = {
@@ -413,6 +461,7 @@ def start_gunicorn(
     }
     command = [
         sys.executable, "-m", "gunicorn", app,
+        *(["--config", str(REPO / "tests" / "gunicorn_test.conf.py")] if preload else []),
         "--bind", f"127.0.0.1:{port}",
         "--workers", "3", "--threads", "4", "--worker-class", "gthread",
         "--timeout", "60", "--graceful-timeout", "5",

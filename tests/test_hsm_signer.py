@@ -416,6 +416,7 @@ def hsm_service(hsm, hsm_clock, django_db_setup, tmp_path_factory):
     """gunicorn (3 gthread workers x 4 threads) signing in the token."""
     service = start_gunicorn(
         tmp_path_factory.mktemp("gunicorn-hsm"),
+        preload=False,  # each worker opens its own session on the token
         **hsm.environment(SVC_PKCS11_TIMEOUT="1"),
         SVC_TEST_CLOCK_FILE=str(hsm_clock),
     )
