@@ -311,39 +311,50 @@ def _keys_published(head: Head) -> tuple[list[str], list[str]]:
     return published
 
 
-def _head_and_revocation(license_id: str) -> tuple[Head, Any, leases.LeaseAndHold]:
+def _head_and_revocation(
+    license_id: str, also: dict[str, Any] | None = None
+) -> tuple[Head, Any, leases.LeaseAndHold, tuple | None]:
     """The list's head read now (and kept, as :func:`head_get` keeps it), the time
     ``license_id`` was revoked as of that head (None: not revoked) and its lease and
-    hold (:mod:`licensing.leases`), in one query. Reads
+    hold (:mod:`licensing.leases`), in one query, with the values of the expressions
+    ``also`` (None when there is no head row to read them with). Reads
     are then ordered as time is: no status hands out a head older than one any node
     handed out before it was asked for, so a device never meets its list going back
     between two nodes, and a revocation is in every status from its commit on."""
+    also = also or {}
     revoked = Revocation.objects.filter(license_id=license_id, seq__lte=OuterRef("seq"))
     row = (
         RevocationHead.objects.filter(pk=1)
         .annotate(
             revoked_at=Subquery(revoked.values("revoked_at")[:1]),
             **leases.status_expressions(license_id),
+            **also,
         )
-        .values_list("seq", "epoch", "keys_version", "revoked_at", *leases.STATUS_FIELDS)
+        .values_list("seq", "epoch", "keys_version", "revoked_at", *leases.STATUS_FIELDS, *also)
         .first()
     )
+    extra = None
     if row is None:
         head, revoked_at = Head(seq=0, epoch="", keys=0), None
         terms = leases.lease_and_hold(license_id=license_id)
     else:
         head, revoked_at = Head(*row[:3]), row[3]
-        terms = leases.from_values(*row[4:])
+        ends = 4 + len(leases.STATUS_FIELDS)
+        terms = leases.from_values(*row[4:ends])
+        extra = tuple(row[ends:])
     _head_held[:] = [(time.monotonic(), head)]
-    return head, revoked_at, terms
+    return head, revoked_at, terms, extra
 
 
-def status_inputs(license_id: str) -> tuple[Head, int, leases.LeaseAndHold]:
+def status_inputs(
+    license_id: str, also: dict[str, Any] | None = None
+) -> tuple[Head, int, leases.LeaseAndHold, tuple | None]:
     """What a status of ``license_id`` says besides the time, read now in one query:
     the list's head, the licence's revocation time as of it (Unix seconds, 0: not
-    revoked) and its lease and hold (:func:`_head_and_revocation`)."""
-    head, row, terms = _head_and_revocation(license_id)
-    return head, (max(unix(row), 1) if row is not None else 0), terms
+    revoked), its lease and hold, and the values of the expressions ``also``, read with
+    them (:func:`_head_and_revocation`)."""
+    head, row, terms, extra = _head_and_revocation(license_id, also)
+    return head, (max(unix(row), 1) if row is not None else 0), terms, extra
 
 
 def license_status(
@@ -374,7 +385,7 @@ def license_status(
     applies and the status is for the licence's own device."""
     revoked_at = 0  # 0 means "not revoked"
     if head is None:
-        head, revoked_at, found = status_inputs(license_id)
+        head, revoked_at, found, _ = status_inputs(license_id)
         terms = terms or found
     elif not unrevoked:
         row = (

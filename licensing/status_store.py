@@ -5,8 +5,8 @@ licence and device), not one signed for each request.
 
 What a status says besides the time is its *basis*: the signing key, the list's epoch
 and keys version, the licence's revocation time, its lease days and its hold. Every
-request reads the basis now (one query, :func:`licensing.revocations.status_inputs`)
-and the stored row (one query); the stored document is served when the basis matches
+request reads the basis now and the stored row with it (one query,
+:func:`licensing.revocations.status_inputs`); the stored document is served when the basis matches
 and its window (``SVC_STATUS_WINDOW_SECONDS`` from its signing) has not ended, else a
 new one is signed and stored. So a revocation, a suspension or reinstatement, a lease
 change on the licence, its batch or its SKU, or a signing-key change re-signs the
@@ -38,6 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Subquery
 
 from config.clock import now
 from devices.documents import status_etag
@@ -103,16 +104,20 @@ def _basis(head: revocations.Head, revoked_at: int, days: int | None, suspended:
 
 def status_current(*, license_id: str, device_id: str) -> StoredStatus:
     """The status of ``license_id`` for ``device_id`` to serve now: the stored one while
-    its basis holds and its window lasts (two queries, no signature), else a new one,
+    its basis holds and its window lasts (one query, no signature), else a new one,
     signed (a check-in for the licence's own device under a lease) and stored."""
-    head, revoked_at, terms = revocations.status_inputs(license_id)
+    stored = StatusDocument.objects.filter(license_id=license_id, device_id=device_id)
+    head, revoked_at, terms, row = revocations.status_inputs(
+        license_id,
+        # The stored row's fields, read in the same statement by its unique index.
+        {f"held_{name}": Subquery(stored.values(name)[:1]) for name in _FIELDS},
+    )
+    if row is None:  # no list head to read it with (a database never migrated)
+        row = stored.values_list(*_FIELDS).first()
+    elif row[0] is None:  # no status stored for this licence and device yet
+        row = None
     basis = _basis(head, revoked_at, terms.days, terms.suspended)
     at = int(now().timestamp())
-    row = (
-        StatusDocument.objects.filter(license_id=license_id, device_id=device_id)
-        .values_list(*_FIELDS)
-        .first()  # one row by its unique index (the ORDER BY pk sorts that one row)
-    )
     if row is not None:
         held = StoredStatus(license_id, device_id, *row)
         if held.basis == basis and held.issued_at <= at < held.valid_until:

@@ -140,8 +140,9 @@ def test_one_query_whatever_the_list_holds(client, direct_license):
     assert sql[-1].startswith("UPDATE")
     with CaptureQueriesContext(connection) as queries:
         body, status, response = status_of(client, "LIC-FILL0000004321")
-    # The head with the licence's revocation, lease and hold; the stored status.
-    assert len(queries) == 2
+    # The head with the licence's revocation, lease and hold, and the stored status, in
+    # one statement.
+    assert len(queries) == 1
     assert status.revoked and status.seq == 5000
     assert len(response.content) < 1000
 
