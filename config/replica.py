@@ -202,6 +202,20 @@ def replica_failed() -> None:
         state.failed = True
 
 
+def primary_from_now() -> bool:
+    """The rest of this request reads and writes the primary. True when it had read the
+    replica: the caller reads again there what it is about to write from (a status to
+    sign and store), instead of writing, being stopped (:class:`ReplicaWriteAfterRead`)
+    and done again from the start, its signature wasted."""
+    state = _request.get()
+    if state is None or not state.used_replica:
+        return False
+    state.used_replica = False
+    state.wrote = True  # every later read of the request on the primary
+    state.reason = state.reason or "wrote"
+    return True
+
+
 class ReplicaRouter:
     """``DATABASE_ROUTERS`` when a replica is configured (see the module's docstring)."""
 

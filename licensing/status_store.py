@@ -40,6 +40,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Subquery
 
+from config import replica
 from config.clock import now
 from devices.documents import status_etag
 from licensing import revocations
@@ -106,22 +107,16 @@ def status_current(*, license_id: str, device_id: str) -> StoredStatus:
     """The status of ``license_id`` for ``device_id`` to serve now: the stored one while
     its basis holds and its window lasts (one query, no signature), else a new one,
     signed (a check-in for the licence's own device under a lease) and stored."""
-    stored = StatusDocument.objects.filter(license_id=license_id, device_id=device_id)
-    head, revoked_at, terms, row = revocations.status_inputs(
-        license_id,
-        # The stored row's fields, read in the same statement by its unique index.
-        {f"held_{name}": Subquery(stored.values(name)[:1]) for name in _FIELDS},
-    )
-    if row is None:  # no list head to read it with (a database never migrated)
-        row = stored.values_list(*_FIELDS).first()
-    elif row[0] is None:  # no status stored for this licence and device yet
-        row = None
+    head, revoked_at, terms, row = _read(license_id, device_id)
+    held = _current(license_id, device_id, head, revoked_at, terms, row)
+    if held is None and replica.primary_from_now():
+        # Read from a replica (config.replica): the status to sign and store is made
+        # from the primary's inputs, in this request.
+        head, revoked_at, terms, row = _read(license_id, device_id)
+        held = _current(license_id, device_id, head, revoked_at, terms, row)
+    if held is not None:
+        return held
     basis = _basis(head, revoked_at, terms.days, terms.suspended)
-    at = int(now().timestamp())
-    if row is not None:
-        held = StoredStatus(license_id, device_id, *row)
-        if held.basis == basis and held.issued_at <= at < held.valid_until:
-            return held
     signed = revocations.status_signed(
         license_id=license_id,
         device_id=device_id,
@@ -145,6 +140,32 @@ def status_current(*, license_id: str, device_id: str) -> StoredStatus:
     )
     _store(made, exists=row is not None)
     return made
+
+
+def _read(license_id: str, device_id: str):
+    """The status's inputs (:func:`licensing.revocations.status_inputs`) and the stored
+    row's fields (None: none stored), in one statement."""
+    stored = StatusDocument.objects.filter(license_id=license_id, device_id=device_id)
+    head, revoked_at, terms, row = revocations.status_inputs(
+        license_id,
+        # The stored row's fields, read in the same statement by its unique index.
+        {f"held_{name}": Subquery(stored.values(name)[:1]) for name in _FIELDS},
+    )
+    if row is None:  # no list head to read it with (a database never migrated)
+        row = stored.values_list(*_FIELDS).first()
+    elif row[0] is None:  # no status stored for this licence and device yet
+        row = None
+    return head, revoked_at, terms, row
+
+
+def _current(license_id, device_id, head, revoked_at, terms, row) -> StoredStatus | None:
+    """The stored status while its basis holds and its window lasts, else None."""
+    if row is None:
+        return None
+    held = StoredStatus(license_id, device_id, *row)
+    basis = _basis(head, revoked_at, terms.days, terms.suspended)
+    at = int(now().timestamp())
+    return held if held.basis == basis and held.issued_at <= at < held.valid_until else None
 
 
 def _store(status: StoredStatus, *, exists: bool) -> None:

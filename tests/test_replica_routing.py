@@ -225,3 +225,17 @@ def test_the_replica_is_configured_read_only_and_mirrors_the_primary_in_tests():
 def test_a_replica_url_that_cannot_be_one_stops_start_up(primary, url, message):
     with pytest.raises(ImproperlyConfigured, match=message):
         replica_database(url, primary=database(primary))
+
+
+def test_a_request_about_to_write_what_it_read_reads_it_again_on_the_primary(routed):
+    """licensing.status_store signs and stores a status: read from the replica, its
+    inputs are read again on the primary before the write, which then stands (no second
+    try of the whole request, no wasted signature)."""
+    router = replica.ReplicaRouter()
+    assert replica.primary_from_now() is False  # nothing read from the replica yet
+    assert router.db_for_read(License) == "replica"
+    assert replica.primary_from_now() is True
+    assert router.db_for_read(License) == "default"
+    assert router.db_for_write(License) == "default"
+    assert not routed.request.aborted and routed.request.reason == "wrote"
+    assert replica.primary_from_now() is False  # once is enough

@@ -197,3 +197,28 @@ def test_a_forgotten_store_costs_one_signature(client, unit, at):
     at(1)
     assert document(get(client, unit.id)) != first
     assert StatusDocument.objects.count() == 1
+
+
+def test_a_status_read_from_a_replica_is_signed_from_the_primarys_inputs(
+    client, unit, at, monkeypatch
+):
+    """A status to sign after a read from a replica (config.replica): its inputs are read
+    again, on the primary, before it is signed and stored; a stored status that holds is
+    served without that second read."""
+    RevocationHead.objects.get_or_create(id=1)
+    at(0)
+    asked = []
+
+    def primary_from_now():
+        asked.append(True)
+        return True  # as when the request had read the replica
+
+    monkeypatch.setattr(status_store.replica, "primary_from_now", primary_from_now)
+    before = revocations.SIGNATURES
+    with CaptureQueriesContext(connection) as queries:
+        first = document(get(client, unit.id))
+    reads = [q for q in queries.captured_queries if "licensing_statusdocument" in q["sql"]]
+    assert len(asked) == 1 and revocations.SIGNATURES - before == 1
+    assert len(reads) == 3  # read, read again, stored
+    assert document(get(client, unit.id)) == first
+    assert len(asked) == 1 and revocations.SIGNATURES - before == 1
