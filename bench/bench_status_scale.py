@@ -25,13 +25,16 @@ status URL (licence and its own device) from a file of them per request:
 - cached: through nginx, the warm sample all in its cache (warmed first, one request
   each);
 - changing: through nginx, the warm sample, while bench/_status_churn.py revokes 1 %
-  of the live licences per minute through the service (``license_revoke``; each revoked
-  licence is re-signed at its next request, nothing else is: status_store's basis), for
-  BENCH_CHURN_SECONDS. The licences revoked are drawn from the whole fleet, so 1 % of
-  the sample changes per minute too.
+  of the live licences per minute (each revoked licence is re-signed at its next
+  request, nothing else is: status_store's basis), for BENCH_CHURN_SECONDS: by the
+  service's writes in SQL, a statement a second (BENCH_CHURN=sql, the default), or
+  through ``license_revoke`` (BENCH_CHURN=service, which did not reach the rate beside
+  the node on the shared 2-core machine). The licences revoked are drawn from the
+  whole fleet, so 1 % of the sample changes per minute too; the rate reached is printed.
 
-Then gunicorn again with ``SVC_DATABASE_REPLICA_URL`` naming the replica, and cold,
-stored and changing once more (cold on another unsigned sample).
+Then gunicorn again with ``SVC_DATABASE_REPLICA_URL`` naming the replica, and changing
+(still within max-age of the warming: BENCH_WARM is small enough to warm in about a
+minute), cold (on another unsigned sample) and stored once more.
 
 The primary's queries per second are ``pg_stat_statements`` calls (statements the
 planner ran; BEGIN, COMMIT and SAVEPOINT not counted) on the benchmark's database over
@@ -45,8 +48,8 @@ repository root: ``python bench/bench_status_scale.py`` (or ``make bench``, or
 ``python -m bench status_scale``). Options: ``--licences N`` (10^6; 10^5 loads in about
 a minute), ``--revocations N``, ``--keep`` (leave the clusters in KEEP_HOME),
 ``--reuse`` (measure kept clusters; stored statuses are dropped first, so cold is cold).
-Settings: BENCH_CONNECTIONS, BENCH_SECONDS, BENCH_CHURN_SECONDS, BENCH_WARM (the
-sample kept in the cache, 10^4). Needs wrk, nginx and PostgreSQL's server binaries;
+Settings: BENCH_CONNECTIONS, BENCH_SECONDS, BENCH_CHURN_SECONDS, BENCH_CHURN, BENCH_WARM
+(the sample kept in the cache, 5,000). Needs wrk, nginx and PostgreSQL's server binaries;
 skipped, saying why, without them.
 """
 
@@ -81,7 +84,8 @@ CHURN_ROLE = "bench_churn"
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "16"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "15"))
 CHURN_SECONDS = float(os.environ.get("BENCH_CHURN_SECONDS", "60"))
-WARM = int(os.environ.get("BENCH_WARM", "10000"))
+WARM = int(os.environ.get("BENCH_WARM", "5000"))
+CHURN = os.environ.get("BENCH_CHURN", "sql")  # or "service": bench/_status_churn.py
 CHANGING_PER_MINUTE = 0.01
 WRK = shutil.which("wrk")
 # The primary's settings beside tests/pgcluster.py's: memory for 10^6 licences, and
@@ -144,12 +148,14 @@ def plan_of(args: argparse.Namespace) -> Plan:
 # --- measuring ----------------------------------------------------------------------
 
 
-def statements(cluster, churn_oid: int) -> int:
-    """Statements run so far on the benchmark's database, the churn's left out."""
+def statements(cluster, churn_oid: int, *, churn: bool = False) -> int:
+    """Statements run so far on the benchmark's database, the churn's left out (or, with
+    ``churn``, the churn's alone)."""
     return cluster.value(
         "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements s "
-        "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s AND s.userid <> %s",
-        (DB_NAME, churn_oid),
+        "JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = %s "
+        "AND (s.userid = %s) = %s",
+        (DB_NAME, churn_oid, churn),
     )
 
 
@@ -197,7 +203,9 @@ def warm(port: int, paths: list[str]) -> float:
 
 def start_churn(env: dict[str, str], ids: Path, per_second: float, log: Path):
     out = open(log, "w")  # noqa: SIM115 - closed by stop_churn
-    command = [sys.executable, str(REPO / "bench" / "_status_churn.py"), str(ids), str(per_second)]
+    command = [
+        sys.executable, str(REPO / "bench" / "_status_churn.py"), str(ids), str(per_second), CHURN,
+    ]  # fmt: skip
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=out), out
 
 
@@ -370,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(2)  # its Django set up
                 logged = nginx_log.stat().st_size if nginx_log.exists() else 0
                 before = statements(pair.primary, churn_oid)
+                churn_before = statements(pair.primary, churn_oid, churn=True)
                 before_replica = statements(pair.replica, churn_oid) if replica else 0
                 started = time.monotonic()
                 rate, errors = wrk(url, paths, script, seconds)
@@ -381,9 +390,12 @@ def main(argv: list[str] | None = None) -> int:
                 notes = []
                 if churn is not None:
                     done, churn_seconds = stop_churn(churn)
+                    churn_statements = statements(pair.primary, churn_oid, churn=True)
                     notes.append(
                         f"{done:,} licences revoked in {churn_seconds:.0f} s "
-                        f"({done / churn_seconds * 60 / args.licenses:.2%} of the fleet a minute)"
+                        f"({done / churn_seconds * 60 / args.licenses:.2%} of the fleet a "
+                        f"minute; its own {(churn_statements - churn_before) / churn_seconds:.1f} "
+                        "statements/s on the primary)"
                     )
                 if url == edge:
                     found, _ = cache_statuses(nginx_log, logged)
@@ -413,13 +425,21 @@ def main(argv: list[str] | None = None) -> int:
             measure("changing 1 %/min: through nginx", edge, files["warm"],
                     CHURN_SECONDS, churn_ids[:half])  # fmt: skip
 
+            # Changing first, while the warm sample is still within max-age of its warming
+            # (as it was without the replica), then cold and stored.
             server.terminate()
             server.wait(timeout=30)
             server = serve(SVC_DATABASE_REPLICA_URL=pair.replica.url)
+            measure(
+                "changing 1 %/min, with the replica",
+                edge,
+                files["warm"],
+                CHURN_SECONDS,
+                churn_ids[half:],
+                replica=True,
+            )
             measure("cold, with the replica", node, files["cold-replica"], replica=True)
             measure("stored, with the replica", node, files["warm"], replica=True)
-            measure("changing 1 %/min, with the replica", edge, files["warm"],
-                    CHURN_SECONDS, churn_ids[half:], replica=True)  # fmt: skip
             from django.db import connections
 
             connections.close_all()
