@@ -45,9 +45,10 @@ and per 1,000 status requests; the replica's likewise. Cache hits are nginx's ow
 Only ratios carry: the machine's cores are printed, and it may be shared (wrk, nginx,
 gunicorn, both PostgreSQL servers and the churn all run on it). Run from the
 repository root: ``python bench/bench_status_scale.py`` (or ``make bench``, or
-``python -m bench status_scale``). Options: ``--licences N`` (10^6, with
-as many revoked: 6 minutes to load on the shared 2 cores), ``--revocations N``, ``--keep`` (leave the clusters in KEEP_HOME),
-``--reuse`` (measure kept clusters; stored statuses are dropped first, so cold is cold).
+``python -m bench status_scale``). Options: ``--licences N`` (10^6, with as many
+revoked: 6 minutes to load on the shared 2 cores), ``--revocations N``, ``--keep``
+(leave the clusters in KEEP_HOME), ``--reuse`` (measure kept clusters; stored statuses
+are dropped first, so cold is cold).
 Settings: BENCH_CONNECTIONS, BENCH_SECONDS, BENCH_CHURN_SECONDS, BENCH_CHURN, BENCH_WARM
 (the sample kept in the cache, 5,000). Needs wrk, nginx and PostgreSQL's server binaries;
 skipped, saying why, without them.
