@@ -68,7 +68,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -264,6 +264,72 @@ def prepare_database(pair: Pair) -> int:
 # --- the run ------------------------------------------------------------------------
 
 
+@dataclass
+class Bench:
+    """What every measurement shares: the clusters, the files, the addresses."""
+
+    pair: Pair
+    churn_oid: int
+    tmp: Path
+    edge: str
+    churn_env: dict[str, str]
+    per_second: float
+    licenses: int
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def nginx_log(self) -> Path:
+        return self.tmp / "cache.log"
+
+    def measure(
+        self,
+        label: str,
+        url: str,
+        paths: Path,
+        seconds: float = SECONDS,
+        churn_slice: list[str] | None = None,
+        replica: bool = False,
+    ) -> Row:
+        """wrk on ``url`` with ``paths`` for ``seconds``, the statements the primary (and
+        the replica) ran meanwhile, and, with ``churn_slice``, the churn revoking those
+        licences at the rate; the row printed and kept."""
+        pair, churn_oid = self.pair, self.churn_oid
+        churn = None
+        if churn_slice is not None:
+            ids = write_lines(self.tmp / f"churn-{len(self.rows)}.txt", churn_slice)
+            churn = start_churn(self.churn_env, ids, self.per_second, self.tmp / "churn.log")
+            time.sleep(2)  # its Django set up
+        logged = self.nginx_log.stat().st_size if self.nginx_log.exists() else 0
+        before = statements(pair.primary, churn_oid)
+        churn_before = statements(pair.primary, churn_oid, churn=True)
+        before_replica = statements(pair.replica, churn_oid) if replica else 0
+        started = time.monotonic()
+        rate, errors = wrk(url, paths, self.tmp / "random-status.lua", seconds)
+        elapsed = time.monotonic() - started
+        primary_qps = (statements(pair.primary, churn_oid) - before) / elapsed
+        replica_qps = None
+        if replica:
+            replica_qps = (statements(pair.replica, churn_oid) - before_replica) / elapsed
+        notes = []
+        if churn is not None:
+            done, churn_seconds = stop_churn(churn)
+            churn_statements = statements(pair.primary, churn_oid, churn=True)
+            notes.append(
+                f"{done:,} licences revoked in {churn_seconds:.0f} s "
+                f"({done / churn_seconds * 60 / self.licenses:.2%} of the fleet a "
+                f"minute; its own {(churn_statements - churn_before) / churn_seconds:.1f} "
+                "statements/s on the primary)"
+            )
+        if url == self.edge:
+            found, _ = cache_statuses(self.nginx_log, logged)
+            total = sum(found.values()) or 1
+            notes.insert(0, ", ".join(f"{k} {v / total:.1%}" for k, v in found.most_common(3)))
+        row = Row(label, rate, errors, primary_qps, replica_qps, "; ".join(notes))
+        self.rows.append(row)
+        print("  " + table([row])[-1], flush=True)
+        return row
+
+
 def table(rows: list[Row]) -> list[str]:
     width = max(len(row.label) for row in rows)
     lines = [
@@ -337,15 +403,8 @@ def main(argv: list[str] | None = None) -> int:
                     tmp / "cold-replica.txt", status_paths(cold_replica_rows)
                 ),
             }
-            script = tmp / "random-status.lua"
-            script.write_text(LUA)
-            per_second = args.licenses * CHANGING_PER_MINUTE / 60
+            (tmp / "random-status.lua").write_text(LUA)
             churn_ids = [lic for lic, _ in changing]
-            churn_env = dict(
-                os.environ,
-                DATABASE_URL=f"postgres://{CHURN_ROLE}@127.0.0.1:{pair.primary.port}/{DB_NAME}",
-            )
-
             redis, cache_url = _support.start_redis()
             env = {
                 **os.environ,
@@ -355,59 +414,25 @@ def main(argv: list[str] | None = None) -> int:
             }
             node_port, port = _support.free_port(), _support.free_port()
             node = f"http://127.0.0.1:{node_port}"
-            edge = f"http://127.0.0.1:{port}"
-            nginx_log = tmp / "cache.log"
+            bench = Bench(
+                pair=pair,
+                churn_oid=churn_oid,
+                tmp=tmp,
+                edge=f"http://127.0.0.1:{port}",
+                churn_env=dict(
+                    os.environ,
+                    DATABASE_URL=f"postgres://{CHURN_ROLE}@127.0.0.1:{pair.primary.port}/{DB_NAME}",
+                ),
+                per_second=args.licenses * CHANGING_PER_MINUTE / 60,
+                licenses=args.licenses,
+            )
+            rows = bench.rows
 
             def serve(**extra: str):
                 return _support.start_gunicorn(
                     {**env, **extra}, node_port, tmp / "gunicorn.log", workers=2, threads=1,
                     timeout=60, worker_class="sync", app="config.device_wsgi",
                 )  # fmt: skip
-
-            def measure(
-                label: str,
-                url: str,
-                paths: Path,
-                seconds: float = SECONDS,
-                churn_slice: list[str] | None = None,
-                replica: bool = False,
-            ) -> Row:
-                churn = None
-                if churn_slice is not None:
-                    ids = write_lines(tmp / f"churn-{len(rows)}.txt", churn_slice)
-                    churn = start_churn(churn_env, ids, per_second, tmp / "churn.log")
-                    time.sleep(2)  # its Django set up
-                logged = nginx_log.stat().st_size if nginx_log.exists() else 0
-                before = statements(pair.primary, churn_oid)
-                churn_before = statements(pair.primary, churn_oid, churn=True)
-                before_replica = statements(pair.replica, churn_oid) if replica else 0
-                started = time.monotonic()
-                rate, errors = wrk(url, paths, script, seconds)
-                elapsed = time.monotonic() - started
-                primary_qps = (statements(pair.primary, churn_oid) - before) / elapsed
-                replica_qps = None
-                if replica:
-                    replica_qps = (statements(pair.replica, churn_oid) - before_replica) / elapsed
-                notes = []
-                if churn is not None:
-                    done, churn_seconds = stop_churn(churn)
-                    churn_statements = statements(pair.primary, churn_oid, churn=True)
-                    notes.append(
-                        f"{done:,} licences revoked in {churn_seconds:.0f} s "
-                        f"({done / churn_seconds * 60 / args.licenses:.2%} of the fleet a "
-                        f"minute; its own {(churn_statements - churn_before) / churn_seconds:.1f} "
-                        "statements/s on the primary)"
-                    )
-                if url == edge:
-                    found, _ = cache_statuses(nginx_log, logged)
-                    total = sum(found.values()) or 1
-                    notes.insert(
-                        0, ", ".join(f"{k} {v / total:.1%}" for k, v in found.most_common(3))
-                    )
-                row = Row(label, rate, errors, primary_qps, replica_qps, "; ".join(notes))
-                rows.append(row)
-                print("  " + table([row])[-1], flush=True)
-                return row
 
             server = serve()
             nginx = _support.start_nginx(tmp, node_port, port, max_size="2g", cache_log=True)
@@ -417,30 +442,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"warm sample",
                 flush=True,
             )
-            measure("cold: node alone, statuses never signed", node, files["cold"])
+            bench.measure("cold: node alone, statuses never signed", node, files["cold"])
             seconds = warm(port, warm_paths)
             print(f"  warmed {len(warm_paths):,} statuses through nginx in {seconds:.0f} s")
-            measure("stored: node alone, statuses signed", node, files["warm"])
-            measure("cached: through nginx", edge, files["warm"])
+            bench.measure("stored: node alone, statuses signed", node, files["warm"])
+            bench.measure("cached: through nginx", bench.edge, files["warm"])
             half = len(churn_ids) // 2
-            measure("changing 1 %/min: through nginx", edge, files["warm"],
-                    CHURN_SECONDS, churn_ids[:half])  # fmt: skip
+            bench.measure("changing 1 %/min: through nginx", bench.edge, files["warm"],
+                          CHURN_SECONDS, churn_ids[:half])  # fmt: skip
 
             # Changing first, while the warm sample is still within max-age of its warming
             # (as it was without the replica), then cold and stored.
             server.terminate()
             server.wait(timeout=30)
             server = serve(SVC_DATABASE_REPLICA_URL=pair.replica.url)
-            measure(
-                "changing 1 %/min, with the replica",
-                edge,
-                files["warm"],
-                CHURN_SECONDS,
-                churn_ids[half:],
-                replica=True,
-            )
-            measure("cold, with the replica", node, files["cold-replica"], replica=True)
-            measure("stored, with the replica", node, files["warm"], replica=True)
+            bench.measure("changing 1 %/min, with the replica", bench.edge, files["warm"],
+                          CHURN_SECONDS, churn_ids[half:], replica=True)  # fmt: skip
+            bench.measure("cold, with the replica", node, files["cold-replica"], replica=True)
+            bench.measure("stored, with the replica", node, files["warm"], replica=True)
             from django.db import connections
 
             connections.close_all()
