@@ -47,6 +47,7 @@ class Plan:
     """How many rows of each part; every part scales with ``licences``."""
 
     licenses: int
+    revocations: int | None = None  # None: 1 % of the licences (bench_scale's set)
 
     @property
     def old(self) -> int:  # on the 17 old batches, 730..30 days ago
@@ -62,7 +63,15 @@ class Plan:
 
     @property
     def revoked(self) -> int:
+        if self.revocations is not None:
+            return min(self.revocations, self.licenses)
         return self.licenses // 100
+
+    @property
+    def revoked_step(self) -> int:
+        """Every ``revoked_step``-th licence is revoked, from the middle of the first step
+        (licence 50 of each hundred at 1 %)."""
+        return max(1, self.licenses // max(1, self.revoked))
 
     @property
     def usage(self) -> int:
@@ -192,14 +201,14 @@ def _unit_rows(conn, *, first: int, count: int, batches: list[str], since: str, 
         )
 
 
-def bulk_part(plan: Plan, batches: dict[str, list[str]]) -> None:
+def bulk_part(plan: Plan, batches: dict[str, list[str]], *, database: str = "") -> None:
     """The units, their revocations and the seats counted, by SQL; then the indexes and
     the activation rollups."""
     import psycopg
 
     old = [b for c in [BIG, *OLD_CUSTOMERS] for b in batches[c][: 2 if c != BIG else 3]]
     assert len(old) == 17, old
-    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+    with psycopg.connect(database or f"{PG}/{DB_NAME}") as conn:
         conn.execute("SET session_replication_role = replica")  # no FK checks, no triggers
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET max_parallel_maintenance_workers = 2")
@@ -228,15 +237,17 @@ def bulk_part(plan: Plan, batches: dict[str, list[str]]) -> None:
             "SELECT setval(pg_get_serial_sequence('licensing_activation', 'id'), %s)",
             [plan.licenses],
         )
-        # 1 % revoked, each two days after its activation (or now), and on the list.
+        # 1 % revoked (or plan.revocations), each two days after its activation (or now),
+        # and on the list.
+        step = plan.revoked_step
         conn.execute(
             """
             UPDATE licensing_license SET revoked_at = LEAST(issued_at + interval '2 days', now()),
                 revoke_reason = 'bench: revoked'
             WHERE id IN (SELECT 'LIC-SC' || lpad(n::text, 10, '0')
-                         FROM generate_series(50, %s, 100) n)
+                         FROM generate_series(%s::bigint, %s::bigint, %s::bigint) n)
             """,
-            [plan.licenses],
+            [max(1, step // 2), plan.licenses, step],
         )
         conn.execute(
             """
@@ -286,7 +297,7 @@ def _has_rollups(conn) -> bool:
     return found[0] is not None
 
 
-def usage_part(plan: Plan, batches: dict[str, list[str]]) -> None:
+def usage_part(plan: Plan, batches: dict[str, list[str]], *, database: str = "") -> None:
     """10^4 hours of records of 1000 of the big customer's units, with their rollups (as
     bench_rating loads them)."""
     import psycopg
@@ -304,7 +315,7 @@ def usage_part(plan: Plan, batches: dict[str, list[str]]) -> None:
     partitions_ensure(months)
     started = time.monotonic()
     step = CHUNK // USAGE_DEVICES * HOUR
-    with psycopg.connect(f"{PG}/{DB_NAME}") as conn:
+    with psycopg.connect(database or f"{PG}/{DB_NAME}") as conn:
         conn.execute("SET session_replication_role = replica")
         conn.execute(
             """
@@ -385,10 +396,10 @@ def services_after(plan: Plan, batches: dict[str, list[str]]) -> None:
     )
 
 
-def check_and_vacuum(plan: Plan) -> None:
+def check_and_vacuum(plan: Plan, *, database: str = "") -> None:
     import psycopg
 
-    with psycopg.connect(f"{PG}/{DB_NAME}", autocommit=True) as conn:
+    with psycopg.connect(database or f"{PG}/{DB_NAME}", autocommit=True) as conn:
         rows = conn.execute(
             "SELECT count(*) FILTER (WHERE transfer_of_id IS NULL), "
             "count(*) FILTER (WHERE transfer_of_id IS NOT NULL) FROM licensing_activation"
@@ -410,12 +421,21 @@ def check_and_vacuum(plan: Plan) -> None:
         )
 
 
-def load(plan: Plan) -> float:
+def load(plan: Plan, *, database: str = "", usage: bool = True) -> float:
+    """The whole set into ``database`` (a URL; default ``svc_scale`` on BENCH_PG), which
+    Django's settings must name too (the services write through them); ``usage=False``
+    leaves out the usage records (a status benchmark reads none). Returns its seconds."""
     started = time.monotonic()
-    print(f"loading {plan.licenses:,} licences and activations into {DB_NAME}", flush=True)
+    where = database.rsplit("/", 1)[-1] if database else DB_NAME
+    print(
+        f"loading {plan.licenses:,} licences and activations, {plan.revoked:,} revoked, "
+        f"into {where}",
+        flush=True,
+    )
     batches = services_part(plan)
-    bulk_part(plan, batches)
-    usage_part(plan, batches)
+    bulk_part(plan, batches, database=database)
+    if usage:
+        usage_part(plan, batches, database=database)
     services_after(plan, batches)
-    check_and_vacuum(plan)
+    check_and_vacuum(plan, database=database)
     return time.monotonic() - started

@@ -5,6 +5,7 @@ underscore so ``make bench``, which runs ``bench_*.py``, does not take it for on
 from __future__ import annotations
 
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -15,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
 
 
 def recreate_database(pg: str, name: str, *, create: bool = True) -> None:
@@ -148,3 +150,81 @@ def load_hourly_usage(cursor, customer_id: str, first_hour: int, hours: int) -> 
         """,
         [customer_id],
     )
+
+
+def nginx_conf(
+    directory: Path, node_port: int, port: int, *, max_size: str = "64m", cache_log: bool = False
+) -> Path:
+    """A plain-HTTP server block that includes the shipped status-cache.conf, with the
+    static floor (``www/static-status.json``, bench_status_cache) beside it. ``max_size``
+    bounds the cache on disk; ``cache_log`` writes each status answer's cache status
+    (HIT, MISS, REVALIDATED, ...) to ``cache.log``, one a line."""
+    temp = directory / "temp"
+    conf = directory / "nginx.conf"
+    shipped = REPO / "deploy" / "nginx" / "status-cache.conf"
+    # As root, nginx would run its workers as "nobody", who cannot write the cache here.
+    user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
+    log = (
+        f"log_format cache_status '$upstream_cache_status';\n"
+        f"    access_log {directory}/cache.log cache_status buffer=64k flush=1s;"
+        if cache_log
+        else "access_log off;"
+    )
+    conf.write_text(
+        f"""{user}
+worker_processes 1;
+pid {directory}/nginx.pid;
+error_log {directory}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    {log}
+    proxy_cache_path {directory}/cache levels=1:2 keys_zone=licensing_status:64m
+                     max_size={max_size} inactive=1d use_temp_path=off;
+    upstream licensing_device {{ server 127.0.0.1:{node_port}; keepalive 32; }}
+    server {{
+        listen 127.0.0.1:{port};
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $http_host;
+        location = /v1/revocations/status {{
+            include {shipped};
+            proxy_pass http://licensing_device;
+        }}
+        location = /static-status.json {{
+            root {directory}/www;
+            default_type application/json;
+        }}
+        location /v1/ {{
+            proxy_pass http://licensing_device;
+        }}
+    }}
+}}
+"""
+    )
+    return conf
+
+
+def start_nginx(directory: Path, node_port: int, port: int, **options) -> subprocess.Popen:
+    """nginx on 127.0.0.1:``port`` in front of the node on ``node_port``
+    (:func:`nginx_conf`, ``options`` passed on), its cache and temporary files in
+    ``directory``; returns once it listens."""
+    for sub in ("temp", "cache"):
+        (directory / sub).mkdir(exist_ok=True)
+    conf = nginx_conf(directory, node_port, port, **options)
+    command = [NGINX, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                sys.exit(f"nginx did not start:\n{(directory / 'error.log').read_text()[-3000:]}")
+            time.sleep(0.05)

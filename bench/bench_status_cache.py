@@ -19,7 +19,6 @@ Settings: BENCH_PG, BENCH_CONNECTIONS, BENCH_SECONDS, BENCH_ROUNDS.
 from __future__ import annotations
 
 import os
-import pwd
 import re
 import shutil
 import statistics
@@ -42,7 +41,7 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "3"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 GETS = 300
 TARGET = 0.9
-NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+NGINX = _support.NGINX
 WRK = shutil.which("wrk")
 
 
@@ -79,53 +78,6 @@ def signatures_and_queries(license_id: str, device_id: str) -> None:
     for label, call in (("signed per request (before)", per_request), ("stored (now)", stored)):
         signatures, queries = counted(call)
         print(f"{GETS} GETs, {label}: {signatures} signatures, {queries} queries")
-
-
-def nginx_conf(directory: Path, node_port: int, port: int) -> Path:
-    """A plain-HTTP server block that includes the shipped status-cache.conf, with the
-    static floor (a file of the status answer's size) beside it."""
-    temp = directory / "temp"
-    conf = directory / "nginx.conf"
-    shipped = REPO / "deploy" / "nginx" / "status-cache.conf"
-    # As root, nginx would run its workers as "nobody", who cannot write the cache here.
-    user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
-    conf.write_text(
-        f"""{user}
-worker_processes 1;
-pid {directory}/nginx.pid;
-error_log {directory}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    access_log off;
-    proxy_cache_path {directory}/cache levels=1:2 keys_zone=licensing_status:16m
-                     max_size=64m inactive=1d use_temp_path=off;
-    upstream licensing_device {{ server 127.0.0.1:{node_port}; keepalive 32; }}
-    server {{
-        listen 127.0.0.1:{port};
-        proxy_http_version 1.1;
-        proxy_set_header Connection "";
-        proxy_set_header Host $http_host;
-        location = /v1/revocations/status {{
-            include {shipped};
-            proxy_pass http://licensing_device;
-        }}
-        location = /static-status.json {{
-            root {directory}/www;
-            default_type application/json;
-        }}
-        location /v1/ {{
-            proxy_pass http://licensing_device;
-        }}
-    }}
-}}
-"""
-    )
-    return conf
 
 
 def wrk(url: str) -> float:
@@ -184,11 +136,7 @@ def main() -> int:
                 sys.exit((directory / "gunicorn.log").read_text()[-3000:])
             (directory / "www").mkdir()
             (directory / "www" / "static-status.json").write_bytes(body)
-            for sub in ("temp", "cache"):
-                (directory / sub).mkdir()
-            conf = nginx_conf(directory, node_port, port)
-            command = [NGINX, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"]
-            nginx = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            nginx = _support.start_nginx(directory, node_port, port)
             base = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 10
             while True:

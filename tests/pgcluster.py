@@ -6,19 +6,21 @@ the migrated test database, then the replica by ``pg_basebackup -R`` from it,
 streaming. The machine's own server is never touched. PostgreSQL refuses to run as
 root: as root (CI) every command runs as the ``postgres`` system user (the server
 package creates it), which owns the directory.
+
+bench/bench_status_scale.py starts a pair of its own too (an empty primary it loads,
+then the replica), so this module imports nothing of the test suite's.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from tests.conftest import _free_port, tool_missing
 
 DATABASE = "test_replica"  # test_: the server's clock may be moved (config.clock)
 CANDIDATES = sorted(
@@ -28,12 +30,24 @@ CANDIDATES = sorted(
 )
 
 
+class ToolsMissing(RuntimeError):
+    """PostgreSQL's server binaries are not installed (a test skips or fails on it:
+    tests.conftest.tool_missing)."""
+
+
 def _bin_dir() -> Path:
     for directory in (*CANDIDATES, Path("/usr/bin")):
         if (directory / "initdb").exists() and (directory / "pg_basebackup").exists():
             return directory
-    tool_missing("PostgreSQL's initdb and pg_basebackup are not installed (.ci/run installs them)")
-    raise AssertionError  # unreachable: tool_missing skips or fails
+    raise ToolsMissing(
+        "PostgreSQL's initdb and pg_basebackup are not installed (.ci/run installs them)"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -45,16 +59,17 @@ class Cluster:
     data: Path
     port: int
     log: Path
+    database: str = DATABASE
 
     @property
     def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{DATABASE}"
+        return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
 
-    def connect(self, dbname: str = DATABASE):
+    def connect(self, dbname: str = ""):
         import psycopg
 
         return psycopg.connect(
-            host="127.0.0.1", port=self.port, user="postgres", dbname=dbname,
+            host="127.0.0.1", port=self.port, user="postgres", dbname=dbname or self.database,
             autocommit=True, prepare_threshold=None, connect_timeout=5,
         )  # fmt: skip
 
@@ -67,16 +82,28 @@ class Cluster:
 
 
 class Pair:
-    """The primary and the replica; :meth:`stop` ends both (``immediate``)."""
+    """The primary and the replica; :meth:`stop` ends both (``immediate``).
 
-    def __init__(self) -> None:
+    ``database`` names the primary's database; ``conf`` is appended to the primary's
+    postgresql.conf (a bench's memory and pg_stat_statements). ``home``: a directory to
+    keep the clusters in (a bench's ``--keep``), else a new temporary one."""
+
+    def __init__(self, *, database: str = DATABASE, conf: str = "", home: Path | None = None):
         self.bin = _bin_dir()
-        self.home = Path(tempfile.mkdtemp(prefix="svc-replica-"))
+        self.conf = conf
+        if home is None:
+            home = Path(tempfile.mkdtemp(prefix="svc-replica-"))
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
         self.home.chmod(0o755)
         if os.geteuid() == 0:
             shutil.chown(self.home, user="postgres", group="postgres")
-        self.primary = Cluster(self.home / "primary", _free_port(), self.home / "primary.log")
-        self.replica = Cluster(self.home / "replica", _free_port(), self.home / "replica.log")
+        self.primary = Cluster(
+            self.home / "primary", _free_port(), self.home / "primary.log", database
+        )
+        self.replica = Cluster(
+            self.home / "replica", _free_port(), self.home / "replica.log", database
+        )
 
     def _run(self, *command: str) -> None:
         done = subprocess.run(
@@ -89,29 +116,55 @@ class Pair:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
 
     def _start(self, cluster: Cluster) -> None:
-        self._run("pg_ctl", "-D", str(cluster.data), "-l", str(cluster.log), "-w", "start")
+        # The port on the command line: a kept pair (resume) starts on new free ports.
+        self._run("pg_ctl", "-D", str(cluster.data), "-l", str(cluster.log), "-w",
+                  "-o", f"-p {cluster.port}", "start")  # fmt: skip
+
+    def resume(self) -> bool:
+        """Start a pair kept in ``home`` by ``stop(keep=True)``; False when none is there."""
+        if not (self.primary.data / "PG_VERSION").exists():
+            return False
+        self._start(self.primary)
+        if (self.replica.data / "PG_VERSION").exists():
+            _append(
+                self.replica.data / "postgresql.auto.conf",
+                f"primary_conninfo = 'host=127.0.0.1 port={self.primary.port} user=postgres'\n",
+            )
+            self._start(self.replica)
+            self.await_streaming()
+        return True
 
     def start(self, source_url: str) -> None:
         """Both clusters, the primary holding a copy of ``source_url``'s database (the
         migrated test database: a copy takes a second where migrating takes twenty)."""
-        primary, replica = self.primary, self.replica
+        self.start_primary(source_url)
+        self.start_replica()
+
+    def start_primary(self, source_url: str | None = None) -> None:
+        """The primary alone, its database a copy of ``source_url``'s or empty."""
+        primary = self.primary
         self._run("initdb", "-D", str(primary.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", "--no-sync", "--no-instructions")  # fmt: skip
         settings = (
-            f"port = {primary.port}\nlisten_addresses = '127.0.0.1'\n"
+            f"listen_addresses = '127.0.0.1'\n"
             f"unix_socket_directories = '{self.home}'\nwal_level = replica\n"
             "max_wal_senders = 4\nfsync = off\nfull_page_writes = off\n"
             "shared_buffers = 32MB\nmax_connections = 60\n"
         )
-        _append(primary.data / "postgresql.conf", settings)
+        _append(primary.data / "postgresql.conf", settings + self.conf)
         self._start(primary)
         with primary.connect("postgres") as conn:
-            conn.execute(f"CREATE DATABASE {DATABASE}")
-        copy_database(self.bin, source_url, primary.url)
+            conn.execute(f"CREATE DATABASE {primary.database}")
+        if source_url is not None:
+            copy_database(self.bin, source_url, primary.url)
+
+    def start_replica(self) -> None:
+        """The replica, by ``pg_basebackup -R`` from the running primary, streaming."""
+        primary, replica = self.primary, self.replica
         self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U",
                   "postgres", "-D", str(replica.data), "-R", "-X", "stream",
                   "--checkpoint=fast", "--no-sync")  # fmt: skip
-        _append(replica.data / "postgresql.conf", f"port = {replica.port}\nhot_standby = on\n")
+        _append(replica.data / "postgresql.conf", "hot_standby = on\n")
         self._start(replica)
         self.await_streaming()
 
@@ -134,17 +187,21 @@ class Pair:
                 raise RuntimeError("the replica did not replay the primary's writes")
             time.sleep(0.02)
 
-    def stop(self) -> None:
+    def stop(self, *, keep: bool = False) -> None:
+        """Both clusters down and their directory removed; ``keep``: shut down cleanly
+        (``fast``) and left in ``home`` for :meth:`resume`."""
+        mode = "fast" if keep else "immediate"
         for cluster in (self.replica, self.primary):
             if (cluster.data / "postmaster.pid").exists():
                 subprocess.run(
                     _as_server_user(
-                        [str(self.bin / "pg_ctl"), "-D", str(cluster.data), "-m", "immediate",
+                        [str(self.bin / "pg_ctl"), "-D", str(cluster.data), "-m", mode,
                          "-w", "stop"]
                     ),
                     capture_output=True,
                 )  # fmt: skip
-        shutil.rmtree(self.home, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.home, ignore_errors=True)
 
 
 def _append(path: Path, text: str) -> None:

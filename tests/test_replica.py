@@ -30,9 +30,9 @@ from django.db import connection
 from billing.vat import vat_rates_seed
 from config import clock
 from licensing.services import catalogue_seed
-from tests.conftest import start_gunicorn, stop_gunicorn
+from tests.conftest import start_gunicorn, stop_gunicorn, tool_missing
 from tests.conftest import test_database_url as shared_database_url
-from tests.pgcluster import Pair
+from tests.pgcluster import Pair, ToolsMissing
 
 # The test database is only copied (at the module's start): the tests write to the
 # pair's primary, through the server, so nothing of theirs is there to flush.
@@ -52,7 +52,10 @@ def replicated(django_db_setup, django_db_blocker, signing_key_file, tmp_path_fa
         vat_rates_seed()
         source = shared_database_url()
     logs = tmp_path_factory.mktemp("replica")
-    pair = Pair()
+    try:
+        pair = Pair()
+    except ToolsMissing as missing:
+        tool_missing(str(missing))
     live = None
     started = time.monotonic()
     try:
