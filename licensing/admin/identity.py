@@ -33,8 +33,9 @@ def components_html(components: dict[str, str] | None):
 @admin.register(CloneSuspicion)
 class CloneSuspicionAdmin(ReadOnlyAdmin):
     """A unit's licence presented by hardware below its policy: a copy of a camera's
-    state, or a repair past the rebinding bound. The original is the unit's first
-    activation; revoking the copy refuses its components from then on."""
+    state, or a repair past the rebinding bound; or its very components from two
+    addresses in turn (a bit-for-bit copy). The original is the unit's first activation;
+    revoking the copy refuses its components (or its address) from then on."""
 
     list_display = [
         "detected_at",
@@ -73,10 +74,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="evidence")
     def evidence_text(self, record: CloneSuspicion) -> str:
-        evidence = record.evidence or {}
-        changed = ", ".join(evidence.get("changed", [])) or "none"
-        matched = ", ".join(evidence.get("matched", [])) or "none"
-        return f"{evidence.get('reason', '')}: changed {changed}; matched {matched}"
+        return identity.evidence_text(record.evidence or {})
 
     @admin.display(description="original (first activation)")
     def original(self, record: CloneSuspicion):

@@ -28,7 +28,8 @@ class ClonesApi(APIView):
             ),
         },
         description="Suspected clones, newest first (at most 500): a unit's licence "
-        "presented with identity components below its policy, with the evidence and the "
+        "presented with identity components below its policy, or with its very components "
+        "from two addresses in turn faster than one camera moves, with the evidence and the "
         "original (the unit's first activation).",
     )
     @requires("view_service")
@@ -47,8 +48,9 @@ class CloneRevokeCopyApi(APIView):
         },
         parameters=[schema.retry_after(429, 503)],
         description="Revoke the copy a suspicion names, never the original: requests "
-        "presenting the copy's components for the licence are refused (403) from now on. "
-        "Idempotent.",
+        "presenting the copy's components for the licence (for the same components from two "
+        "addresses: requests from the copy's address) are refused (403, code "
+        "CLONE_COPY_REVOKED) from now on. Idempotent.",
     )
     @requires("revoke_licences")
     def post(self, request, suspicion_id: str):
