@@ -191,3 +191,17 @@ def test_the_first_signal_is_unchanged_beside_the_second(device_api, unit, at):
     assert refused.status_code == 403 and refused.json()["code"] == "CLONE_COPY_REVOKED"
     assert f"clone suspicion {suspicion.pk}" in refused.json()["detail"]
     assert sync(device_api, unit, COPY).status_code == 304  # its address is not refused
+
+
+def test_the_console_shows_the_two_addresses(admin_client, device_api, unit, at):
+    from django.urls import reverse
+
+    at(60)
+    sync(device_api, unit, COPY)
+    at(120)
+    sync(device_api, unit, ORIGINAL)
+    listing = admin_client.get(reverse("admin:licensing_clonesuspicion_changelist"))
+    text = listing.content.decode()
+    assert listing.status_code == 200 and unit["license_id"] in text
+    assert f"same components from two addresses: from {ORIGINAL}, then {COPY} at" in text
+    assert f"(within 900 s); the copy: {COPY}" in text
