@@ -17,21 +17,15 @@ its token, which the device checks offline. What "meets the policy" means is
 - A set below the policy is another device. Presented with a unit's own licence (the
   same device id, a copy of its state) it is a suspected clone: a
   :class:`CloneSuspicion` with the evidence and a ``license.clone_suspected`` event; the
-  unit keeps its binding, and an operator may revoke the copy
-  (:func:`clone_copy_revoke`), after which that set is refused.
-- The very set the unit is bound to, seen from address A, then B, then A again, the
-  return less than ``SVC_CLONE_ADDRESS_WINDOW_SECONDS`` after it left A, is what one
-  camera cannot do: a bit-for-bit copy (its state directory on hardware whose components
-  are also identical). Recorded once per address pair (:func:`address_seen`); revoking
-  that copy refuses the unit's licence from the copy's address. A sync from the
-  unchanged address costs no query: the address is read with the stored set's hash.
+  unit keeps its binding, and an operator may revoke the copy, after which that set is
+  refused. The unchanged set from a new address is :func:`licensing.clones.address_seen`'s
+  (the second clone signal); :mod:`licensing.clones` holds both signals' suspicions.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +35,11 @@ from django.db import transaction
 
 from audit.services import audited
 from config import clock
-from config.errors import Forbidden, InvalidInput, NotFound
-from customers.services import customer_get
+from config.errors import Forbidden, InvalidInput
 from devices import identity as rules
 from events.models import Event
 from events.services import event_emit
+from licensing import clones
 from licensing.models import (
     Activation,
     Batch,
@@ -58,20 +52,9 @@ from licensing.models import (
     token_digest,
 )
 from signing import keyring
-from svccore import dates
 from svccore.timeunits import unix
 
 CANDIDATES_MAX = 20  # units sharing a strong component with a newcomer, compared at most
-# The reason of a suspicion of the second signal (the first's are phrases of _rebind's).
-ADDRESS_REASON = "same components from two addresses"
-COPY_REVOKED = "CLONE_COPY_REVOKED"
-
-
-class CopyRevoked(Forbidden):
-    """A request of a copy an operator revoked (:func:`clone_copy_revoke`): 403 with the
-    code ``CLONE_COPY_REVOKED`` and a ``detail`` naming the suspicion."""
-
-    code = COPY_REVOKED
 
 
 def components_checked(components: Any) -> dict[str, str] | None:
@@ -275,7 +258,7 @@ def _rebind(
         .first()
     )
     if revoked is not None:
-        raise CopyRevoked(
+        raise clones.CopyRevoked(
             f"licence {lic.id}: this hardware was revoked as a copy of device "
             f"{activation.device_id} by an operator (clone suspicion {revoked})"
         )
@@ -298,15 +281,17 @@ def _rebind(
     changed = (*match.changed, *match.missing)
     if not match.meets:
         if same_device:
-            clone_suspect(activation=activation, components=components, match=match,
-                          client_ip=client_ip, reason="components below the policy")  # fmt: skip
+            clones.clone_suspect(activation=activation, components=components, digest=digest,
+                match=match, client_ip=client_ip, reason="components below the policy",
+            )  # fmt: skip
         return None
     used = _changes_within_bound(activation.pk, now)
     if changed and used + _strong(changed) > settings.SVC_REBIND_MAX_CHANGES:
         if not same_device:
             return None  # past the bound: another device, which takes a seat
-        clone_suspect(activation=activation, components=components, match=match,
-                      client_ip=client_ip, reason="past the rebinding bound")  # fmt: skip
+        clones.clone_suspect(activation=activation, components=components, digest=digest,
+            match=match, client_ip=client_ip, reason="past the rebinding bound",
+        )  # fmt: skip
         # Answered 403 once this transaction (and the suspicion) has committed.
         return PastBound(
             f"licence {lic.id}: {_strong(changed)} strong identity component(s) changed "
@@ -344,191 +329,6 @@ def _rebind(
             },
         )
     return Rebound(lic.id, token, tuple(changed))
-
-
-def clone_suspect(
-    *,
-    activation: Activation,
-    components: dict[str, str],
-    match: rules.Match,
-    client_ip: str | None,
-    reason: str,
-) -> CloneSuspicion:
-    """Record a suspected copy of ``activation``'s unit (once per component set: a clone
-    syncing every hour is one suspicion) and emit ``license.clone_suspected``."""
-    digest = set_digest(components)
-    held = CloneSuspicion.objects.filter(
-        activation=activation, components_sha256=digest, addresses=""
-    ).first()
-    if held is not None:
-        return held
-    evidence = {
-        "reason": reason,
-        "matched": list(match.matched),
-        "changed": list(match.changed),
-        "missing": list(match.missing),
-        "added": list(match.added),
-        "original_activated_at": unix(activation.activated_at),
-        "original_client_ip": activation.client_ip,
-    }
-    return _suspicion_record(
-        activation, client_ip=client_ip, components=components, evidence=evidence
-    )
-
-
-def _suspicion_record(
-    activation: Activation,
-    *,
-    client_ip: str | None,
-    components: dict[str, str],
-    evidence: dict[str, Any],
-    addresses: str = "",
-) -> CloneSuspicion:
-    suspicion = CloneSuspicion.objects.create(
-        activation=activation,
-        device_id=activation.device_id,
-        client_ip=client_ip,
-        components=components,
-        components_sha256=set_digest(components),
-        evidence=evidence,
-        addresses=addresses,
-    )
-    lic = activation.license
-    event_emit(
-        Event.Type.LICENSE_CLONE_SUSPECTED,
-        customer_id=lic.customer_id,
-        data={
-            "license_id": lic.id,
-            "customer_id": lic.customer_id,
-            "batch_id": activation.batch_id,
-            "device_id": activation.device_id,
-            "sku": lic.sku,
-            "reason": evidence["reason"],
-            "suspicion_id": suspicion.pk,
-            "changed": evidence["changed"],
-            "missing": evidence["missing"],
-            "client_ip": client_ip,
-            "addresses": addresses.split(",") if addresses else [],
-        },
-    )
-    return suspicion
-
-
-def _same_address(one: str | None, other: str | None) -> bool:
-    if not one or not other:
-        return False
-    if one == other:
-        return True
-    try:
-        return ipaddress.ip_address(one) == ipaddress.ip_address(other)
-    except ValueError:
-        return False
-
-
-def address_seen(*, activation_id: int, last_ip: str | None, client_ip: str | None) -> None:
-    """A unit's unchanged component set reported from ``client_ip``; ``last_ip`` is where
-    it was last seen from (read with the set's hash: its ``last_ip``, else its
-    activation's address). No query from that address; else :func:`_address_moved`."""
-    if not client_ip or client_ip == last_ip:
-        return
-    _address_moved(activation_id=activation_id, client_ip=client_ip)
-
-
-@transaction.atomic
-def _address_moved(*, activation_id: int, client_ip: str) -> CloneSuspicion | None:
-    """The unit's set seen from a new address: CopyRevoked when an operator revoked the
-    copy at that address; a suspicion when it is the address the unit left less than
-    ``SVC_CLONE_ADDRESS_WINDOW_SECONDS`` ago (A, B, A: one camera does not move back and
-    forth so fast); then the address is recorded (a refused request records nothing)."""
-    activation = (
-        Activation.objects.select_for_update().select_related("license").get(pk=activation_id)
-    )
-    last = activation.last_ip or activation.client_ip
-    if _same_address(client_ip, last):
-        return None  # a concurrent request of the unit recorded it
-    revoked = (
-        CloneSuspicion.objects.filter(
-            activation=activation, client_ip=client_ip, copy_revoked_at__isnull=False
-        )
-        .exclude(addresses="")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if revoked is not None:
-        raise CopyRevoked(
-            f"licence {activation.license_id}: requests from {client_ip} were revoked as a "
-            f"copy of device {activation.device_id} by an operator (clone suspicion "
-            f"{revoked}); the original keeps its licence"
-        )
-    now = clock.now().replace(microsecond=0)
-    since = activation.last_ip_since or activation.activated_at
-    window = settings.SVC_CLONE_ADDRESS_WINDOW_SECONDS
-    suspicion = None
-    if (
-        last
-        and _same_address(client_ip, activation.previous_ip)
-        and now - since < dt.timedelta(seconds=window)
-    ):
-        suspicion = _alternation_suspect(
-            activation, back_to=client_ip, away=last, moved_at=since, now=now, window=window
-        )
-    activation.previous_ip, activation.last_ip, activation.last_ip_since = last, client_ip, now
-    activation.save(update_fields=["previous_ip", "last_ip", "last_ip_since"])
-    return suspicion
-
-
-def _alternation_suspect(
-    activation: Activation,
-    *,
-    back_to: str,
-    away: str,
-    moved_at: dt.datetime,
-    now: dt.datetime,
-    window: int,
-) -> CloneSuspicion:
-    """The unit's set came back to ``back_to`` from ``away``, which it moved to at
-    ``moved_at``: once per address pair. The copy is the address the unit was not
-    activated from; when it was activated from neither, the newcomer (``away``: the unit
-    was at ``back_to`` before)."""
-    pair = ",".join(sorted({back_to, away}))
-    held = CloneSuspicion.objects.filter(activation=activation, addresses=pair).first()
-    if held is not None:
-        return held
-    copy = back_to if _same_address(activation.client_ip, away) else away
-    components = activation.components or {}
-    evidence = {
-        "reason": ADDRESS_REASON,
-        "matched": sorted(components),
-        "changed": [],
-        "missing": [],
-        "added": [],
-        "original_activated_at": unix(activation.activated_at),
-        "original_client_ip": activation.client_ip,
-        "first_address": back_to,
-        "second_address": away,
-        "moved_at": unix(moved_at),
-        "returned_at": unix(now),
-        "window_seconds": window,
-        "copy_client_ip": copy,
-    }
-    return _suspicion_record(
-        activation, client_ip=copy, components=components, evidence=evidence, addresses=pair
-    )
-
-
-def evidence_text(evidence: dict[str, Any]) -> str:
-    """A suspicion's evidence in one line, for the console and the portal."""
-    reason = evidence.get("reason", "")
-    if reason == ADDRESS_REASON:
-        return (
-            f"{reason}: from {evidence.get('first_address')}, then "
-            f"{evidence.get('second_address')} at {dates.precise(evidence.get('moved_at'))}, "
-            f"back at {dates.precise(evidence.get('returned_at'))} (within "
-            f"{evidence.get('window_seconds')} s); the copy: {evidence.get('copy_client_ip')}"
-        )
-    changed = ", ".join(evidence.get("changed", [])) or "none"
-    matched = ", ".join(evidence.get("matched", [])) or "none"
-    return f"{reason}: changed {changed}; matched {matched}"
 
 
 def predecessor_rebind(
@@ -591,7 +391,7 @@ def activation_rebind(
             batch_id=batch_id, device_id=device_id, components=components, client_ip=client_ip
         )
     if set_digest(components) == stored_sha256:
-        address_seen(activation_id=activation_id, last_ip=last_ip, client_ip=client_ip)
+        clones.address_seen(activation_id=activation_id, last_ip=last_ip, client_ip=client_ip)
         return None
     return unit_rebind(
         activation_id=activation_id,
@@ -615,7 +415,7 @@ def sync_rebind(
     if row is None:
         return None
     if row[1] == set_digest(components):
-        address_seen(activation_id=row[0], last_ip=row[2] or row[3], client_ip=client_ip)
+        clones.address_seen(activation_id=row[0], last_ip=row[2] or row[3], client_ip=client_ip)
         return None
     return unit_rebind(
         activation_id=row[0],
@@ -626,73 +426,5 @@ def sync_rebind(
     )
 
 
-@audited(
-    "license.clone_copy_revoke", target=lambda result, arguments: str(arguments["suspicion_id"])
-)
-@transaction.atomic
-def clone_copy_revoke(*, suspicion_id: int) -> CloneSuspicion:
-    """Revoke the copy a suspicion names (never the original, the unit's first
-    activation, which keeps its licence): requests with the copy's components are
-    refused from now on; for the same set from two addresses, requests from the copy's
-    address (a copy behind the original's NAT shares its address and cannot be told
-    apart)."""
-    suspicion = CloneSuspicion.objects.select_for_update().filter(pk=suspicion_id).first()
-    if suspicion is None:
-        raise NotFound(f"no clone suspicion {suspicion_id}")
-    if suspicion.copy_revoked_at is None:
-        suspicion.copy_revoked_at = clock.now()
-        suspicion.save(update_fields=["copy_revoked_at"])
-    if suspicion.addresses:
-        _copy_address_dropped(suspicion)
-    return suspicion
-
-
-def _copy_address_dropped(suspicion: CloneSuspicion) -> None:
-    """A unit last seen from the revoked copy's address is set back to the original's:
-    the copy's next request is then a move, checked (and refused) by :func:`_address_moved`,
-    while the original's syncs from its unchanged address cost no query."""
-    unit = Activation.objects.select_for_update().get(pk=suspicion.activation_id)
-    copy = suspicion.client_ip
-    if not _same_address(unit.last_ip or unit.client_ip, copy):
-        return
-    original = next((a for a in suspicion.addresses.split(",") if not _same_address(a, copy)), copy)
-    unit.previous_ip, unit.last_ip, unit.last_ip_since = copy, original, clock.now()
-    unit.save(update_fields=["previous_ip", "last_ip", "last_ip_since"])
-
-
 def rebind_history(activation_id: int) -> list[Rebinding]:
     return list(Rebinding.objects.filter(activation_id=activation_id)[:50])
-
-
-def clone_rows(*, customer_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    """Suspected clones, newest first, with their evidence and the original unit (its
-    first activation) they copy: for the admin API, the console and the portal."""
-    rows = CloneSuspicion.objects.select_related("activation", "activation__license")
-    if customer_id is not None:
-        customer_id = customer_get(customer_id=customer_id).pk  # 404 naming it
-        rows = rows.filter(activation__license__customer_id=customer_id)
-    return [clone_row(suspicion) for suspicion in rows[:limit]]
-
-
-def clone_row(suspicion: CloneSuspicion) -> dict[str, Any]:
-    unit = suspicion.activation
-    return {
-        "suspicion_id": suspicion.pk,
-        "license_id": unit.license_id,
-        "customer_id": unit.license.customer_id,
-        "batch_id": unit.batch_id,
-        "device_id": suspicion.device_id,
-        "detected_at": unix(suspicion.detected_at),
-        "client_ip": suspicion.client_ip,
-        "components": suspicion.components,
-        "evidence": suspicion.evidence,
-        "evidence_text": evidence_text(suspicion.evidence or {}),
-        "addresses": suspicion.addresses.split(",") if suspicion.addresses else [],
-        "original": {
-            "device_id": unit.device_id,
-            "activated_at": unix(unit.activated_at),
-            "client_ip": unit.client_ip,
-            "components": unit.components or {},
-        },
-        "copy_revoked_at": unix(suspicion.copy_revoked_at) if suspicion.copy_revoked_at else None,
-    }

@@ -9,7 +9,7 @@ from django.utils.html import format_html, format_html_join
 from config.admin.base import ReadOnlyAdmin, may
 from config.admin.display import customer_link
 from config.errors import ServiceError
-from licensing import identity
+from licensing import clones, identity
 from licensing.admin.display import admin_link
 from licensing.models import CloneSuspicion, Rebinding
 from svccore import dates
@@ -74,7 +74,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="evidence")
     def evidence_text(self, record: CloneSuspicion) -> str:
-        return identity.evidence_text(record.evidence or {})
+        return clones.evidence_text(record.evidence or {})
 
     @admin.display(description="original (first activation)")
     def original(self, record: CloneSuspicion):
@@ -110,7 +110,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
         done = 0
         for suspicion_id in queryset.values_list("pk", flat=True):
             try:
-                identity.clone_copy_revoke(suspicion_id=suspicion_id)
+                clones.clone_copy_revoke(suspicion_id=suspicion_id)
                 done += 1
             except ServiceError as exc:
                 self.message_user(request, exc.detail, messages.ERROR)

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.errors import NotFound
-from licensing import identity, identity_serializers
+from licensing import clones, identity_serializers
 from operators.permissions import requires
 
 
@@ -35,7 +35,7 @@ class ClonesApi(APIView):
     @requires("view_service")
     def get(self, request):
         query = validated(identity_serializers.ClonesQuery, request.query_params.dict())
-        answer = {"clones": identity.clone_rows(customer_id=query.get("customer_id"))}
+        answer = {"clones": clones.clone_rows(customer_id=query.get("customer_id"))}
         return Response(rendered(identity_serializers.ClonesOut, answer))
 
 
@@ -56,5 +56,5 @@ class CloneRevokeCopyApi(APIView):
     def post(self, request, suspicion_id: str):
         if not suspicion_id.isascii() or not suspicion_id.isdigit() or len(suspicion_id) > 18:
             raise NotFound(f"no clone suspicion {suspicion_id}")
-        suspicion = identity.clone_copy_revoke(suspicion_id=int(suspicion_id))
-        return Response(rendered(identity_serializers.CloneOut, identity.clone_row(suspicion)))
+        suspicion = clones.clone_copy_revoke(suspicion_id=int(suspicion_id))
+        return Response(rendered(identity_serializers.CloneOut, clones.clone_row(suspicion)))

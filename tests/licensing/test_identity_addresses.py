@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from devices.identity import component_digest
 from events.models import Event
-from licensing import identity
+from licensing import clones
 from licensing.models import Activation, CloneSuspicion
 
 pytestmark = pytest.mark.django_db
@@ -88,14 +88,14 @@ def test_back_and_forth_within_the_window_is_flagged_once(device_api, unit, at):
     assert suspicion.client_ip == COPY  # not the address the unit was activated from
     assert suspicion.components == PARTS and suspicion.device_id == "mac-aabb"
     evidence = suspicion.evidence
-    assert evidence["reason"] == identity.ADDRESS_REASON
+    assert evidence["reason"] == clones.ADDRESS_REASON
     assert (evidence["first_address"], evidence["second_address"]) == (ORIGINAL, COPY)
     assert evidence["moved_at"] == int(moved.timestamp())
     assert evidence["returned_at"] == int(returned.timestamp())
     assert evidence["window_seconds"] == 900 and evidence["copy_client_ip"] == COPY
     assert evidence["changed"] == [] and evidence["matched"] == sorted(PARTS)
     event = Event.objects.get(type="license.clone_suspected")
-    assert event.data["reason"] == identity.ADDRESS_REASON
+    assert event.data["reason"] == clones.ADDRESS_REASON
     assert event.data["suspicion_id"] == suspicion.pk and event.data["client_ip"] == COPY
     assert event.data["addresses"] == sorted([ORIGINAL, COPY])
     # The two copies keep alternating: still one suspicion, one event.
@@ -185,7 +185,7 @@ def test_the_first_signal_is_unchanged_beside_the_second(device_api, unit, at):
     device_api.get("/v1/license", {"device_id": "mac-aabb", "components": query}, **ask)
     suspicion = CloneSuspicion.objects.get()
     assert suspicion.addresses == "" and suspicion.evidence["changed"]
-    identity.clone_copy_revoke(suspicion_id=suspicion.pk)
+    clones.clone_copy_revoke(suspicion_id=suspicion.pk)
     ask["REMOTE_ADDR"] = ORIGINAL
     refused = device_api.get("/v1/license", {"device_id": "mac-aabb", "components": query}, **ask)
     assert refused.status_code == 403 and refused.json()["code"] == "CLONE_COPY_REVOKED"
