@@ -205,3 +205,25 @@ def test_the_console_shows_the_two_addresses(admin_client, device_api, unit, at)
     assert listing.status_code == 200 and unit["license_id"] in text
     assert f"same components from two addresses: from {ORIGINAL}, then {COPY} at" in text
     assert f"(within 900 s); the copy: {COPY}" in text
+
+
+def test_firmware_that_reports_no_components_is_not_watched(device_api, make_batch, at):
+    """Old firmware (no components): its syncs read no activation record, so its
+    address is neither read nor written, and it is never flagged by address."""
+    batch = make_batch(units=3)
+    at(0)
+    body = {"batch_token": batch.license.token, "device_id": "cam-old"}
+    token = device_api.post("/v1/activate", body, format="json", REMOTE_ADDR=ORIGINAL)
+    token = token.json()["unit_token"]
+    for seconds, address in ((60, COPY), (120, ORIGINAL), (180, COPY)):
+        at(seconds)
+        answer = device_api.get(
+            "/v1/license",
+            {"device_id": "cam-old"},
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+            REMOTE_ADDR=address,
+        )
+        assert answer.status_code == 304
+    record = Activation.objects.get()
+    assert (record.last_ip, record.previous_ip) == (None, None)
+    assert not CloneSuspicion.objects.exists()
