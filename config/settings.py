@@ -355,6 +355,12 @@ SVC_STATUS_MAX_AGE = number("SVC_STATUS_MAX_AGE", 300, low=0, high=86400)
 # slow walk through parts cannot move a licence to another camera.
 SVC_REBIND_MAX_CHANGES = number("SVC_REBIND_MAX_CHANGES", 1, low=0, high=16)
 SVC_REBIND_DAYS = number("SVC_REBIND_DAYS", 30, low=1, high=3660)
+# Bit-for-bit clones (licensing.identity): a unit whose identical component set comes
+# back to the address it left less than this many seconds ago (A, then B, then A again)
+# is flagged, something one camera moving network does not do.
+SVC_CLONE_ADDRESS_WINDOW_SECONDS = number(
+    "SVC_CLONE_ADDRESS_WINDOW_SECONDS", 900, low=60, high=86400
+)
 
 SVC_LIST_HEAD_SECONDS = number("SVC_LIST_HEAD_SECONDS", 1.0, low=0, high=60, whole=False)
 if not 0 <= SVC_LIST_HEAD_SECONDS <= 60:

@@ -17,8 +17,9 @@ its token, which the device checks offline. What "meets the policy" means is
 - A set below the policy is another device. Presented with a unit's own licence (the
   same device id, a copy of its state) it is a suspected clone: a
   :class:`CloneSuspicion` with the evidence and a ``license.clone_suspected`` event; the
-  unit keeps its binding, and an operator may revoke the copy
-  (:func:`clone_copy_revoke`), after which that set is refused.
+  unit keeps its binding, and an operator may revoke the copy, after which that set is
+  refused. The unchanged set from a new address is :func:`licensing.clones.address_seen`'s
+  (the second clone signal); :mod:`licensing.clones` holds both signals' suspicions.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ from django.db import transaction
 
 from audit.services import audited
 from config import clock
-from config.errors import Forbidden, InvalidInput, NotFound
-from customers.services import customer_get
+from config.errors import Forbidden, InvalidInput
 from devices import identity as rules
 from events.models import Event
 from events.services import event_emit
+from licensing import clones
 from licensing.models import (
     Activation,
     Batch,
@@ -246,12 +247,20 @@ def _rebind(
     if lic.revoked_at is not None:
         raise Forbidden(f"licence {lic.id} was revoked at {unix(lic.revoked_at)}")
     digest = set_digest(components)
-    if CloneSuspicion.objects.filter(
-        activation=activation, components_sha256=digest, copy_revoked_at__isnull=False
-    ).exists():
-        raise Forbidden(
+    revoked = (
+        CloneSuspicion.objects.filter(
+            activation=activation,
+            components_sha256=digest,
+            addresses="",
+            copy_revoked_at__isnull=False,
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if revoked is not None:
+        raise clones.CopyRevoked(
             f"licence {lic.id}: this hardware was revoked as a copy of device "
-            f"{activation.device_id} by an operator"
+            f"{activation.device_id} by an operator (clone suspicion {revoked})"
         )
     now = clock.now().replace(microsecond=0)
     policy = policy_of(activation.batch_id)
@@ -272,15 +281,17 @@ def _rebind(
     changed = (*match.changed, *match.missing)
     if not match.meets:
         if same_device:
-            clone_suspect(activation=activation, components=components, match=match,
-                          client_ip=client_ip, reason="components below the policy")  # fmt: skip
+            clones.clone_suspect(activation=activation, components=components, digest=digest,
+                match=match, client_ip=client_ip, reason="components below the policy",
+            )  # fmt: skip
         return None
     used = _changes_within_bound(activation.pk, now)
     if changed and used + _strong(changed) > settings.SVC_REBIND_MAX_CHANGES:
         if not same_device:
             return None  # past the bound: another device, which takes a seat
-        clone_suspect(activation=activation, components=components, match=match,
-                      client_ip=client_ip, reason="past the rebinding bound")  # fmt: skip
+        clones.clone_suspect(activation=activation, components=components, digest=digest,
+            match=match, client_ip=client_ip, reason="past the rebinding bound",
+        )  # fmt: skip
         # Answered 403 once this transaction (and the suspicion) has committed.
         return PastBound(
             f"licence {lic.id}: {_strong(changed)} strong identity component(s) changed "
@@ -318,56 +329,6 @@ def _rebind(
             },
         )
     return Rebound(lic.id, token, tuple(changed))
-
-
-def clone_suspect(
-    *,
-    activation: Activation,
-    components: dict[str, str],
-    match: rules.Match,
-    client_ip: str | None,
-    reason: str,
-) -> CloneSuspicion:
-    """Record a suspected copy of ``activation``'s unit (once per component set: a clone
-    syncing every hour is one suspicion) and emit ``license.clone_suspected``."""
-    digest = set_digest(components)
-    held = CloneSuspicion.objects.filter(activation=activation, components_sha256=digest).first()
-    if held is not None:
-        return held
-    evidence = {
-        "reason": reason,
-        "matched": list(match.matched),
-        "changed": list(match.changed),
-        "missing": list(match.missing),
-        "added": list(match.added),
-        "original_activated_at": unix(activation.activated_at),
-        "original_client_ip": activation.client_ip,
-    }
-    suspicion = CloneSuspicion.objects.create(
-        activation=activation,
-        device_id=activation.device_id,
-        client_ip=client_ip,
-        components=components,
-        components_sha256=digest,
-        evidence=evidence,
-    )
-    lic = activation.license
-    event_emit(
-        Event.Type.LICENSE_CLONE_SUSPECTED,
-        customer_id=lic.customer_id,
-        data={
-            "license_id": lic.id,
-            "customer_id": lic.customer_id,
-            "batch_id": activation.batch_id,
-            "device_id": activation.device_id,
-            "sku": lic.sku,
-            "reason": reason,
-            "suspicion_id": suspicion.pk,
-            "changed": evidence["changed"],
-            "missing": evidence["missing"],
-        },
-    )
-    return suspicion
 
 
 def predecessor_rebind(
@@ -419,15 +380,18 @@ def activation_rebind(
     device_id: str,
     components: dict[str, str],
     client_ip: str | None,
+    last_ip: str | None = None,
 ) -> Rebound | None:
     """An activation's reported set: for the unit on file (``activation_id``) nothing
-    when it is the stored set (its hash came with the activation's one lookup), else
+    when it is the stored set (its hash and ``last_ip`` came with the activation's one
+    lookup) from the address last seen (else :func:`address_seen`), else
     :func:`unit_rebind`; for a new device id, :func:`predecessor_rebind`."""
     if activation_id is None:
         return predecessor_rebind(
             batch_id=batch_id, device_id=device_id, components=components, client_ip=client_ip
         )
     if set_digest(components) == stored_sha256:
+        clones.address_seen(activation_id=activation_id, last_ip=last_ip, client_ip=client_ip)
         return None
     return unit_rebind(
         activation_id=activation_id,
@@ -441,13 +405,17 @@ def sync_rebind(
     *, license_id: str, device_id: str, components: dict[str, str], client_ip: str | None
 ) -> Rebound | None:
     """A sync's reported set (``GET /v1/license``): None when it is the set on file (one
-    indexed read) or the licence is not a unit's; else :func:`unit_rebind`."""
+    indexed read, which also reads where the unit was last seen from:
+    :func:`address_seen`) or the licence is not a unit's; else :func:`unit_rebind`."""
     row = (
         Activation.objects.filter(license_id=license_id)
-        .values_list("id", "components_sha256")
+        .values_list("id", "components_sha256", "last_ip", "client_ip")
         .first()
     )
-    if row is None or row[1] == set_digest(components):
+    if row is None:
+        return None
+    if row[1] == set_digest(components):
+        clones.address_seen(activation_id=row[0], last_ip=row[2] or row[3], client_ip=client_ip)
         return None
     return unit_rebind(
         activation_id=row[0],
@@ -458,54 +426,5 @@ def sync_rebind(
     )
 
 
-@audited(
-    "license.clone_copy_revoke", target=lambda result, arguments: str(arguments["suspicion_id"])
-)
-@transaction.atomic
-def clone_copy_revoke(*, suspicion_id: int) -> CloneSuspicion:
-    """Revoke the copy a suspicion names (never the original, the unit's first
-    activation, which keeps its licence): requests with the copy's components are
-    refused from now on."""
-    suspicion = CloneSuspicion.objects.select_for_update().filter(pk=suspicion_id).first()
-    if suspicion is None:
-        raise NotFound(f"no clone suspicion {suspicion_id}")
-    if suspicion.copy_revoked_at is None:
-        suspicion.copy_revoked_at = clock.now()
-        suspicion.save(update_fields=["copy_revoked_at"])
-    return suspicion
-
-
 def rebind_history(activation_id: int) -> list[Rebinding]:
     return list(Rebinding.objects.filter(activation_id=activation_id)[:50])
-
-
-def clone_rows(*, customer_id: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
-    """Suspected clones, newest first, with their evidence and the original unit (its
-    first activation) they copy: for the admin API, the console and the portal."""
-    rows = CloneSuspicion.objects.select_related("activation", "activation__license")
-    if customer_id is not None:
-        customer_id = customer_get(customer_id=customer_id).pk  # 404 naming it
-        rows = rows.filter(activation__license__customer_id=customer_id)
-    return [clone_row(suspicion) for suspicion in rows[:limit]]
-
-
-def clone_row(suspicion: CloneSuspicion) -> dict[str, Any]:
-    unit = suspicion.activation
-    return {
-        "suspicion_id": suspicion.pk,
-        "license_id": unit.license_id,
-        "customer_id": unit.license.customer_id,
-        "batch_id": unit.batch_id,
-        "device_id": suspicion.device_id,
-        "detected_at": unix(suspicion.detected_at),
-        "client_ip": suspicion.client_ip,
-        "components": suspicion.components,
-        "evidence": suspicion.evidence,
-        "original": {
-            "device_id": unit.device_id,
-            "activated_at": unix(unit.activated_at),
-            "client_ip": unit.client_ip,
-            "components": unit.components or {},
-        },
-        "copy_revoked_at": unix(suspicion.copy_revoked_at) if suspicion.copy_revoked_at else None,
-    }

@@ -59,7 +59,9 @@ class Rebinding(models.Model):
 class CloneSuspicion(models.Model):
     """A unit's licence presented with components that diverge from the set it is bound
     to (below its policy): a copy of a camera's state on other hardware, or a repair
-    beyond the rebinding bound. The original is the unit's first activation."""
+    beyond the rebinding bound; or with its very set from two addresses in turn faster
+    than one camera moves (a bit-for-bit copy, ``addresses`` set). The original is the
+    unit's first activation."""
 
     activation = models.ForeignKey(
         "licensing.Activation", on_delete=models.PROTECT, related_name="clone_suspicions"
@@ -70,10 +72,14 @@ class CloneSuspicion(models.Model):
     components = models.JSONField(default=dict, help_text="The copy's hashed components.")
     components_sha256 = models.CharField(max_length=64)
     evidence = models.JSONField(default=dict)
+    # The second signal (the same set from two addresses in turn): the two addresses,
+    # sorted, comma-separated, one suspicion per pair; empty for a diverging set.
+    addresses = models.CharField(max_length=100, blank=True, default="", db_default="")
     copy_revoked_at = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="An operator revoked the copy: requests with its components are refused.",
+        help_text="An operator revoked the copy: requests with its components (for the "
+        "same set from two addresses: from its address) are refused.",
     )
 
     class Meta:

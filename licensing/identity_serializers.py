@@ -30,7 +30,16 @@ class CloneOut(serializers.Serializer):
         child=serializers.CharField(), help_text="The copy's hashed components."
     )
     evidence = serializers.DictField(
-        help_text="reason, and the component names matched, changed, missing and added."
+        help_text="reason, and the component names matched, changed, missing and added; "
+        "for the reason 'same components from two addresses' also first_address, "
+        "second_address, moved_at, returned_at (Unix seconds), window_seconds and "
+        "copy_client_ip."
+    )
+    evidence_text = serializers.CharField(help_text="The evidence in one line, for people.")
+    addresses = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The two addresses the same components came from in turn (the copy's is "
+        "client_ip); empty for components that diverge.",
     )
     original = OriginalOut()
     copy_revoked_at = serializers.IntegerField(allow_null=True)

@@ -402,6 +402,18 @@ class Activation(models.Model):
     components_sha256 = models.CharField(
         max_length=64, blank=True, default="", db_default="", verbose_name="components SHA-256"
     )
+    # Where the unit's component set was last seen from (bit-for-bit clones, issue 45):
+    # NULL means the activation's own client_ip since activated_at. Written only when
+    # the address changes, never by a sync from the unchanged address (licensing.identity).
+    last_ip = models.GenericIPAddressField(
+        "last address",
+        null=True,
+        blank=True,
+        help_text="Address the unit last reported its components from (empty: the "
+        "activation's address).",
+    )
+    last_ip_since = models.DateTimeField("at that address since", null=True, blank=True)
+    previous_ip = models.GenericIPAddressField("address before", null=True, blank=True)
 
     class Meta:
         ordering = ["-activated_at", "-id"]

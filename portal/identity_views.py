@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from licensing import identity
+from licensing.clones import clone_rows
 from portal.views import _context, customer_page
 from svccore import dates
 
@@ -17,7 +17,7 @@ def _utc(seconds: int) -> str:
 
 @customer_page
 def clones(request: HttpRequest) -> HttpResponse:
-    rows = identity.clone_rows(customer_id=request.customer.pk, limit=200)
+    rows = clone_rows(customer_id=request.customer.pk, limit=200)
     for row in rows:
         row["detected_at_text"] = _utc(row["detected_at"])
         row["original_text"] = _utc(row["original"]["activated_at"])

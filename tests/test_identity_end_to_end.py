@@ -5,16 +5,21 @@ A camera whose device id comes from its machine-id (on the eMMC) has its eMMC sw
 it starts offline (its SoC and board still meet the licence's policy) and its next sync
 rebinds the licence to its new id and set, without a seat. A copy of its state directory
 on other hardware sharing its id is refused offline, and its sync is flagged as a
-suspected clone. Firmware without components (an explicit device id) works as before."""
+suspected clone. A bit-for-bit copy (the state directory on identical hardware) syncing
+from a second address in turn with the original is flagged too, and once its copy is
+revoked it is refused from that address while the original keeps working. Firmware
+without components (an explicit device id) works as before."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
 import pytest
 
 import devices
+import devices.transport
 from devices.identity import read_components
 from events.models import Event
 from licensing.models import Activation, Batch, CloneSuspicion, License, Rebinding
@@ -206,3 +211,68 @@ def test_old_firmware_without_components_activates_and_syncs(
     camera.require("detect")
     camera.close()
     assert Activation.objects.get().components is None
+
+
+@contextlib.contextmanager
+def from_address(monkeypatch, address: str):
+    """The device module's connections made from ``address`` (bound as the client
+    socket's source: 127.0.0.2 routes to the loopback server as 127.0.0.1 does)."""
+    opened = devices.transport._open_socket
+
+    def bound(destination, timeout=None, source_address=None, *, deadline):
+        return opened(destination, timeout, (address, 0), deadline=deadline)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(devices.transport, "_open_socket", bound)
+        yield
+
+
+def test_a_bit_for_bit_copy_syncing_from_another_address_is_flagged_and_refused(
+    moved_service, server_clock, customer, signing_key, tmp_path, monkeypatch
+):
+    live = moved_service
+    clock, public_key, batch, board = _camera_on_a_batch(
+        live, server_clock, customer, signing_key, tmp_path
+    )
+    mac_id, components = "02:11:22:33:44:55", read_components(board)
+    state = tmp_path / "camera"
+    devices.activate(
+        live.url, batch["batch_token"], state, device_id=mac_id, allow_http=True,
+        components=components,
+    )  # fmt: skip
+    shutil.copytree(state, tmp_path / "clone")  # and the hardware is identical too
+
+    def engine(directory: Path) -> devices.Engine:
+        return devices.Engine(
+            directory, public_key=public_key, device_id=mac_id, clock=clock,
+            components=components,
+        )  # fmt: skip
+
+    original, copy = engine(state), engine(tmp_path / "clone")
+    assert original.start() == "active" and copy.start() == "active"  # nothing tells them apart
+    original.sync(live.url, allow_http=True)
+    clock.now += 60
+    with from_address(monkeypatch, "127.0.0.2"):
+        assert copy.sync(live.url, allow_http=True)["errors"] == []  # one move: not flagged
+    assert not CloneSuspicion.objects.exists()
+    clock.now += 60
+    original.sync(live.url, allow_http=True)  # back at 127.0.0.1 a minute later
+    suspicion = CloneSuspicion.objects.get()
+    assert suspicion.client_ip == "127.0.0.2" and suspicion.device_id == mac_id
+    assert suspicion.evidence["first_address"] == "127.0.0.1"
+    assert suspicion.evidence["second_address"] == "127.0.0.2"
+    event = Event.objects.get(type="license.clone_suspected")
+    assert event.data["reason"] == "same components from two addresses"
+    listed = live.admin("GET", "/v1/admin/clones")["clones"]
+    assert [c["addresses"] for c in listed] == [["127.0.0.1", "127.0.0.2"]]
+    live.admin("POST", f"/v1/admin/clones/{suspicion.pk}/revoke-copy", {})
+    clock.now += 60
+    with from_address(monkeypatch, "127.0.0.2"), pytest.raises(devices.LicenseError) as refused:
+        copy.sync(live.url, allow_http=True)
+    assert f"clone suspicion {suspicion.pk}" in str(refused.value)
+    copy.close()
+    assert original.sync(live.url, allow_http=True)["errors"] == []  # the original keeps it
+    original.require("detect")
+    original.close()
+    assert CloneSuspicion.objects.count() == 1
+    assert Batch.objects.get(pk=batch["batch_id"]).units_activated == 1

@@ -291,3 +291,26 @@ def test_usage_upload_queries_are_pinned(
         response = device_api.post("/v1/usage", body | {"records": later}, format="json", **auth)
     assert response.status_code == 200
     assert (response.json()["accepted"], response.json()["duplicates"]) == (0, 3)
+
+
+def test_a_sync_with_unchanged_components_from_the_unchanged_address_reads_one_row_more(
+    device_api, warm_batch, django_assert_num_queries
+):
+    """Issue 45: GET /v1/license with the unit's components costs the refresh without them
+    and the one read of the unit's activation record, which also says where the unit was
+    last seen from: a steady sync from its address writes nothing (a move, or the second
+    clone signal, is checked only when the address changes)."""
+    body = {"batch_token": warm_batch.license.token, "device_id": "cam-parts"}
+    body["components"] = COMPONENTS
+    token = device_api.post("/v1/activate", body, format="json").json()["unit_token"]
+    parts = ",".join(f"{n}={d}" for n, d in sorted(COMPONENTS.items()))
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    bare, with_parts = {"device_id": "cam-parts"}, {"device_id": "cam-parts", "components": parts}
+    assert device_api.get("/v1/license", with_parts, **auth).status_code == 304
+    with django_assert_num_queries(1) as plain:
+        assert device_api.get("/v1/license", bare, **auth).status_code == 304
+    with django_assert_num_queries(2) as captured:
+        assert device_api.get("/v1/license", with_parts, **auth).status_code == 304
+    assert [q["sql"] for q in plain.captured_queries] == [
+        q["sql"] for q in captured.captured_queries if "licensing_activation" not in q["sql"]
+    ]

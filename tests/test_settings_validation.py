@@ -53,6 +53,7 @@ def check(**variables: str) -> subprocess.CompletedProcess:
         ("SVC_SILENT_DAYS", "3661", "a whole number from 1 to 3660"),
         ("SVC_REBIND_MAX_CHANGES", "17", "a whole number from 0 to 16"),
         ("SVC_REBIND_DAYS", "0", "a whole number from 1 to 3660"),
+        ("SVC_CLONE_ADDRESS_WINDOW_SECONDS", "59", "a whole number from 60 to 86400"),
         ("SVC_ALERT_EMAILS", "ops@example.com,nobody", "'nobody', not an e-mail address"),
         ("SVC_EMAIL_URL", "smtp://user:hunter2@mail:notaport", "must be smtp://"),
         ("SVC_METRICS_ALLOWLIST", "10.0.0.0/33", "SVC_METRICS_ALLOWLIST"),

@@ -9,7 +9,7 @@ from django.utils.html import format_html, format_html_join
 from config.admin.base import ReadOnlyAdmin, may
 from config.admin.display import customer_link
 from config.errors import ServiceError
-from licensing import identity
+from licensing import clones, identity
 from licensing.admin.display import admin_link
 from licensing.models import CloneSuspicion, Rebinding
 from svccore import dates
@@ -33,8 +33,9 @@ def components_html(components: dict[str, str] | None):
 @admin.register(CloneSuspicion)
 class CloneSuspicionAdmin(ReadOnlyAdmin):
     """A unit's licence presented by hardware below its policy: a copy of a camera's
-    state, or a repair past the rebinding bound. The original is the unit's first
-    activation; revoking the copy refuses its components from then on."""
+    state, or a repair past the rebinding bound; or its very components from two
+    addresses in turn (a bit-for-bit copy). The original is the unit's first activation;
+    revoking the copy refuses its components (or its address) from then on."""
 
     list_display = [
         "detected_at",
@@ -73,10 +74,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="evidence")
     def evidence_text(self, record: CloneSuspicion) -> str:
-        evidence = record.evidence or {}
-        changed = ", ".join(evidence.get("changed", [])) or "none"
-        matched = ", ".join(evidence.get("matched", [])) or "none"
-        return f"{evidence.get('reason', '')}: changed {changed}; matched {matched}"
+        return clones.evidence_text(record.evidence or {})
 
     @admin.display(description="original (first activation)")
     def original(self, record: CloneSuspicion):
@@ -112,7 +110,7 @@ class CloneSuspicionAdmin(ReadOnlyAdmin):
         done = 0
         for suspicion_id in queryset.values_list("pk", flat=True):
             try:
-                identity.clone_copy_revoke(suspicion_id=suspicion_id)
+                clones.clone_copy_revoke(suspicion_id=suspicion_id)
                 done += 1
             except ServiceError as exc:
                 self.message_user(request, exc.detail, messages.ERROR)

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from config.api import schema
 from config.api.fields import rendered, validated
 from config.errors import NotFound
-from licensing import identity, identity_serializers
+from licensing import clones, identity_serializers
 from operators.permissions import requires
 
 
@@ -28,13 +28,14 @@ class ClonesApi(APIView):
             ),
         },
         description="Suspected clones, newest first (at most 500): a unit's licence "
-        "presented with identity components below its policy, with the evidence and the "
+        "presented with identity components below its policy, or with its very components "
+        "from two addresses in turn faster than one camera moves, with the evidence and the "
         "original (the unit's first activation).",
     )
     @requires("view_service")
     def get(self, request):
         query = validated(identity_serializers.ClonesQuery, request.query_params.dict())
-        answer = {"clones": identity.clone_rows(customer_id=query.get("customer_id"))}
+        answer = {"clones": clones.clone_rows(customer_id=query.get("customer_id"))}
         return Response(rendered(identity_serializers.ClonesOut, answer))
 
 
@@ -47,12 +48,13 @@ class CloneRevokeCopyApi(APIView):
         },
         parameters=[schema.retry_after(429, 503)],
         description="Revoke the copy a suspicion names, never the original: requests "
-        "presenting the copy's components for the licence are refused (403) from now on. "
-        "Idempotent.",
+        "presenting the copy's components for the licence (for the same components from two "
+        "addresses: requests from the copy's address) are refused (403, code "
+        "CLONE_COPY_REVOKED) from now on. Idempotent.",
     )
     @requires("revoke_licences")
     def post(self, request, suspicion_id: str):
         if not suspicion_id.isascii() or not suspicion_id.isdigit() or len(suspicion_id) > 18:
             raise NotFound(f"no clone suspicion {suspicion_id}")
-        suspicion = identity.clone_copy_revoke(suspicion_id=int(suspicion_id))
-        return Response(rendered(identity_serializers.CloneOut, identity.clone_row(suspicion)))
+        suspicion = clones.clone_copy_revoke(suspicion_id=int(suspicion_id))
+        return Response(rendered(identity_serializers.CloneOut, clones.clone_row(suspicion)))

@@ -88,7 +88,7 @@ LOOKUP_SQL = f"""
 SELECT k.revoked_at IS NOT NULL, k.expires_at, a.license_id, u.token, u.revoked_at IS NOT NULL,
     u.expires_at, u.token_sha256, {leases.LEASE_DAYS_SQL}, {leases.HELD_SQL}, b.trial_days,
     u.trial, b.addons_version, u.addons_version, a.id, a.components_sha256, b.identity_policy,
-    s.identity_policy
+    s.identity_policy, COALESCE(a.last_ip, a.client_ip)
 FROM licensing_license k
 JOIN licensing_batch b ON b.license_id = k.id
 LEFT JOIN licensing_sku s ON s.code = b.sku
@@ -291,6 +291,7 @@ class Found:
     activation_id: int | None = None
     components_sha256: str = ""
     policy: str = identity_rules.DEFAULT_POLICY
+    last_ip: str | None = None  # where the unit's set was last seen from
 
 
 class _TrialStateChanged(Exception):
@@ -308,7 +309,7 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
         cursor.execute(LOOKUP_SQL, [key.batch_id, device_id, key.license_id])
         (key_revoked, ends, license_id, token, unit_revoked, unit_ends, sha, days, held,
          trial_days, unit_trial, version, unit_version, activation_id, components_sha256,
-         batch_policy, sku_policy) = cursor.fetchone()  # fmt: skip
+         batch_policy, sku_policy, last_ip) = cursor.fetchone()  # fmt: skip
     version = version or 0
     policy = identity.policy_effective(batch_policy, sku_policy)
     terms = leases.from_values(days, None, None, held)
@@ -343,7 +344,15 @@ def _lookup(key: BatchKey, device_id: str, now: dt.datetime) -> Found:
         )
     existing = ActivationResult(license_id, token, reactivated=True)
     return Found(
-        ends, trial_days, existing, terms, version, activation_id, components_sha256 or "", policy
+        ends,
+        trial_days,
+        existing,
+        terms,
+        version,
+        activation_id,
+        components_sha256 or "",
+        policy,
+        last_ip,
     )
 
 
@@ -667,6 +676,7 @@ def _identity_change(
         device_id=device_id,
         components=components,
         client_ip=reported.get("client_ip"),
+        last_ip=found.last_ip,
     )
     if rebound is None:
         return None

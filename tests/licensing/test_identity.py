@@ -10,7 +10,7 @@ from audit.models import AuditEntry
 from devices.identity import component_digest
 from devices.token import verify_token
 from events.models import Event
-from licensing.identity import clone_copy_revoke
+from licensing.clones import clone_copy_revoke
 from licensing.models import Activation, CloneSuspicion, Rebinding, UnitComponent
 
 pytestmark = pytest.mark.django_db

@@ -37,3 +37,17 @@ def test_the_portal_lists_its_own_suspected_clones_with_evidence(worlds):
     assert "ALPHA-mac-cam" in body and "203.0.113.9" in body
     assert "changed emmc_cid, soc_serial; matched mac" in body and "suspected" in body
     assert 'href="/portal/clones/"' in body  # in the navigation
+
+
+def test_a_bit_for_bit_clone_shows_its_two_addresses(worlds):
+    """The second signal: the very components from two addresses in turn; the evidence
+    names both, the times and which is the copy."""
+    alpha, _ = worlds
+    same = parts(soc_serial="ALPHA-soc", emmc_cid="ALPHA-cid", mac="02:00:00:00:00:02")
+    token = alpha.batch.license.token
+    for address in ("198.51.100.20", "203.0.113.77", "198.51.100.20"):
+        unit_activate(batch_token=token, device_id="ALPHA-twin", components=same, client_ip=address)
+    body = alpha.client().get(reverse("portal-clones")).content.decode()
+    assert "same components from two addresses: from 198.51.100.20, then 203.0.113.77 at" in body
+    assert "(within 900 s); the copy: 203.0.113.77" in body
+    assert "UTC, back at" in body
