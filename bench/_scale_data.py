@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))
 from svccore.timeunits import DAY  # noqa: E402
 
 PG = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
-DB_NAME = "svc_scale"
+DB_NAME = os.environ.get("BENCH_SCALE_DB", "svc_scale")
 CHUNK = 1_000_000
 USAGE_DEVICES = 1000
 HOUR = 3600
