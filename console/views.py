@@ -38,6 +38,9 @@ from licensing.models import NEAR_EXHAUSTION_PERCENT
 from svccore import dates
 
 DASHBOARD_DAYS = 30
+# A count on the dashboard that may reach the whole fleet (silent units) is counted up to
+# this and then said to be more: the page behind it lists them all.
+DASHBOARD_COUNT_BOUND = 10_000
 LEDGER_ROWS = 50
 EXPIRING_DAYS = 30  # batches and licences ending within this many days (or in grace)
 EXPIRING_ROWS = 50
@@ -58,6 +61,14 @@ def _ledger_cells(row, *, label: str | None = None) -> list:
         row.customer_name,
     )
     return [name, row.sku, *(f"{n:,}" for n in numbers)]
+
+
+def _bounded(count: int) -> str:
+    """A dashboard count read with a bound (one more than :data:`DASHBOARD_COUNT_BOUND`):
+    its page lists every unit."""
+    if count > DASHBOARD_COUNT_BOUND:
+        return f"more than {DASHBOARD_COUNT_BOUND:,}"
+    return f"{count:,}"
 
 
 def dashboard(request: HttpRequest) -> HttpResponse:
@@ -92,7 +103,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "weak_devices": selectors.weak_binding_devices(),
         "weak_count": selectors.weak_binding_count(),
         # Units silent for SVC_SILENT_DAYS, and units silent beyond their lease (issue 42).
-        "silent_count": licensing_selectors.silent_units_count(days=settings.SVC_SILENT_DAYS),
+        "silent_count": _bounded(
+            licensing_selectors.silent_units_count(
+                days=settings.SVC_SILENT_DAYS, up_to=DASHBOARD_COUNT_BOUND + 1
+            )
+        ),
         "silent_days": settings.SVC_SILENT_DAYS,
         "past_lease_count": licensing_selectors.past_lease_count(),
         "releases": selectors.seat_releases(),

@@ -155,14 +155,17 @@ def not_seen_since(days: int, *, now: dt.datetime | None = None) -> Q:
     return Q(last_seen_at__lt=cutoff) | Q(last_seen_at__isnull=True)
 
 
-def silent_units_count(*, days: int, now: dt.datetime | None = None) -> int:
+def silent_units_count(
+    *, days: int, now: dt.datetime | None = None, up_to: int | None = None
+) -> int:
     """Units whose licence is not revoked and that were not seen for more than ``days``
-    days: the dashboard's count of silent units."""
-    return (
-        Activation.objects.filter(not_seen_since(days, now=now), license__revoked_at__isnull=True)
-        .order_by()
-        .count()
-    )
+    days: the dashboard's count of silent units. ``up_to``: counted no further than that
+    (the dashboard's bound; a fleet upgraded from before last-seen times has every unit
+    silent, and counting 10^6 of them took 0.7 s)."""
+    units = Activation.objects.filter(
+        not_seen_since(days, now=now), license__revoked_at__isnull=True
+    ).order_by()
+    return (units[:up_to] if up_to is not None else units).count()
 
 
 def past_lease_count(*, now: dt.datetime | None = None) -> int:

@@ -261,6 +261,23 @@ def test_the_dashboard_counts_units_not_seen_for_the_set_days(admin_client, sile
     assert "more than 30 days" in tile[:800] and ">1</a>" in tile[:800]
 
 
+def test_the_dashboard_counts_silent_units_up_to_its_bound(
+    admin_client, silent_fleet, settings, monkeypatch
+):
+    """A fleet upgraded from before last-seen times is silent whole: the tile counts up
+    to its bound and says "more than" (its link lists them all)."""
+    from console import views
+
+    settings.SVC_SILENT_DAYS = 7
+    monkeypatch.setattr(views, "DASHBOARD_COUNT_BOUND", 1)
+    body = admin_client.get(reverse("console-dashboard")).content.decode()
+    tile = body[body.index('id="silent-units"') :]
+    assert ">more than 1</a>" in tile[:800]
+    from licensing.selectors import silent_units_count
+
+    assert silent_units_count(days=7) == 2 and silent_units_count(days=7, up_to=1) == 1
+
+
 def test_a_revoked_unit_is_not_counted_silent(admin_client, silent_fleet, settings):
     from licensing.services import license_revoke
 
