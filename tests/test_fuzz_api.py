@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import time
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -193,6 +194,10 @@ class Seeded:
     cases: Counter = field(default_factory=Counter)  # (operation, status): requests
     modes: Counter = field(default_factory=Counter)  # positive / negative: requests
     refused_for_content: Counter = field(default_factory=Counter)  # (operation, detail)
+    # Per operation: seconds of its cases, drawing included (each case's from the end of
+    # the one before), to split the operations into halves of equal cost.
+    seconds: Counter = field(default_factory=Counter)
+    clock: float = field(default_factory=time.perf_counter)
     # (operation, status, what was sent) of a valid request refused, an invalid one let in
     mistakes: dict[str, list[str]] = field(
         default_factory=lambda: {"rejected-valid": [], "accepted-invalid": []}
@@ -410,6 +415,8 @@ def seeded(transactional_db, tmp_path, settings):
         for (label, status), count in target.cases.items():
             by_operation.setdefault(label, Counter())[status] += count
         print(f"\n{sum(target.cases.values())} requests to {len(by_operation)} operations")
+        costly = ", ".join(f"{label} {s:.1f} s" for label, s in target.seconds.most_common(30))
+        print(f"{sum(target.seconds.values()):.0f} s; costliest: {costly}")
         for label, statuses in sorted(by_operation.items()):
             answers = ", ".join(f"{status}: {n}" for status, n in sorted(statuses.items()))
             print(f"  {label}  {answers}")
@@ -603,6 +610,9 @@ def _answers_as_its_schema_says(case, seeded: Seeded) -> None:
     response = case.call()
     label = f"{case.method.upper()} {case.path}"
     seeded.cases[label, response.status_code] += 1
+    now = time.perf_counter()
+    seeded.seconds[label] += now - seeded.clock
+    seeded.clock = now
     mode = case.meta.generation.mode if case.meta else None
     seeded.modes[mode.value if mode else "explicit"] += 1
     detail = _detail(response)
