@@ -9,6 +9,12 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 
 .PHONY: install run test test-fast test-pg lint docs docs-serve bench clean
 
+# Python keeps the project's compiled modules (and pytest its rewritten tests) in
+# __pycache__/ (ignored by git), though the environment may say otherwise: every test
+# process (the pytest workers, each live gunicorn, each svcctl and manage.py run) would
+# compile the project from source at its start, minutes of a `make test`.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -48,6 +48,35 @@ def _flush_as_a_declared_wipe() -> None:
 
 _flush_as_a_declared_wipe()
 
+
+def _static_files_found_once() -> None:
+    """Each test client builds the middleware anew, and WhiteNoise's finds and stats
+    every static file (~500) each time: a tenth of the quick tests' time. A test process
+    finds them once and hands each new middleware the same files (a server process
+    builds its middleware once anyway)."""
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    def found_once(method):
+        found: dict[tuple, dict] = {}
+
+        def adding(self, *args, **kwargs):
+            key = (self.static_prefix, self.use_finders, *args, *sorted(kwargs.items()))
+            if key not in found:
+                before = set(self.files)
+                method(self, *args, **kwargs)
+                found[key] = {url: self.files[url] for url in self.files.keys() - before}
+            self.files.update(found[key])
+
+        return adding
+
+    WhiteNoiseMiddleware.add_files = found_once(WhiteNoiseMiddleware.add_files)
+    WhiteNoiseMiddleware.add_files_from_finders = found_once(
+        WhiteNoiseMiddleware.add_files_from_finders
+    )
+
+
+_static_files_found_once()
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -159,17 +188,39 @@ ONE_DATABASE_MODULES = frozenset(
 )
 
 
-# Slow modules that CI runs on both databases though they are no browser: the journeys
-# of the embedded default (`make run` serves SQLite), a camera's first boot to its
-# invoice and the README's commands. Every other slow test that touches the database runs
-# on PostgreSQL alone in CI (SVC_TEST_SLOW_ON_POSTGRESQL, .ci/run): concurrency, the
-# edge, ingestion and billing under real servers are production's, and PostgreSQL is
-# production's database.
+# Modules that CI runs on both databases though they are no browser: the journeys of the
+# embedded default (`make run` serves SQLite), a camera's first boot to its invoice and
+# the README's commands.
 BOTH_DATABASES_MODULES = frozenset(
     {
         "tests/test_end_to_end.py",
         "tests/test_readme.py",
     }
+)
+# The tests of the code that takes a path of its own on SQLite (a branch on
+# connection.vendor, or SQL that differs): activation's rows one by one
+# (config.rows), writers queueing on SQLite's lock, the activation rollups' triggers,
+# usage ingestion's portable store, the event log's, the rate counters', exact counts
+# and collation in the console and the fleet's paging, the snapshot rating reads in,
+# the partitions SQLite does without, the statements each hot path runs. CI's SQLite
+# pass keeps them (SVC_TEST_POSTGRESQL_FOLLOWS).
+SQLITE_PATHS = (
+    "tests/licensing/test_activation.py",
+    "tests/licensing/test_concurrency.py",
+    "tests/licensing/test_fleet_paging.py",
+    "tests/licensing/test_last_seen.py",
+    "tests/billing/test_activation_rollups.py",
+    "tests/billing/test_usage_api.py",
+    "tests/billing/test_usage_identity.py",
+    "tests/billing/test_usage_identity_migration.py",
+    "tests/billing/test_rating.py",
+    "tests/billing/test_reconcile.py",
+    "tests/billing/test_partitions.py",
+    "tests/events/test_event_log.py",
+    "tests/ratelimits/",
+    "tests/operators/test_console_search.py",
+    "tests/operators/test_admin_scale.py",
+    "tests/test_query_counts.py",
 )
 
 
@@ -192,10 +243,10 @@ def _run_order(item: pytest.Item) -> tuple[bool, int]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test in :data:`SLOW_MODULES` or on a real server is marked ``slow``.
 
-    ``SVC_TEST_SLOW_ON_POSTGRESQL=1`` (CI, whose ``make test-pg`` follows ``make test``):
-    the SQLite pass leaves the slow database tests to the PostgreSQL pass, but the
-    browser's and the embedded default's (:func:`_slow_on_postgresql`), so that each runs
-    once.
+    ``SVC_TEST_POSTGRESQL_FOLLOWS=1`` (CI, whose ``make test-pg`` follows ``make test``):
+    the SQLite pass leaves the database tests to the PostgreSQL pass, production's
+    database, but the browser's, the embedded default's journeys and the tests of its
+    own paths (:func:`_left_to_postgresql`), so that each runs once.
 
     ``SVC_TEST_DATABASE_ONLY=1`` (``make test-pg``, after ``make test`` in CI): only the
     tests that touch the database run, but the slow ones of :data:`ONE_DATABASE_MODULES`.
@@ -210,8 +261,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
     items.sort(key=_run_order)  # stable: within a rank, as collected
-    if os.environ.get("SVC_TEST_SLOW_ON_POSTGRESQL") == "1" and connection.vendor == "sqlite":
-        _deselect(config, items, lambda item: not _slow_on_postgresql(item))
+    if os.environ.get("SVC_TEST_POSTGRESQL_FOLLOWS") == "1" and connection.vendor == "sqlite":
+        _deselect(config, items, lambda item: not _left_to_postgresql(item))
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
     _deselect(
@@ -224,17 +275,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
 
 
-def _slow_on_postgresql(item: pytest.Item) -> bool:
-    """A slow test that the PostgreSQL pass runs too (:data:`ONE_DATABASE_MODULES` aside),
-    and that the SQLite pass therefore leaves to it under ``SVC_TEST_SLOW_ON_POSTGRESQL``:
-    the servers, concurrency and ingestion tests, on production's database. The SQLite
-    pass keeps :data:`BOTH_DATABASES_MODULES`, the embedded default's own journeys."""
+def _left_to_postgresql(item: pytest.Item) -> bool:
+    """A database test that the PostgreSQL pass runs (:data:`ONE_DATABASE_MODULES`' slow
+    ones aside), and that the SQLite pass therefore leaves to it under
+    ``SVC_TEST_POSTGRESQL_FOLLOWS``. The SQLite pass keeps the browser's and svcctl's
+    slow tests (:data:`ONE_DATABASE_MODULES`), the embedded default's journeys
+    (:data:`BOTH_DATABASES_MODULES`) and the tests of its own paths
+    (:data:`SQLITE_PATHS`)."""
     module = item.nodeid.split("::", 1)[0]
     return (
-        is_slow(item)
-        and uses_database(item)
-        and module not in ONE_DATABASE_MODULES
+        uses_database(item)
+        and not (is_slow(item) and module in ONE_DATABASE_MODULES)
         and module not in BOTH_DATABASES_MODULES
+        and not module.startswith(SQLITE_PATHS)
     )
 
 
