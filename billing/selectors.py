@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
 from billing.balances import with_balances
 from billing.limits import DAY, midnight, month_start
@@ -254,40 +254,37 @@ TAKEN = {"taken": (F("activations") + F("transfers") + F("trials"), Q())}
 
 
 def _activation_counts(
-    *, customer_id: str, start: dt.datetime | None, end: dt.datetime, kinds, by: tuple[str, ...]
-) -> dict[tuple, Counter]:
-    """The customer's activations of each of ``kinds`` with ``start <= activated_at <
-    end`` (no start: since the first one), grouped by the fields ``by`` names (of the
-    activation's batch): the rollup rows of the days :func:`_reading` chooses, plus or
-    minus the activation rows of the partial days at either edge (read from the index
-    activation_batch_recent). Two flat statements grouped by batch, read in one snapshot
-    (:func:`one_snapshot`), so the sum is as exact as a count of the rows: a rollup row
-    changes in the transaction of the activation it counts (a trigger). Groups without
-    any are left out."""
+    *, start: dt.datetime | None, end: dt.datetime, kinds=ACTIVATION_KINDS
+) -> dict[str, Any]:
+    """Per batch (``OuterRef("pk")``), its activations of each of ``kinds`` with
+    ``start <= activated_at < end`` (no start: since the first one), as ``days_<kind>``
+    and ``edge_<kind>``: the rollup rows of the days :func:`_reading` chooses, plus or
+    minus the activation rows of the partial days at either edge, read from the index
+    activation_batch_recent. One statement reads both, so the sum is as exact as a count
+    of the rows in that statement's snapshot: a rollup row changes in the transaction of
+    the activation it counts (a trigger)."""
     reading = _reading(start, end)
-    days = ActivationDaily.objects.filter(batch__customer_id=customer_id, day__lt=reading.after)
+    days = ActivationDaily.objects.filter(batch=OuterRef("pk"), day__lt=reading.after)
     if reading.first is not None:
         days = days.filter(day__gte=reading.first)
-    totals = {name: Sum(column) for name, (column, _) in kinds.items()}
-    found: dict[tuple, Counter] = defaultdict(Counter)
+    zero = Value(0, output_field=IntegerField())
 
-    def add(queryset, sums: dict[str, Any]) -> None:
-        for row in queryset.values_list(*by).annotate(**sums).order_by():
-            found[row[: len(by)]].update(dict(zip(sums, row[len(by) :], strict=True)))
+    def summed(queryset, total) -> Coalesce:
+        query = queryset.order_by().values("batch").annotate(n=total).values("n")
+        return Coalesce(Subquery(query, output_field=IntegerField()), zero)
 
-    with one_snapshot():
-        add(days, totals)
-        if reading.plus or reading.minus:
-            plus, minus = _within(reading.plus), _within(reading.minus)
+    counts = {f"days_{name}": summed(days, Sum(column)) for name, (column, _) in kinds.items()}
+    if not (reading.plus or reading.minus):  # the window starts and ends at midnight
+        return counts | {f"edge_{name}": zero for name in kinds}
+    plus, minus = _within(reading.plus), _within(reading.minus)
+    rows = Activation.objects.filter(plus | minus, batch=OuterRef("pk"))
 
-            def edge(kind: Q):
-                terms = [Count("pk", filter=kind & plus)] if reading.plus else []
-                terms += [-Count("pk", filter=kind & minus)] if reading.minus else []
-                return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    def edge(kind: Q):
+        terms = [Count("pk", filter=kind & plus)] if reading.plus else []
+        terms += [-Count("pk", filter=kind & minus)] if reading.minus else []
+        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
-            rows = Activation.objects.filter(plus | minus, batch__customer_id=customer_id)
-            add(rows, {name: edge(kind) for name, (_, kind) in kinds.items()})
-    return {key: counts for key, counts in found.items() if any(counts.values())}
+    return counts | {f"edge_{name}": summed(rows, edge(kind)) for name, (_, kind) in kinds.items()}
 
 
 def activations_by_batch(
@@ -297,25 +294,31 @@ def activations_by_batch(
     every activation before ``end``), billable, transfers and trials apart, batches
     without any left out. Its cost follows the customer's batches and the days of the
     window (plus the activations of the partial days at its edges), not its activations."""
-    counts = _activation_counts(
-        customer_id=customer_id,
-        start=start,
-        end=end,
-        kinds=ACTIVATION_KINDS,
-        by=("batch_id", "batch__sku", "batch__unit_price", "batch__currency"),
+    rows = (
+        Batch.objects.filter(customer_id=customer_id)
+        .annotate(**_activation_counts(start=start, end=end))
+        .values_list(
+            "id",
+            "sku",
+            "unit_price",
+            "currency",
+            "days_billable",
+            "days_transfers",
+            "days_trials",
+            "edge_billable",
+            "edge_transfers",
+            "edge_trials",
+        )  # fmt: skip
+        .order_by()
     )
-    return [
-        BatchActivations(
-            batch_id,
-            sku,
-            price,
-            currency,
-            billable=n["billable"],
-            transfers=n["transfers"],
-            trials=n["trials"],
-        )
-        for (batch_id, sku, price, currency), n in sorted(counts.items())
-    ]
+    found = []
+    for batch_id, sku, price, currency, days_b, days_t, days_r, edge_b, edge_t, edge_r in rows:
+        billable, transfers, trials = days_b + edge_b, days_t + edge_t, days_r + edge_r
+        if billable or transfers or trials:
+            found.append(
+                BatchActivations(batch_id, sku, price, currency, billable, transfers, trials)
+            )
+    return found
 
 
 def billable_units_by_sku(
@@ -332,12 +335,18 @@ def billable_units_by_sku(
     license_customer_revoked), never the customer's units. The caller reads them in one
     snapshot (:func:`billing.rating.invoice_rate` does) for an exact N under concurrent
     activations and revocations."""
-    # Every activation before ``end``, whatever its kind, per SKU: one sum of the rollups
-    # and one count of the rows (not three of each, as activations_by_batch reads).
-    taken = _activation_counts(
-        customer_id=customer_id, start=None, end=end, kinds=TAKEN, by=("batch__sku",)
+    units: dict[str, int] = {}
+    # Every activation before ``end``, whatever its kind: one sum of the rollups and one
+    # count of the rows per batch (not three of each, as activations_by_batch reads).
+    taken = (
+        Batch.objects.filter(customer_id=customer_id)
+        .annotate(**_activation_counts(start=None, end=end, kinds=TAKEN))
+        .values_list("sku", "days_taken", "edge_taken")
+        .order_by()
     )
-    units: dict[str, int] = {sku: n["taken"] for (sku,), n in taken.items()}
+    for sku, days, edge in taken:
+        if days + edge:
+            units[sku] = units.get(sku, 0) + days + edge
     directs = (
         License.objects.filter(customer_id=customer_id, kind=License.Kind.DIRECT, issued_at__lt=end)
         .exclude(device_id="*")

@@ -28,8 +28,9 @@ Copy buttons (static/svc/console.js) copy, Django admin's select-all (actions.js
 and forms submit (a search, a batch order checked, a portal API key created).
 
 Full-page screenshots of the superuser's and the portal users' pages go to
-``$SVC_SCREENSHOT_DIR/walk/<width>px/`` when it is set (CI keeps them as artifacts); the
-roles' pages, a subset of the superuser's, are checked but not photographed."""
+``$SVC_SCREENSHOT_DIR/walk/<width>px/`` when it is set (none otherwise: they cost a
+third of the walk); the roles' pages, a subset of the superuser's, are checked but not
+photographed."""
 
 from __future__ import annotations
 

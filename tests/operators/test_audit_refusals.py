@@ -377,21 +377,22 @@ def test_a_locked_out_password_login_is_one_row_not_two(minute, django_user_mode
 # --- the bound --------------------------------------------------------------------------
 
 
-def test_ten_thousand_refusals_are_two_rows_over_two_minutes(db, server_clock):
-    """Driven through the recording function: 5,000 in one minute, 5,000 in the next."""
+def test_a_flood_of_refusals_is_two_rows_over_two_minutes(db, server_clock):
+    """Driven through the recording function: 2,000 in one minute, 2,000 in the next
+    (a row holds any number: 10,000 took 28 s of CI on PostgreSQL for the same two)."""
     start = clock.now().replace(second=0, microsecond=0)
     actor = Actor(name="anonymous", kind="system", ip="203.0.113.7")
     for offset in (0, 60):
         with server_clock.at(start + dt.timedelta(seconds=offset + 5)):
-            for _ in range(5_000):
+            for _ in range(2_000):
                 audit_refusal(
                     action="admin_key.refused", status=403, target="GET /v1/admin/fleet",
                     actor=actor,
                 )  # fmt: skip
     rows = AuditEntry.objects.order_by("at")
     assert [(r.at, r.repeats) for r in rows] == [
-        (start + dt.timedelta(seconds=5), 5_000),
-        (start + dt.timedelta(seconds=65), 5_000),
+        (start + dt.timedelta(seconds=5), 2_000),
+        (start + dt.timedelta(seconds=65), 2_000),
     ]
 
 

@@ -2,7 +2,7 @@
 through Playwright, 1280 and 1000 px wide) on a live server with realistic data, one
 full-page screenshot per page, and the layout checked in the page itself.
 
-Screenshots go to ``SVC_SCREENSHOT_DIR`` (CI keeps them as artifacts), else to a pytest
+Screenshots go to ``SVC_SCREENSHOT_DIR`` when it is set (to keep them), else to a pytest
 temporary directory, one folder per width (``1000px/dashboard.png``); their paths are
 printed. A missing browser skips the test, except
 in CI (environment variable CI set), where it is a failure.
