@@ -3,7 +3,7 @@ a batch (all its units) or a direct licence. Adding is a sale (``issue_licences`
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,9 +28,6 @@ _REMOVE_ERRORS = {
     "batch) or an offline-minted one.",
     404: "No such batch or licence, or the add-on was never added to it.",
 }
-_REASON = OpenApiParameter(
-    "reason", str, description="Why it is removed, for the audit log and the event."
-)
 
 
 class _Shown:
@@ -99,7 +96,8 @@ class BatchAddOnApi(APIView):
         parameters=[
             schema.id_path("batch_id", "The batch."),
             schema.id_path("addon", "The add-on's code."),
-            _REASON,
+            # Its fields' rules (no NUL, 500 characters) as the schema states them.
+            serializers.AddOnRemoveQuery,
             schema.retry_after(429, 503),
         ],
         responses={200: serializers.AddOnChangeOut, **schema.errors(_REMOVE_ERRORS)},
@@ -152,7 +150,8 @@ class LicenseAddOnApi(APIView):
         parameters=[
             schema.id_path("license_id", "The licence."),
             schema.id_path("addon", "The add-on's code."),
-            _REASON,
+            # Its fields' rules (no NUL, 500 characters) as the schema states them.
+            serializers.AddOnRemoveQuery,
             schema.retry_after(429, 503),
         ],
         responses={200: serializers.AddOnChangeOut, **schema.errors(_REMOVE_ERRORS)},
