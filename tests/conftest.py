@@ -265,27 +265,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _deselect(config, items, lambda item: not _left_to_postgresql(item))
     if os.environ.get("SVC_TEST_DATABASE_ONLY") != "1":
         return
-    _deselect(
-        config,
-        items,
-        lambda item: (
-            uses_database(item)
-            and not (is_slow(item) and item.nodeid.split("::", 1)[0] in ONE_DATABASE_MODULES)
-        ),
-    )
+    _deselect(config, items, _runs_on_postgresql)
+
+
+def _runs_on_postgresql(item: pytest.Item) -> bool:
+    """A test that ``make test-pg`` runs: it touches the database, and it is not one of
+    the slow ones of :data:`ONE_DATABASE_MODULES` (the browser's, svcctl's...)."""
+    module = item.nodeid.split("::", 1)[0]
+    return uses_database(item) and not (is_slow(item) and module in ONE_DATABASE_MODULES)
 
 
 def _left_to_postgresql(item: pytest.Item) -> bool:
-    """A database test that the PostgreSQL pass runs (:data:`ONE_DATABASE_MODULES`' slow
-    ones aside), and that the SQLite pass therefore leaves to it under
-    ``SVC_TEST_POSTGRESQL_FOLLOWS``. The SQLite pass keeps the browser's and svcctl's
-    slow tests (:data:`ONE_DATABASE_MODULES`), the embedded default's journeys
-    (:data:`BOTH_DATABASES_MODULES`) and the tests of its own paths
+    """A test of the PostgreSQL pass (:func:`_runs_on_postgresql`) that the SQLite pass
+    therefore leaves to it under ``SVC_TEST_POSTGRESQL_FOLLOWS``, but the embedded
+    default's journeys (:data:`BOTH_DATABASES_MODULES`) and the tests of its own paths
     (:data:`SQLITE_PATHS`)."""
     module = item.nodeid.split("::", 1)[0]
     return (
-        uses_database(item)
-        and not (is_slow(item) and module in ONE_DATABASE_MODULES)
+        _runs_on_postgresql(item)
         and module not in BOTH_DATABASES_MODULES
         and not module.startswith(SQLITE_PATHS)
     )

@@ -72,7 +72,7 @@ pytestmark = [
     ),
 ]
 
-# Examples per operation and generation mode: 25 in CI, about 3,300 cases, most of the
+# Examples per operation and generation mode: 25 in CI, about 4,300 cases, most of the
 # time drawing them (schemathesis builds a body's strategies anew for each case: 50 took
 # 290 s of the PostgreSQL pass's 2 cores). A deeper run: FUZZ_MAX_EXAMPLES=500, and
 # FUZZ_SEED=N for other cases than the derandomized ones.
@@ -197,7 +197,7 @@ class Seeded:
     modes: Counter = field(default_factory=Counter)  # positive / negative: requests
     refused_for_content: Counter = field(default_factory=Counter)  # (operation, detail)
     # Per operation: seconds of its cases, drawing included (each case's from the end of
-    # the one before), to split the operations into halves of equal cost.
+    # the one before), printed with the answers: where the fuzz's time goes.
     seconds: Counter = field(default_factory=Counter)
     clock: float = field(default_factory=time.perf_counter)
     # (operation, status, what was sent) of a valid request refused, an invalid one let in
